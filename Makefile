@@ -1,0 +1,57 @@
+# The README's commands. Each target creates .venv when missing and installs everything with pip
+# from pyproject.toml (the one dependency source); a changed pyproject.toml reinstalls.
+SHELL := /bin/bash
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+VPY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+PRESET ?= embedded
+PYTEST_ARGS ?=
+
+.PHONY: help install test book pages html lab bench lint format clean
+
+help:
+	@echo "make book    execute every page (preset=$(PRESET)) and build _build/html/index.html"
+	@echo "make test    unit tests + every page under preset=smoke"
+	@echo "make lab     JupyterLab on the book, .py pages open as notebooks (jupytext)"
+	@echo "make bench   speed benchmarks (ratios against straightforward references)"
+	@echo "make lint    ruff"
+
+$(STAMP): pyproject.toml
+	@test -x $(VPY) || $(PYTHON) -m venv $(VENV)
+	$(VPY) -m pip install --quiet --upgrade pip
+	# torch==2.13.0 exactly: the local CPU wheel; anything else pulls GBs of CUDA build.
+	$(VPY) -m pip install --quiet -e '.[book,dev]'
+	$(VPY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (audiorepro)" > /dev/null
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+test: $(STAMP)
+	$(VPY) -m pytest $(PYTEST_ARGS)
+
+pages: $(STAMP)
+	$(VPY) -m audiorepro.pages build --preset $(PRESET)
+
+html: $(STAMP)
+	$(VENV)/bin/jupyter-book build _build/src --path-output . -W -n --keep-going
+
+book: pages html
+	@echo "book: $(CURDIR)/_build/html/index.html"
+
+lab: $(STAMP)
+	$(VENV)/bin/jupyter lab --notebook-dir=book
+
+bench: $(STAMP)
+	@for b in bench/bench_*.py; do echo "== $$b"; $(VPY) $$b || exit 1; done
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check lib tests bench book
+	$(VENV)/bin/ruff format --check lib tests bench book
+
+format: $(STAMP)
+	$(VENV)/bin/ruff format lib tests bench book
+	$(VENV)/bin/ruff check --fix lib tests bench book
+
+clean:
+	rm -rf _build .pytest_cache

@@ -1,0 +1,235 @@
+"""Execute the book's pages headlessly and stage the Jupyter Book source.
+
+The ``book/**/*.py`` percent files are the notebooks (jupytext). This module turns one into a
+notebook in memory, runs it with papermill under a preset, and writes the *executed copy*
+somewhere else: the ``.py`` source is never touched, so a papermill-injected parameters cell can
+never leak back into it.
+
+``make book`` calls :func:`stage_book` then :func:`execute_pages`, which lay out the book under
+``_build/src`` (configuration, markdown pages and executed notebooks, in the order of
+``_toc.yml``); ``jupyter-book build _build/src`` then renders them with execution off. The
+tests call :func:`execute_page` on every page under ``preset="smoke"``.
+
+Command line::
+
+    python -m audiorepro.pages list
+    python -m audiorepro.pages build --preset embedded [--only 03_zerospeech]
+    python -m audiorepro.pages run book/00_data/01_audio_features.py out.ipynb -p preset smoke
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from audiorepro.paths import repo_root
+
+PAGE_GLOB = "book/**/*.py"
+STAGE_DIR = Path("_build/src")
+STAGED_FILES = ("_config.yml", "_toc.yml")
+ASSET_SUFFIXES = (".md", ".png", ".jpg", ".svg", ".bib", ".yaml", ".yml")
+
+
+class PageError(RuntimeError):
+    """A page failed to execute; the message names the page and the failing cell."""
+
+
+def toc_entries(root: Path | None = None) -> list[str]:
+    """File entries of ``_toc.yml`` (without suffix) in reading order."""
+    root = root or repo_root()
+    toc = yaml.safe_load((root / "_toc.yml").read_text())
+    entries: list[str] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            for key in ("root", "file"):
+                if key in node:
+                    entries.append(str(node[key]))
+            for key in ("chapters", "sections", "parts"):
+                for child in node.get(key, []) or []:
+                    walk(child)
+        elif isinstance(node, list):
+            for child in node:
+                walk(child)
+
+    walk(toc)
+    return entries
+
+
+def book_pages(root: Path | None = None) -> list[Path]:
+    """The executable pages (``book/**/*.py``) in ``_toc.yml`` order, relative to ``root``.
+
+    A page missing from the table of contents is an error: it would execute but never be read.
+    """
+    root = root or repo_root()
+    found = sorted(p.relative_to(root) for p in root.glob(PAGE_GLOB))
+    order = {entry: i for i, entry in enumerate(toc_entries(root))}
+    missing = [str(p) for p in found if str(p.with_suffix("")) not in order]
+    if missing:
+        raise PageError(f"pages not listed in _toc.yml: {', '.join(missing)}")
+    return sorted(found, key=lambda p: order[str(p.with_suffix(""))])
+
+
+def read_page(page: Path):
+    """The page as an in-memory notebook (nbformat v4) with a python3 kernelspec."""
+    import jupytext
+
+    nb = jupytext.read(page)
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    if not any("parameters" in c.get("metadata", {}).get("tags", []) for c in nb.cells):
+        raise PageError(f"{page}: no cell tagged 'parameters' (see STYLE.md, item 3)")
+    return nb
+
+
+def execute_page(
+    page: str | Path,
+    output: str | Path,
+    *,
+    preset: str = "embedded",
+    parameters: Mapping[str, Any] | None = None,
+    cwd: str | Path | None = None,
+    log_output: bool = False,
+    env: Mapping[str, str] | None = None,
+) -> float:
+    """Execute one ``.py`` page under ``preset`` into the notebook ``output``; return seconds.
+
+    Args:
+        page: the percent-format source, e.g. ``book/00_data/01_audio_features.py``.
+        output: where the executed ``.ipynb`` goes (never next to the source).
+        preset: injected as the ``preset`` parameter.
+        parameters: further single-field overrides injected into the parameters cell.
+        cwd: working directory of the kernel (default: the repository root).
+        log_output: stream cell output to this process's log (CI).
+        env: extra environment variables for the kernel (e.g. ``AUDIOREPRO_RESULTS``).
+    """
+    import nbformat
+    import papermill
+
+    page, output = Path(page), Path(output)
+    if output.resolve() == page.resolve().with_suffix(".ipynb"):
+        raise PageError(f"{output}: the executed copy must not sit next to its source {page}")
+    output.parent.mkdir(parents=True, exist_ok=True)
+    source = output.with_name(output.stem + ".source.ipynb")
+    nbformat.write(read_page(page), source)
+    params = {"preset": preset, **dict(parameters or {})}
+    old_env = {k: os.environ.get(k) for k in (env or {})}
+    os.environ.update(env or {})
+    start = time.perf_counter()
+    try:
+        papermill.execute_notebook(
+            str(source),
+            str(output),
+            parameters=params,
+            cwd=str(cwd or repo_root()),
+            kernel_name="python3",
+            progress_bar=False,
+            log_output=log_output,
+            report_mode=False,
+        )
+    except papermill.PapermillExecutionError as err:
+        raise PageError(
+            f"{page} (preset={preset}) failed in cell {err.exec_count}: {err.ename}: {err.evalue}"
+        ) from err
+    finally:
+        source.unlink(missing_ok=True)
+        for key, value in old_env.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    return time.perf_counter() - start
+
+
+def stage_book(root: Path | None = None, stage: Path | None = None) -> Path:
+    """Copy the book's configuration and markdown into ``stage`` (default ``_build/src``).
+
+    Executed notebooks are added by :func:`execute_pages`. ``lib`` is linked in so pages can
+    ``literalinclude`` library code with the same relative paths as in the repository.
+    """
+    root = root or repo_root()
+    stage = stage or root / STAGE_DIR
+    stage.mkdir(parents=True, exist_ok=True)
+    for name in STAGED_FILES:
+        shutil.copy2(root / name, stage / name)
+    for path in (root / "book").rglob("*"):
+        if path.is_file() and path.suffix in ASSET_SUFFIXES:
+            dest = stage / path.relative_to(root)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, dest)
+    link = stage / "lib"
+    if not link.exists():
+        link.symlink_to(root / "lib", target_is_directory=True)
+    return stage
+
+
+def execute_pages(
+    preset: str = "embedded",
+    *,
+    root: Path | None = None,
+    stage: Path | None = None,
+    only: Sequence[str] = (),
+    log_output: bool = False,
+) -> dict[str, float]:
+    """Execute every page (or those whose path contains one of ``only``) into the stage.
+
+    Prints one line per page with its time and writes ``page_times.json`` next to the stage,
+    so the README's timing table can be refreshed from a real build.
+    """
+    root = root or repo_root()
+    stage = stage or root / STAGE_DIR
+    times: dict[str, float] = {}
+    for page in book_pages(root):
+        if only and not any(o in str(page) for o in only):
+            continue
+        print(f"[book] executing {page} (preset={preset}) ...", flush=True)
+        seconds = execute_page(
+            root / page, stage / page.with_suffix(".ipynb"), preset=preset, log_output=log_output
+        )
+        times[str(page)] = round(seconds, 1)
+        print(f"[book] {page}: {seconds:.1f} s", flush=True)
+    (stage.parent / "page_times.json").write_text(json.dumps(times, indent=2) + "\n")
+    print(f"[book] executed {len(times)} pages in {sum(times.values()):.1f} s", flush=True)
+    return times
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m audiorepro.pages", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("list", help="print the pages in reading order")
+    build = sub.add_parser("build", help="stage the book and execute every page into it")
+    build.add_argument("--preset", default="embedded", choices=("smoke", "embedded", "paper"))
+    build.add_argument("--only", action="append", default=[], help="substring of page paths")
+    build.add_argument("--log-output", action="store_true", help="stream cell output")
+    run = sub.add_parser("run", help="execute one page into one notebook")
+    run.add_argument("page")
+    run.add_argument("output")
+    run.add_argument("-p", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"))
+    args = parser.parse_args(argv)
+    try:
+        if args.cmd == "list":
+            print("\n".join(str(p) for p in book_pages()))
+        elif args.cmd == "build":
+            stage_book()
+            execute_pages(args.preset, only=args.only, log_output=args.log_output)
+        else:
+            params = {name: yaml.safe_load(value) for name, value in args.p}
+            preset = params.pop("preset", "embedded")
+            seconds = execute_page(args.page, args.output, preset=preset, parameters=params)
+            print(f"{args.page}: {seconds:.1f} s -> {args.output}")
+    except PageError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,37 @@
+"""Where data, results and the book live.
+
+Every location can be moved with an environment variable, so a researcher can keep corpora on a
+large disk and CI can keep test output in a temporary folder:
+
+- ``AUDIOREPRO_DATA``: generated and prepared corpora (default ``<repo>/data``);
+- ``AUDIOREPRO_RESULTS``: the results ledger (default ``<repo>/results``).
+
+``<repo>`` is the checkout holding this package when installed editable (``pip install -e .``),
+otherwise the current working directory.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def repo_root() -> Path:
+    """The checkout this package lives in, or the working directory for a non-editable install."""
+    here = Path(__file__).resolve()
+    candidate = here.parents[2]  # lib/audiorepro/paths.py -> repository root
+    if (candidate / "pyproject.toml").is_file() and (candidate / "book").is_dir():
+        return candidate
+    return Path.cwd()
+
+
+def data_dir() -> Path:
+    """Root folder of the corpora: ``$AUDIOREPRO_DATA`` or ``<repo>/data``."""
+    env = os.environ.get("AUDIOREPRO_DATA")
+    return Path(env).expanduser() if env else repo_root() / "data"
+
+
+def results_dir() -> Path:
+    """Folder of the results ledger: ``$AUDIOREPRO_RESULTS`` or ``<repo>/results``."""
+    env = os.environ.get("AUDIOREPRO_RESULTS")
+    return Path(env).expanduser() if env else repo_root() / "results"

@@ -1,0 +1,233 @@
+"""The book's one figure style: spectrograms with label tiers, similarity heatmaps, curves.
+
+Pages plot only through these functions, so every figure in the book has the same fonts, colour
+maps and axis conventions (time in seconds on x, frequency or feature index on y, origin lower).
+Each function draws into a given ``ax`` (or makes a figure) and returns the figure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.figure import Figure
+
+STYLE: dict[str, Any] = {
+    "figure.dpi": 100,
+    "savefig.dpi": 150,
+    "font.size": 10,
+    "axes.titlesize": 11,
+    "axes.labelsize": 10,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "image.cmap": "magma",
+    "legend.frameon": False,
+}
+
+Tier = Sequence[tuple[str, float, float]]
+"""A label tier: ``(label, start_s, end_s)`` intervals, e.g. phones or words."""
+
+
+def use_style() -> None:
+    """Apply the book's matplotlib style (called by every plotting function)."""
+    plt.rcParams.update(STYLE)
+
+
+def _new_axes(ax: plt.Axes | None, figsize: tuple[float, float]) -> tuple[Figure, plt.Axes]:
+    use_style()
+    if ax is not None:
+        return ax.figure, ax
+    fig, ax = plt.subplots(figsize=figsize, layout="constrained")
+    return fig, ax
+
+
+def spectrogram(
+    feats: np.ndarray,
+    *,
+    hop_s: float,
+    ax: plt.Axes | None = None,
+    title: str | None = None,
+    ylabel: str = "mel band",
+    tiers: Mapping[str, Tier] | None = None,
+    colorbar: bool = True,
+    vmin: float | None = None,
+    vmax: float | None = None,
+) -> Figure:
+    """Show a (T, F) feature matrix with time in seconds, plus time-aligned label tiers below.
+
+    Args:
+        feats: (T, F) features, frame t starting at ``t * hop_s`` seconds.
+        hop_s: frame shift in seconds (0.01 for 10 ms features).
+        ax: draw into this axis; tiers then need a figure of their own, so pass ``ax`` only
+            without ``tiers``.
+        tiers: tier name → ``(label, start_s, end_s)`` intervals, drawn as rows under the
+            spectrogram sharing its time axis (e.g. ``{"word": words, "phone": phones}``).
+    """
+    feats = np.asarray(feats)
+    if feats.ndim != 2:
+        raise ValueError(f"spectrogram expects (T, F) features, got shape {feats.shape}")
+    tiers = dict(tiers or {})
+    if ax is not None and tiers:
+        raise ValueError("pass either ax or tiers: label tiers need their own axes")
+    use_style()
+    if ax is None:
+        heights = [4.0] + [0.5] * len(tiers)
+        fig, axes = plt.subplots(
+            1 + len(tiers),
+            1,
+            figsize=(10, 2.6 + 0.45 * len(tiers)),
+            sharex=True,
+            gridspec_kw={"height_ratios": heights, "hspace": 0.05},
+            layout="constrained",
+            squeeze=False,
+        )
+        ax, tier_axes = axes[0, 0], [a[0] for a in axes[1:]]
+    else:
+        fig, tier_axes = ax.figure, []
+    duration = feats.shape[0] * hop_s
+    im = ax.imshow(
+        feats.T,
+        origin="lower",
+        aspect="auto",
+        extent=(0.0, duration, 0, feats.shape[1]),
+        interpolation="nearest",
+        vmin=vmin,
+        vmax=vmax,
+    )
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title)
+    if colorbar:
+        fig.colorbar(im, ax=ax, pad=0.01, fraction=0.03)
+    for tier_ax, (name, intervals) in zip(tier_axes, tiers.items()):
+        _draw_tier(tier_ax, name, intervals, duration)
+    (tier_axes[-1] if tier_axes else ax).set_xlabel("time (s)")
+    ax.set_xlim(0.0, duration)
+    return fig
+
+
+def _draw_tier(ax: plt.Axes, name: str, intervals: Tier, duration: float) -> None:
+    ax.set_yticks([])
+    ax.set_ylabel(name, rotation=0, ha="right", va="center")
+    ax.set_xlim(0.0, duration)
+    for spine in ("left", "top", "right"):
+        ax.spines[spine].set_visible(False)
+    for i, (label, start, end) in enumerate(intervals):
+        ax.axvspan(start, end, color="0.85" if i % 2 else "0.93", lw=0)
+        ax.axvline(start, color="0.4", lw=0.6)
+        ax.text((start + end) / 2, 0.5, label, ha="center", va="center", fontsize=8, clip_on=True)
+
+
+def waveform(
+    wav: np.ndarray, *, sr: int, ax: plt.Axes | None = None, title: str | None = None
+) -> Figure:
+    """Plot a mono waveform (S,) against time in seconds."""
+    fig, ax = _new_axes(ax, (10, 2))
+    wav = np.asarray(wav)
+    ax.plot(np.arange(wav.size) / sr, wav, lw=0.5, color="C0")
+    ax.set_xlabel("time (s)")
+    ax.set_ylabel("amplitude")
+    ax.set_xlim(0.0, wav.size / sr)
+    if title:
+        ax.set_title(title)
+    return fig
+
+
+def similarity_heatmap(
+    sim: np.ndarray,
+    *,
+    row_labels: Sequence[str] | None = None,
+    col_labels: Sequence[str] | None = None,
+    ax: plt.Axes | None = None,
+    title: str | None = None,
+    xlabel: str = "audio",
+    ylabel: str = "caption",
+    cmap: str = "viridis",
+    annotate: bool = False,
+) -> Figure:
+    """A (rows × cols) similarity matrix, e.g. caption-vs-audio cosine similarities."""
+    sim = np.asarray(sim, dtype=float)
+    if sim.ndim != 2:
+        raise ValueError(f"similarity_heatmap expects a 2-D matrix, got shape {sim.shape}")
+    size = (min(2 + 0.35 * sim.shape[1], 12), min(1.5 + 0.3 * sim.shape[0], 10))
+    fig, ax = _new_axes(ax, size)
+    im = ax.imshow(sim, cmap=cmap, aspect="auto", interpolation="nearest")
+    fig.colorbar(im, ax=ax, pad=0.01, fraction=0.04)
+    if row_labels is not None:
+        ax.set_yticks(range(len(row_labels)), row_labels, fontsize=7)
+    if col_labels is not None:
+        ax.set_xticks(range(len(col_labels)), col_labels, fontsize=7, rotation=90)
+    if annotate:
+        for (i, j), v in np.ndenumerate(sim):
+            ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=6, color="w")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title)
+    return fig
+
+
+def training_curves(
+    history: Mapping[str, Any],
+    *,
+    ax: plt.Axes | None = None,
+    title: str | None = None,
+    eval_metrics: Sequence[str] | None = None,
+    smooth: int = 1,
+) -> Figure:
+    """Training loss against step, with evaluation metrics on a second axis.
+
+    ``history`` is ``TrainResult.to_dict()`` (keys ``step``, ``loss``, and optionally
+    ``eval_step`` with ``eval`` = list of metric dicts), or any mapping with those keys.
+    ``smooth`` > 1 draws a running mean over that many steps on top of the raw loss.
+    """
+    fig, ax = _new_axes(ax, (7, 3.2))
+    steps = np.asarray(history.get("step", []))
+    loss = np.asarray(history.get("loss", []), dtype=float)
+    if steps.size != loss.size:
+        raise ValueError(f"history has {steps.size} steps but {loss.size} losses")
+    ax.plot(steps, loss, color="C0", alpha=0.35 if smooth > 1 else 1.0, lw=0.8, label="loss")
+    if smooth > 1 and loss.size >= smooth:
+        kernel = np.ones(smooth) / smooth
+        ax.plot(steps[smooth - 1 :], np.convolve(loss, kernel, "valid"), color="C0", lw=1.5)
+    ax.set_xlabel("step")
+    ax.set_ylabel("training loss")
+    evals = history.get("eval") or []
+    if evals:
+        names = list(eval_metrics or evals[0].keys())
+        ax2 = ax.twinx()
+        ax2.spines["right"].set_visible(True)
+        for k, name in enumerate(names):
+            vals = [e.get(name, np.nan) for e in evals]
+            ax2.plot(history["eval_step"], vals, "o-", color=f"C{k + 1}", ms=3, label=name)
+        ax2.set_ylabel(", ".join(names))
+        ax2.legend(loc="upper right", fontsize=8)
+    if title:
+        ax.set_title(title)
+    return fig
+
+
+def scatter_labeled(
+    x: Sequence[float],
+    y: Sequence[float],
+    labels: Sequence[str],
+    *,
+    xlabel: str,
+    ylabel: str,
+    ax: plt.Axes | None = None,
+    title: str | None = None,
+    xerr: Sequence[float] | None = None,
+    yerr: Sequence[float] | None = None,
+) -> Figure:
+    """Points with text labels and optional error bars (e.g. bitrate vs ABX per model)."""
+    fig, ax = _new_axes(ax, (6, 4))
+    ax.errorbar(x, y, xerr=xerr, yerr=yerr, fmt="o", ms=4, capsize=2)
+    for xi, yi, label in zip(x, y, labels):
+        ax.annotate(label, (xi, yi), textcoords="offset points", xytext=(4, 4), fontsize=8)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title)
+    return fig

@@ -1,0 +1,275 @@
+"""The results ledger and the paper-vs-ours tables that evaluation pages end with.
+
+Every number the book shows comes from one JSON line in the ledger, written by
+:func:`record_result` at the moment it was measured. A line records what was measured (chapter,
+page, metric values), how (preset, seed, configuration, command) and with what (git SHA, package
+versions, device, wall time). :func:`paper_vs_ours` then reads the ledger back and sets each
+metric beside the paper's value, as mean ± std over seeds.
+
+The ledger is append-only JSON Lines, so several pages (or several processes at paper scale,
+where only the main process writes) add to it without reading it first.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shlex
+import sys
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from audiorepro.paths import results_dir
+from audiorepro.repro import environment_snapshot
+
+LEDGER_NAME = "ledger.jsonl"
+REQUIRED_KEYS = ("chapter", "page", "metrics", "preset", "seed")
+
+
+class LedgerError(ValueError):
+    """A ledger line is not valid JSON or lacks a required key."""
+
+
+def ledger_path(path: str | Path | None = None) -> Path:
+    """The ledger file: ``path`` if given, else ``results_dir() / "ledger.jsonl"``."""
+    return Path(path) if path is not None else results_dir() / LEDGER_NAME
+
+
+def _jsonable(value: Any) -> Any:
+    """Plain JSON values for numpy scalars, tensors, tuples and paths."""
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, np.generic):
+        return value.item()
+    if hasattr(value, "item") and getattr(value, "ndim", None) == 0:
+        return value.item()
+    return value
+
+
+def record_result(
+    chapter: str,
+    page: str,
+    metrics: Mapping[str, float],
+    *,
+    preset: str,
+    seed: int,
+    config: Mapping[str, Any] | None = None,
+    command: str | None = None,
+    wall_time_s: float | None = None,
+    tags: Mapping[str, Any] | None = None,
+    path: str | Path | None = None,
+) -> dict[str, Any]:
+    """Append one result to the ledger and return the record.
+
+    Args:
+        chapter: e.g. ``"03_zerospeech"``.
+        page: the page (or script) that measured it, e.g. ``"03_abx_bitrate"``.
+        metrics: metric name → value, e.g. ``{"abx_across": 14.2, "bitrate": 412.0}``.
+        preset: ``smoke``, ``embedded`` or ``paper``.
+        seed: the run's one seed.
+        config: the run's configuration (``audiorepro.config.to_dict(cfg)``).
+        command: how to reproduce it; defaults to this process's command line.
+        wall_time_s: how long the measured run took.
+        tags: free keys that tell rows of one table apart (``{"model": "transformer", "K": 256}``).
+        path: ledger file; default :func:`ledger_path`.
+    """
+    bad = {k: v for k, v in metrics.items() if not isinstance(_jsonable(v), int | float)}
+    if bad:
+        raise TypeError(f"metric values must be numbers, got {bad!r}")
+    record = {
+        "time": datetime.now(UTC).isoformat(timespec="seconds"),
+        "chapter": chapter,
+        "page": page,
+        "metrics": _jsonable(dict(metrics)),
+        "preset": preset,
+        "seed": int(seed),
+        "tags": _jsonable(dict(tags or {})),
+        "config": _jsonable(dict(config or {})),
+        "command": command if command is not None else shlex.join(sys.argv),
+        "wall_time_s": wall_time_s,
+        "env": environment_snapshot(),
+    }
+    out = ledger_path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    line = json.dumps(record, sort_keys=True) + "\n"
+    # One write call of one line in append mode: concurrent writers never interleave mid-line.
+    with open(out, "a", encoding="utf-8") as fh:
+        fh.write(line)
+        fh.flush()
+        os.fsync(fh.fileno())
+    return record
+
+
+def read_ledger(path: str | Path | None = None) -> list[dict[str, Any]]:
+    """All records of the ledger, oldest first; a malformed line raises ``LedgerError``."""
+    src = ledger_path(path)
+    if not src.exists():
+        return []
+    records = []
+    with open(src, encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise LedgerError(f"{src}:{lineno}: not valid JSON ({err.msg})") from err
+            missing = [k for k in REQUIRED_KEYS if k not in rec]
+            if missing:
+                raise LedgerError(f"{src}:{lineno}: missing key(s) {', '.join(missing)}")
+            records.append(rec)
+    return records
+
+
+def ledger_frame(path: str | Path | None = None) -> pd.DataFrame:
+    """The ledger as one row per (record, metric): chapter, page, preset, seed, tags…, metric, value."""
+    rows = []
+    for i, rec in enumerate(read_ledger(path)):
+        for metric, value in rec["metrics"].items():
+            rows.append(
+                {
+                    "record": i,
+                    "time": rec.get("time"),
+                    "chapter": rec["chapter"],
+                    "page": rec["page"],
+                    "preset": rec["preset"],
+                    "seed": rec["seed"],
+                    **{f"tag.{k}": v for k, v in rec.get("tags", {}).items()},
+                    "metric": metric,
+                    "value": value,
+                    "git_sha": rec.get("env", {}).get("git_sha"),
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def select(
+    records: Iterable[Mapping[str, Any]],
+    *,
+    chapter: str | None = None,
+    preset: str | None = None,
+    metric: str | None = None,
+    tags: Mapping[str, Any] | None = None,
+    latest_per_seed: bool = True,
+) -> list[Mapping[str, Any]]:
+    """Records matching every given field; by default only the newest record per seed.
+
+    Re-running a page appends new lines; ``latest_per_seed`` makes a table use the latest run of
+    each seed rather than mixing old and new code.
+    """
+    picked = []
+    for rec in records:
+        if chapter is not None and rec["chapter"] != chapter:
+            continue
+        if preset is not None and rec["preset"] != preset:
+            continue
+        if metric is not None and metric not in rec["metrics"]:
+            continue
+        rec_tags = rec.get("tags", {})
+        if tags and any(rec_tags.get(k) != _jsonable(v) for k, v in tags.items()):
+            continue
+        picked.append(rec)
+    if latest_per_seed:
+        by_seed: dict[int, Mapping[str, Any]] = {}
+        for rec in picked:  # ledger order is time order, so later lines win
+            by_seed[rec["seed"]] = rec
+        picked = [by_seed[s] for s in sorted(by_seed)]
+    return picked
+
+
+def mean_std(values: Sequence[float]) -> tuple[float, float]:
+    """Mean and sample standard deviation (ddof=1; 0.0 for a single value)."""
+    arr = np.asarray(values, dtype=float)
+    if arr.size == 0:
+        raise ValueError("mean_std of no values")
+    std = float(arr.std(ddof=1)) if arr.size > 1 else 0.0
+    return float(arr.mean()), std
+
+
+def format_mean_std(values: Sequence[float], digits: int = 1) -> str:
+    """``"12.3 ± 0.4"`` over seeds, or ``"12.3"`` for one seed."""
+    mean, std = mean_std(values)
+    if len(values) == 1:
+        return f"{mean:.{digits}f}"
+    return f"{mean:.{digits}f} ± {std:.{digits}f}"
+
+
+@dataclass(frozen=True)
+class PaperRow:
+    """One line of a paper-vs-ours table.
+
+    Attributes:
+        label: what the row shows, e.g. ``"ABX across, Transformer VQ-VAE K=256"``.
+        metric: the metric key in the ledger records.
+        paper: the paper's value in the same unit as ``scale * ours`` (``None`` if not reported).
+        chapter: ledger chapter to read from.
+        tags: ledger tags that pick this row's runs.
+        scale: factor applied to our values before display (e.g. 100 for fractions shown as %).
+        digits: decimals shown.
+        finding: one plain sentence on whether the paper's finding reproduces here.
+    """
+
+    label: str
+    metric: str
+    paper: float | None
+    chapter: str
+    tags: Mapping[str, Any] | None = None
+    scale: float = 1.0
+    digits: int = 1
+    finding: str = ""
+
+
+def paper_vs_ours(
+    rows: Sequence[PaperRow],
+    *,
+    preset: str,
+    path: str | Path | None = None,
+    records: Sequence[Mapping[str, Any]] | None = None,
+) -> pd.DataFrame:
+    """The table an evaluation page ends with: metric, paper, ours (mean ± std), preset, seeds.
+
+    Every "ours" value is read from the ledger (``records`` if given, else the ledger file), so
+    the table shows exactly what the code measured. A row with no matching record shows "not
+    run" rather than a number.
+    """
+    recs = list(records) if records is not None else read_ledger(path)
+    out = []
+    for row in rows:
+        hits = select(recs, chapter=row.chapter, preset=preset, metric=row.metric, tags=row.tags)
+        values = [row.scale * float(r["metrics"][row.metric]) for r in hits]
+        finite = [v for v in values if math.isfinite(v)]
+        out.append(
+            {
+                "metric": row.label,
+                "paper": "—" if row.paper is None else f"{row.paper:.{row.digits}f}",
+                "ours": format_mean_std(finite, row.digits) if finite else "not run",
+                "preset": preset,
+                "seeds": ", ".join(str(r["seed"]) for r in hits) or "—",
+                "finding": row.finding,
+            }
+        )
+    return pd.DataFrame(out, columns=["metric", "paper", "ours", "preset", "seeds", "finding"])
+
+
+class Timer:
+    """Wall-clock timer for ``wall_time_s``: ``with Timer() as t: ...; t.seconds``."""
+
+    def __enter__(self) -> Timer:
+        self._start = time.perf_counter()
+        self.seconds = 0.0
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.seconds = time.perf_counter() - self._start
