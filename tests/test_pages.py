@@ -61,3 +61,19 @@ def test_page_runs_under_smoke(page, tmp_path):
     assert all(r["preset"] == "smoke" for r in read_ledger())
     # the source page is untouched by execution
     assert "injected-parameters" not in (REPO / page).read_text()
+
+
+def test_page_script_overrides_parameters_and_runs_in_process(tmp_path):
+    from audiorepro.pages import page_script, run_script
+
+    page = tmp_path / "page.py"
+    page.write_text(
+        '# %% [markdown]\n# # T\n\n# %% tags=["parameters"]\npreset: str = "embedded"\nn: int = 2\n\n'
+        "# %%\nresult = (preset, n * 10)\n"
+    )
+    code = page_script(page, {"preset": "paper", "n": 5})
+    assert "preset = 'paper'\nn = 5" in code
+    assert run_script(page, {"preset": "paper", "n": 5})["result"] == ("paper", 50)
+    page.write_text('# %% tags=["parameters"]\npreset: str = "embedded"\n\n# %%\n%time x = 1\n')
+    with pytest.raises(PageError, match="IPython magic"):
+        page_script(page)

@@ -15,6 +15,11 @@ Command line::
     python -m audiorepro.pages list
     python -m audiorepro.pages build --preset embedded [--only 03_zerospeech]
     python -m audiorepro.pages run book/00_data/01_audio_features.py out.ipynb -p preset smoke
+    accelerate launch -m audiorepro.pages script book/03_zerospeech/02_train_vqvae.py -p preset paper
+
+``script`` runs a page's code in this process, as a plain Python program, with the parameters
+cell overridden: that is how a page runs under ``accelerate launch`` on several GPUs, where each
+process executes the page and the training loop shares the work.
 """
 
 from __future__ import annotations
@@ -149,6 +154,35 @@ def execute_page(
     return time.perf_counter() - start
 
 
+def page_script(page: str | Path, parameters: Mapping[str, Any] | None = None) -> str:
+    """The page's code cells as one Python program, overrides assigned after the parameters cell.
+
+    IPython magics (``%`` and ``!`` lines) have no meaning outside a kernel; pages do not use
+    them, and a page that does is refused here with the line that has one.
+    """
+    nb = read_page(Path(page))
+    chunks = []
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        for lineno, line in enumerate(cell.source.splitlines(), start=1):
+            if line.lstrip().startswith(("%", "!")):
+                raise PageError(f"{page}: IPython magic in a code cell, line {lineno}: {line!r}")
+        chunks.append(cell.source)
+        if "parameters" in cell.metadata.get("tags", []):
+            chunks.append("\n".join(f"{k} = {v!r}" for k, v in (parameters or {}).items()))
+    return "\n\n".join(chunks) + "\n"
+
+
+def run_script(page: str | Path, parameters: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Execute a page as a plain program in this process; returns its global namespace."""
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    code = compile(page_script(page, parameters), str(page), "exec")
+    namespace: dict[str, Any] = {"__name__": "__main__", "__file__": str(page)}
+    exec(code, namespace)  # noqa: S102 - the page is this repository's own source
+    return namespace
+
+
 def stage_book(root: Path | None = None, stage: Path | None = None) -> Path:
     """Copy the book's configuration and markdown into ``stage`` (default ``_build/src``).
 
@@ -213,6 +247,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     run.add_argument("page")
     run.add_argument("output")
     run.add_argument("-p", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"))
+    script = sub.add_parser("script", help="run a page as a plain program (accelerate launch)")
+    script.add_argument("page")
+    script.add_argument("-p", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"))
     args = parser.parse_args(argv)
     try:
         if args.cmd == "list":
@@ -220,6 +257,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif args.cmd == "build":
             stage_book()
             execute_pages(args.preset, only=args.only, log_output=args.log_output)
+        elif args.cmd == "script":
+            run_script(args.page, {name: yaml.safe_load(value) for name, value in args.p})
         else:
             params = {name: yaml.safe_load(value) for name, value in args.p}
             preset = params.pop("preset", "embedded")
