@@ -441,3 +441,18 @@ def test_sources_round_trip_in_dedent(tmp_path):
     assert src.files == () and src.sampling_rate is None
     assert verify_downloads(src, tmp_path) == []
     assert Path(src.path) == tmp_path / "sources.yaml"
+
+
+def test_find_manifests_accepts_lhotse_recipe_names(tmp_path):
+    from audiorepro.data.manifests import find_manifests
+
+    for name in (
+        "librispeech_recordings_dev-clean.jsonl.gz",
+        "librispeech_supervisions_dev-clean.jsonl.gz",
+        "train_recordings.jsonl",
+        "notes_recordings.txt",
+    ):
+        (tmp_path / name).write_bytes(b"")
+    found = find_manifests(tmp_path)
+    assert set(found) == {"dev-clean", "train"}
+    assert found["dev-clean"]["supervisions"].name == "librispeech_supervisions_dev-clean.jsonl.gz"

@@ -86,6 +86,12 @@ MANIFEST_NAME = re.compile(r"^(?P<split>.+)_(?P<kind>recordings|supervisions)\.j
 """How manifest files in a directory are named: ``<split>_recordings.jsonl[.gz]`` and
 ``<split>_supervisions.jsonl[.gz]`` (``train_recordings.jsonl.gz`` belongs to split ``train``)."""
 
+LHOTSE_RECIPE_NAME = re.compile(
+    r"^(?P<corpus>[^_]+)_(?P<kind>recordings|supervisions)_(?P<split>.+)\.jsonl(?:\.gz)?$"
+)
+"""Lhotse recipes' own naming, also accepted: ``<corpus>_recordings_<split>.jsonl.gz``
+(``librispeech_supervisions_dev-clean.jsonl.gz`` belongs to split ``dev-clean``)."""
+
 
 class Problem(NamedTuple):
     """One problem found by a check: where it is, which field, and what is wrong.
@@ -917,7 +923,8 @@ def find_manifests(
     """``{split: {"recordings": path, "supervisions": path}}`` for the manifests in a directory.
 
     Files are named ``<split>_recordings.jsonl[.gz]`` and ``<split>_supervisions.jsonl[.gz]``
-    (see :data:`MANIFEST_NAME`); the directory is not searched recursively. A ``*recordings*``
+    (see :data:`MANIFEST_NAME`), or as lhotse recipes name them,
+    ``<corpus>_recordings_<split>.jsonl.gz`` (:data:`LHOTSE_RECIPE_NAME`); the directory is not searched recursively. A ``*recordings*``
     or ``*supervisions*`` JSONL file that breaks the rule, or a split with both a ``.jsonl`` and
     a ``.jsonl.gz`` of the same kind, is appended to ``problems`` (when given) and skipped.
     """
@@ -925,7 +932,7 @@ def find_manifests(
     for path in sorted(Path(manifest_dir).iterdir()):
         if not path.is_file() or not re.search(r"\.jsonl(\.gz)?$", path.name):
             continue
-        match = MANIFEST_NAME.match(path.name)
+        match = MANIFEST_NAME.match(path.name) or LHOTSE_RECIPE_NAME.match(path.name)
         if match is None:
             if problems is not None and re.search("recordings|supervisions", path.name):
                 problems.append(
