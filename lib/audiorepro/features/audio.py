@@ -1,0 +1,237 @@
+"""Audio file I/O: load (decode, downmix, resample), save atomically, read header information.
+
+Every problem with a file (missing, undecodable, empty, non-finite samples) is reported as an
+:class:`AudioError` whose message starts with the file path and says what was wrong, so that a
+failure deep inside a data loader or a manifest check points at the offending file.
+
+Decoding uses soundfile (libsndfile: WAV, FLAC, OGG, MP3, ...). Only files libsndfile cannot read
+are handed to ``librosa.load`` (audioread backends such as ffmpeg, when one is installed).
+Resampling uses librosa with the ``soxr_hq`` filter when the ``soxr`` package is importable
+(librosa depends on it), otherwise scipy's polyphase resampler (``res_type="polyphase"``).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import warnings
+from pathlib import Path
+
+import numpy as np
+import soundfile as sf
+
+__all__ = ["AudioError", "audio_info", "load_audio", "resample_type", "save_audio"]
+
+
+class AudioError(Exception):
+    """A problem with an audio file; the message names the file and the problem."""
+
+
+def resample_type() -> str:
+    """The ``res_type`` that :func:`load_audio` passes to ``librosa.resample``.
+
+    ``"soxr_hq"`` when the ``soxr`` package is importable, else ``"polyphase"`` (scipy's
+    ``resample_poly``, always available since librosa depends on scipy).
+    """
+    try:
+        import soxr  # noqa: F401
+    except ImportError:
+        return "polyphase"
+    return "soxr_hq"
+
+
+def _describe(err: BaseException) -> str:
+    # audioread's NoBackendError has an empty message.
+    text = str(err).strip()
+    if type(err).__name__ == "NoBackendError" and not text:
+        text = "no installed backend (e.g. ffmpeg) could decode the file"
+    return f"{type(err).__name__}: {text}" if text else type(err).__name__
+
+
+def _check_exists(path: Path) -> None:
+    if not path.exists():
+        raise AudioError(f"{path}: file not found")
+    if not path.is_file():
+        raise AudioError(f"{path}: not a regular file")
+
+
+def _read_soundfile(
+    path: Path, offset: float, duration: float | None
+) -> tuple[np.ndarray, int, int]:
+    """Decode with libsndfile. Returns (data (S, C) float32, sr, total frames in the file)."""
+    with sf.SoundFile(str(path)) as f:
+        native_sr = int(f.samplerate)
+        total = int(f.frames)
+        start = int(round(offset * native_sr))
+        frames = -1 if duration is None else int(round(duration * native_sr))
+        if start > 0:
+            # Seeking past the end raises in libsndfile; an empty read gives the clearer error.
+            if start >= total:
+                return np.zeros((0, f.channels), dtype=np.float32), native_sr, total
+            f.seek(start)
+        data = f.read(frames=frames, dtype="float32", always_2d=True)
+    return data, native_sr, total
+
+
+def _read_librosa(path: Path, offset: float, duration: float | None) -> tuple[np.ndarray, int]:
+    """Decode through librosa's audioread fallback. Returns (data (S, C) float32, sr)."""
+    import librosa
+
+    with warnings.catch_warnings():
+        # librosa warns that audioread is deprecated each time it falls back to it.
+        warnings.simplefilter("ignore")
+        data, native_sr = librosa.load(
+            str(path), sr=None, mono=False, offset=offset, duration=duration, dtype=np.float32
+        )
+    data = np.asarray(data, dtype=np.float32)
+    data = data[:, None] if data.ndim == 1 else data.T
+    return data, int(native_sr)
+
+
+def load_audio(
+    path: str | os.PathLike,
+    sr: int | None,
+    *,
+    mono: bool = True,
+    offset: float = 0.0,
+    duration: float | None = None,
+) -> tuple[np.ndarray, int]:
+    """Read an audio file as float32 samples in [-1, 1], downmixed and resampled.
+
+    Args:
+        path: the audio file (any format libsndfile reads; others via ``librosa.load``).
+        sr: the sample rate to return, resampled with librosa (``soxr_hq`` if available, see
+            :func:`resample_type`); ``None`` keeps the file's own rate.
+        mono: average the channels into one (the default). If False, all channels are kept.
+        offset: start reading this many seconds into the file.
+        duration: read at most this many seconds (``None``: to the end).
+
+    Returns:
+        ``(wav, sr)``: ``wav`` is float32 with shape (S,) when ``mono`` (else (C, S), channels
+        first as in librosa), ``sr`` the rate of ``wav``.
+
+    Raises:
+        AudioError: the file is missing, cannot be decoded, holds no samples (or none after
+            ``offset``), or holds NaN/inf samples. The message names the file and the problem.
+        ValueError: an invalid ``sr``, ``offset`` or ``duration`` argument.
+    """
+    path = Path(path)
+    if sr is not None and (
+        isinstance(sr, bool) or not isinstance(sr, int | np.integer) or sr <= 0
+    ):
+        raise ValueError(f"sr must be a positive integer or None, got {sr!r}")
+    if not np.isfinite(offset) or offset < 0:
+        raise ValueError(f"offset must be a finite number of seconds >= 0, got {offset!r}")
+    if duration is not None and (not np.isfinite(duration) or duration <= 0):
+        raise ValueError(
+            f"duration must be a positive number of seconds or None, got {duration!r}"
+        )
+    _check_exists(path)
+
+    total = None
+    try:
+        data, native_sr, total = _read_soundfile(path, offset, duration)
+    except (sf.LibsndfileError, RuntimeError) as sf_err:
+        try:
+            data, native_sr = _read_librosa(path, offset, duration)
+        except Exception as lr_err:  # audioread raises several unrelated exception types
+            raise AudioError(
+                f"{path}: cannot decode audio: not readable by soundfile ({sf_err}) "
+                f"nor by librosa/audioread ({_describe(lr_err)})"
+            ) from sf_err
+
+    if data.shape[0] == 0:
+        if offset > 0 and (total is None or total > 0):
+            raise AudioError(
+                f"{path}: no samples after offset {offset} s (past the end of the file)"
+            )
+        raise AudioError(f"{path}: empty audio (the file contains zero samples)")
+    finite = np.isfinite(data)
+    if not finite.all():
+        bad = int((~finite).sum())
+        first = int(np.flatnonzero(~finite.all(axis=1))[0])
+        raise AudioError(
+            f"{path}: {bad} non-finite sample value(s) (NaN/inf), the first at sample {first}"
+        )
+
+    wav = data.mean(axis=1) if mono else data.T  # (S,) or (C, S)
+    if sr is not None and sr != native_sr:
+        import librosa
+
+        wav = librosa.resample(
+            wav, orig_sr=native_sr, target_sr=int(sr), res_type=resample_type(), axis=-1
+        )
+        native_sr = int(sr)
+    return np.ascontiguousarray(wav, dtype=np.float32), native_sr
+
+
+def save_audio(path: str | os.PathLike, wav: np.ndarray, sr: int) -> Path:
+    """Write ``wav`` as a 16-bit PCM WAV file, atomically.
+
+    The samples go to a temporary file in the destination folder, which then replaces ``path``
+    with ``os.replace``, so a reader never sees a half-written file and an interrupted write
+    leaves any previous file intact. Missing parent folders are created. Samples outside [-1, 1]
+    are clipped (16-bit PCM cannot hold them; libsndfile would otherwise wrap around).
+
+    Args:
+        path: destination file (conventionally ``*.wav``).
+        wav: float samples, shape (S,) or (C, S) (channels first).
+        sr: sample rate in Hz.
+
+    Returns:
+        The destination path.
+
+    Raises:
+        ValueError: ``wav`` has the wrong shape, no samples or non-finite values, or ``sr`` is
+            not a positive integer. The message names the destination file.
+    """
+    path = Path(path)
+    wav = np.asarray(wav)
+    if isinstance(sr, bool) or not isinstance(sr, int | np.integer) or sr <= 0:
+        raise ValueError(f"{path}: sr must be a positive integer, got {sr!r}")
+    if wav.ndim not in (1, 2) or wav.shape[-1] == 0 or wav.size == 0:
+        raise ValueError(f"{path}: wav must have shape (S,) or (C, S) with S > 0, got {wav.shape}")
+    if not np.issubdtype(wav.dtype, np.number) or not np.isfinite(wav).all():
+        raise ValueError(f"{path}: wav must hold finite numbers (found NaN/inf or non-numbers)")
+    data = np.clip(wav.astype(np.float32), -1.0, 1.0)
+    data = data if data.ndim == 1 else data.T  # soundfile wants (S, C)
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        sf.write(tmp, data, int(sr), subtype="PCM_16", format="WAV")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def audio_info(path: str | os.PathLike) -> tuple[int, int, int]:
+    """Read only the header of an audio file: ``(num_samples, sr, channels)``.
+
+    Cheap (no decoding) for every format libsndfile reads; the manifest checker calls it for each
+    recording. Files libsndfile cannot open are decoded in full with ``librosa.load``, as in
+    :func:`load_audio`, so both functions accept the same files.
+
+    Raises:
+        AudioError: the file is missing, cannot be read, or holds zero samples.
+    """
+    path = Path(path)
+    _check_exists(path)
+    try:
+        info = sf.info(str(path))
+        num_samples, sr, channels = int(info.frames), int(info.samplerate), int(info.channels)
+    except (sf.LibsndfileError, RuntimeError) as sf_err:
+        try:
+            data, sr = _read_librosa(path, 0.0, None)
+        except Exception as lr_err:
+            raise AudioError(
+                f"{path}: cannot read audio header: not readable by soundfile ({sf_err}) "
+                f"nor by librosa/audioread ({_describe(lr_err)})"
+            ) from sf_err
+        num_samples, channels = int(data.shape[0]), int(data.shape[1])
+    if num_samples == 0:
+        raise AudioError(f"{path}: empty audio (the file contains zero samples)")
+    return num_samples, sr, channels
