@@ -1,0 +1,49 @@
+"""Training: a model-agnostic loop on accelerate, atomic resumable checkpoints, LR schedules.
+
+``Trainer(model, loss_fn, train_dataset, TrainConfig(...), eval_fn=..., out_dir=...).fit()``
+trains any ``nn.Module``; ``fit(resume=True)`` continues bit for bit from the newest checkpoint
+in ``out_dir/checkpoints``. See ``audiorepro.training.loop`` for the loop's contract and
+``audiorepro.training.checkpoint`` for the on-disk format (safetensors + JSON, no pickle).
+"""
+
+from audiorepro.training.checkpoint import (
+    CheckpointError,
+    LoadedCheckpoint,
+    latest_checkpoint,
+    list_checkpoints,
+    load_checkpoint,
+    load_model_weights,
+    save_checkpoint,
+    save_model_weights,
+)
+from audiorepro.training.loop import (
+    Callback,
+    EarlyStopping,
+    EpochBatchSampler,
+    TrainConfig,
+    Trainer,
+    TrainResult,
+    resolve_device,
+    resolve_mixed_precision,
+)
+from audiorepro.training.schedules import make_scheduler
+
+__all__ = [
+    "Callback",
+    "CheckpointError",
+    "EarlyStopping",
+    "EpochBatchSampler",
+    "LoadedCheckpoint",
+    "TrainConfig",
+    "TrainResult",
+    "Trainer",
+    "latest_checkpoint",
+    "list_checkpoints",
+    "load_checkpoint",
+    "load_model_weights",
+    "make_scheduler",
+    "resolve_device",
+    "resolve_mixed_precision",
+    "save_checkpoint",
+    "save_model_weights",
+]
