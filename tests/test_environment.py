@@ -32,7 +32,9 @@ def environment_requirements() -> set[str]:
 
 def test_environment_yml_mirrors_pyproject():
     ours, theirs = pyproject_requirements(), environment_requirements()
-    assert ours == theirs, f"only in pyproject: {ours - theirs}; only in environment.yml: {theirs - ours}"
+    assert ours == theirs, (
+        f"only in pyproject: {ours - theirs}; only in environment.yml: {theirs - ours}"
+    )
 
 
 def test_torch_is_pinned_exactly_and_majors_bounded():

@@ -20,7 +20,9 @@ def test_every_page_is_in_the_toc_and_has_a_typed_preset_parameter():
         nb = read_page(REPO / page)
         params = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
         first = next(line for line in params.source.splitlines() if line.strip())
-        assert first.startswith('preset: str = "embedded"'), f"{page}: first parameter is {first!r}"
+        assert first.startswith('preset: str = "embedded"'), (
+            f"{page}: first parameter is {first!r}"
+        )
         assert nb.cells[0].cell_type == "markdown" and nb.cells[0].source.startswith("# "), page
         assert "In this notebook we will" in nb.cells[0].source, page
         assert "In this notebook we have" in nb.cells[-1].source, page
@@ -43,8 +45,12 @@ def test_executed_copy_never_overwrites_the_source_pair(tmp_path):
 
 def test_failing_page_names_page_and_error(tmp_path):
     page = tmp_path / "bad.py"
-    page.write_text('# %% tags=["parameters"]\npreset: str = "embedded"\n\n# %%\nraise ValueError("boom")\n')
-    with pytest.raises(PageError, match=r"bad.py \(preset=smoke\) failed in cell .*ValueError: boom"):
+    page.write_text(
+        '# %% tags=["parameters"]\npreset: str = "embedded"\n\n# %%\nraise ValueError("boom")\n'
+    )
+    with pytest.raises(
+        PageError, match=r"bad.py \(preset=smoke\) failed in cell .*ValueError: boom"
+    ):
         execute_page(page, tmp_path / "out" / "bad.ipynb", preset="smoke", cwd=tmp_path)
 
 

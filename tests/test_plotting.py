@@ -35,7 +35,12 @@ def test_heatmap_labels_and_curves():
         np.arange(6.0).reshape(2, 3), row_labels=["a", "b"], col_labels=["x", "y", "z"]
     )
     assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == ["a", "b"]
-    history = {"step": [1, 2, 3], "loss": [3.0, 2.0, 1.0], "eval_step": [3], "eval": [{"acc": 0.5}]}
+    history = {
+        "step": [1, 2, 3],
+        "loss": [3.0, 2.0, 1.0],
+        "eval_step": [3],
+        "eval": [{"acc": 0.5}],
+    }
     fig = plotting.training_curves(history, smooth=2)
     assert len(fig.axes) == 2  # loss axis and the twin axis of the evaluation metric
     with pytest.raises(ValueError, match="3 steps but 2 losses"):

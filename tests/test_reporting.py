@@ -31,7 +31,9 @@ def test_record_appends_one_line_with_provenance(tmp_path):
         tags={"K": 256},
         path=path,
     )
-    record_result("03_zerospeech", "03_abx_bitrate", {"abx_across": 15.5}, preset="smoke", seed=2, path=path)
+    record_result(
+        "03_zerospeech", "03_abx_bitrate", {"abx_across": 15.5}, preset="smoke", seed=2, path=path
+    )
     lines = path.read_text().splitlines()
     assert len(lines) == 2
     first = json.loads(lines[0])
@@ -77,11 +79,31 @@ def test_mean_std_formatting_by_hand():
 def test_paper_vs_ours_reads_latest_run_per_seed_and_filters_tags(tmp_path):
     path = tmp_path / "ledger.jsonl"
     for seed, v in [(0, 0.10), (1, 0.20), (0, 0.30)]:  # seed 0 re-run: 0.30 replaces 0.10
-        record_result("01", "eval", {"mAP@10": v}, preset="embedded", seed=seed, tags={"model": "passt"}, path=path)
-    record_result("01", "eval", {"mAP@10": 0.9}, preset="embedded", seed=0, tags={"model": "cnn14"}, path=path)
-    record_result("01", "eval", {"mAP@10": 0.7}, preset="smoke", seed=0, tags={"model": "passt"}, path=path)
+        record_result(
+            "01",
+            "eval",
+            {"mAP@10": v},
+            preset="embedded",
+            seed=seed,
+            tags={"model": "passt"},
+            path=path,
+        )
+    record_result(
+        "01",
+        "eval",
+        {"mAP@10": 0.9},
+        preset="embedded",
+        seed=0,
+        tags={"model": "cnn14"},
+        path=path,
+    )
+    record_result(
+        "01", "eval", {"mAP@10": 0.7}, preset="smoke", seed=0, tags={"model": "passt"}, path=path
+    )
     rows = [
-        PaperRow("mAP@10 PaSST", "mAP@10", 29.0, "01", tags={"model": "passt"}, scale=100, finding="x"),
+        PaperRow(
+            "mAP@10 PaSST", "mAP@10", 29.0, "01", tags={"model": "passt"}, scale=100, finding="x"
+        ),
         PaperRow("R@1 PaSST", "R@1", 18.0, "01", tags={"model": "passt"}),
     ]
     table = paper_vs_ours(rows, preset="embedded", path=path)

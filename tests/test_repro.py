@@ -21,7 +21,7 @@ def test_same_seed_same_numbers_other_seed_other_numbers():
     seed_everything(8)
     c = draw()
     assert a == b
-    assert all(x != y for x, y in zip(a, c))
+    assert all(x != y for x, y in zip(a, c, strict=True))
 
 
 def test_returned_generator_is_seeded():

@@ -26,7 +26,9 @@ def test_vowel_is_harmonic_with_first_formant_peak():
     freqs = np.fft.rfftfreq(wav.size, 1 / sr)
     band = (freqs > 300) & (freqs < 1500)
     strongest = freqs[band][np.argmax(spec[band])]
-    assert strongest % 100 == pytest.approx(0, abs=2) or strongest % 100 == pytest.approx(100, abs=2)
+    assert strongest % 100 == pytest.approx(0, abs=2) or strongest % 100 == pytest.approx(
+        100, abs=2
+    )
     assert abs(strongest - 730) <= 100  # the harmonic nearest the first formant dominates
     assert np.max(np.abs(wav)) == pytest.approx(0.5)
 

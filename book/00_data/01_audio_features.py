@@ -82,7 +82,9 @@ display(Audio(wav, rate=cfg.sr))
 passt_mel = features.PasstMel().eval()
 with torch.no_grad():
     mel = passt_mel(torch.from_numpy(wav)[None])[0]  # (128, T)
-print(f"PaSST log-mel: {tuple(mel.shape)} (bands, frames); mean {mel.mean():.2f}, std {mel.std():.2f}")
+print(
+    f"PaSST log-mel: {tuple(mel.shape)} (bands, frames); mean {mel.mean():.2f}, std {mel.std():.2f}"
+)
 plotting.spectrogram(mel.T.numpy(), hop_s=0.01, tiers=tiers, title="PaSST log-mel (eval mode)")
 
 # %% [markdown]
@@ -153,7 +155,13 @@ mag = features.linear_spectrogram(speech_wav, sr=sr)  # (T, n_fft // 2 + 1)
 recon = features.griffin_lim(mag, n_iter=cfg.griffin_lim_iters, sr=sr, length=speech_wav.size)
 convergence = features.spectral_convergence(mag, features.linear_spectrogram(recon, sr=sr))
 print(f"spectral convergence after {cfg.griffin_lim_iters} iterations: {convergence:.3f}")
-plotting.spectrogram(np.log(mag + 1e-4), hop_s=0.01, ylabel="FFT bin", tiers=tiers, title="linear magnitude (log scale)")
+plotting.spectrogram(
+    np.log(mag + 1e-4),
+    hop_s=0.01,
+    ylabel="FFT bin",
+    tiers=tiers,
+    title="linear magnitude (log scale)",
+)
 display(Audio(speech_wav, rate=sr), Audio(recon, rate=sr))
 
 # %% [markdown]

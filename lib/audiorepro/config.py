@@ -66,7 +66,7 @@ def _coerce(value: Any, annotation: Any, where: str) -> Any:
             return tuple(_coerce(v, args[0], where) for v in value)
         if args and len(args) != len(value):
             raise ConfigError(f"{where}: expected {len(args)} values, got {len(value)}")
-        return tuple(_coerce(v, a, where) for v, a in zip(value, args or [Any] * len(value)))
+        return tuple(_coerce(v, a, where) for v, a in zip(value, args or [Any] * len(value), strict=True))
     if annotation is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
     if annotation is float and isinstance(value, str):
@@ -109,7 +109,9 @@ def from_dict(cls: type[C], values: Mapping[str, Any], *, source: str = "<dict>"
         and f.default_factory is dataclasses.MISSING
     ]
     if missing:
-        raise ConfigError(f"{source}: missing required field(s) {', '.join(missing)} for {cls.__name__}")
+        raise ConfigError(
+            f"{source}: missing required field(s) {', '.join(missing)} for {cls.__name__}"
+        )
     return cls(**kwargs)
 
 

@@ -89,7 +89,11 @@ def read_page(page: Path):
     import jupytext
 
     nb = jupytext.read(page)
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
     if not any("parameters" in c.get("metadata", {}).get("tags", []) for c in nb.cells):
         raise PageError(f"{page}: no cell tagged 'parameters' (see STYLE.md, item 3)")
     return nb
@@ -236,7 +240,9 @@ def execute_pages(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m audiorepro.pages", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m audiorepro.pages", description=__doc__.split("\n\n")[0]
+    )
     sub = parser.add_subparsers(dest="cmd", required=True)
     sub.add_parser("list", help="print the pages in reading order")
     build = sub.add_parser("build", help="stage the book and execute every page into it")

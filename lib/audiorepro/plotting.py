@@ -101,7 +101,7 @@ def spectrogram(
         ax.set_title(title)
     if colorbar:
         fig.colorbar(im, ax=ax, pad=0.01, fraction=0.03)
-    for tier_ax, (name, intervals) in zip(tier_axes, tiers.items()):
+    for tier_ax, (name, intervals) in zip(tier_axes, tiers.items(), strict=True):
         _draw_tier(tier_ax, name, intervals, duration)
     (tier_axes[-1] if tier_axes else ax).set_xlabel("time (s)")
     ax.set_xlim(0.0, duration)
@@ -224,7 +224,7 @@ def scatter_labeled(
     """Points with text labels and optional error bars (e.g. bitrate vs ABX per model)."""
     fig, ax = _new_axes(ax, (6, 4))
     ax.errorbar(x, y, xerr=xerr, yerr=yerr, fmt="o", ms=4, capsize=2)
-    for xi, yi, label in zip(x, y, labels):
+    for xi, yi, label in zip(x, y, labels, strict=True):
         ax.annotate(label, (xi, yi), textcoords="offset points", xytext=(4, 4), fontsize=8)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
