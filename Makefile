@@ -40,7 +40,7 @@ book: pages html
 	@echo "book: $(CURDIR)/_build/html/index.html"
 
 lab: $(STAMP)
-	$(VENV)/bin/jupyter lab --notebook-dir=book
+	$(VENV)/bin/jupyter lab --notebook-dir=. --LabApp.default_url=/lab/tree/book
 
 bench: $(STAMP)
 	@for b in bench/bench_*.py; do echo "== $$b"; $(VPY) $$b || exit 1; done
