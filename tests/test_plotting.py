@@ -45,3 +45,10 @@ def test_heatmap_labels_and_curves():
     assert len(fig.axes) == 2  # loss axis and the twin axis of the evaluation metric
     with pytest.raises(ValueError, match="3 steps but 2 losses"):
         plotting.training_curves({"step": [1, 2, 3], "loss": [1.0, 2.0]})
+
+
+def test_histogram_one_or_several_series():
+    fig = plotting.histogram([1, 2, 2, 3], xlabel="frames", bins=3)
+    assert fig.axes[0].get_xlabel() == "frames"
+    fig = plotting.histogram({"train": [1, 2], "test": [2, 3]}, xlabel="x", bins=2)
+    assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == ["train", "test"]

@@ -231,3 +231,26 @@ def scatter_labeled(
     if title:
         ax.set_title(title)
     return fig
+
+
+def histogram(
+    values: Mapping[str, Sequence[float]] | Sequence[float],
+    *,
+    xlabel: str,
+    bins: int | Sequence[float] = 30,
+    ax: plt.Axes | None = None,
+    title: str | None = None,
+    ylabel: str = "count",
+) -> Figure:
+    """Histogram of one sample, or overlaid step histograms of several named ones."""
+    fig, ax = _new_axes(ax, (6, 3))
+    series = values if isinstance(values, Mapping) else {"": values}
+    for name, vals in series.items():
+        ax.hist(np.asarray(vals, dtype=float), bins=bins, histtype="step", lw=1.5, label=name)
+    if isinstance(values, Mapping):
+        ax.legend(fontsize=8)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title)
+    return fig
