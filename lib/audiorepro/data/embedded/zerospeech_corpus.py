@@ -1,0 +1,921 @@
+"""The embedded ZeroSpeech 2019 corpus: synthetic multi-speaker speech in the challenge's layout.
+
+The ZeroSpeech chapter's default preset cannot download the challenge data, so this module
+synthesises an English and an Indonesian ("surprise") corpus with eSpeak NG
+(:mod:`~audiorepro.data.embedded.espeak`) and writes them exactly as the real 2019 release is
+laid out (``shared/reference/zerospeech.md`` §5), so that the real loading code
+(:mod:`audiorepro.data.recipes.zerospeech`) runs on it unchanged::
+
+    <out_dir>/
+      .complete                          JSON marker: preset, seed, config, counts, version
+      english/                           (surprise/ has the same tree, Indonesian, voice V001)
+        train/unit/S001_0001.wav         unit-discovery speakers S001..S024 (embedded preset)
+        train/voice/V001_0001.wav        target voices V001 (male) and V002 (female)
+        test/S025_0137.wav               held-out speakers S025..S032: triphone excerpts and
+                                         a few full sentences, ids shuffled per speaker
+        abx/byCtxt_acSpkr.item           ABX items: one whole excerpt file per item
+        abx/byCtxt_acSpkr_sentences.item ABX items: phones inside the full-sentence test files
+        bitrate_filelist.txt             S025_0012.txt 4.883875 (subset of full sentences)
+        embedding_filelist.txt           every test file, same format
+        synthesis.txt                    test/S025_0012 V002 (files to resynthesise)
+        manifests/{train-unit,train-voice,test}_{recordings,supervisions}.jsonl.gz
+        sources.yaml                     expected counts for ``python -m audiorepro.data check``
+
+Files are 16 kHz mono 16-bit; the speaker is the file-name prefix before ``_``. File names use
+four-digit utterance numbers (``S001_0001``) where the real release uses ten (English) or six
+(surprise) digits; every reader here splits on the first ``_`` and does not care. The item
+files live in ``abx/`` next to ``test/`` rather than inside it, so that ``test/`` holds only
+wavs, as in the real release (whose item and task files ship separately); the file lists sit
+where ``zerospeech2020/share/2019/<language>/`` keeps them, at the language level.
+
+Manifests: one whole-file supervision per wav with the speaker, the language code (``en``,
+``id``) and ``custom["kind"]`` (``sentence`` or ``excerpt``). Sentences carry their text and
+lhotse ``word`` and ``phone`` alignments (ARPAbet for English, eSpeak mnemonics for
+Indonesian); an excerpt carries no text (it holds parts of words), only its three phones and,
+in ``custom["source_text"]``, the sentence it was cut from.
+
+**Speakers.** English: ``english_voices(unit + test, seed)`` gives ``S001...``; the first
+``unit_speakers`` read the unit-discovery sentences, the rest are held out for the test set;
+``target_voices()`` gives ``V001`` (and ``V002``). Indonesian: ``indonesian_voices`` (``S101...``)
+and ``V001``. Train and test speakers are disjoint.
+
+**Test set.** As in the real English test set (13,078 of 13,529 files shorter than 0.5 s, median
+0.235 s), most test files are **triphone excerpts**: a previous phone, a phone and a next phone
+cut at eSpeak's exact phone boundaries from a sentence of a held-out speaker, so each excerpt
+file is one whole-file ABX item (onset 0, offset = file duration). Only phones whose neighbours
+touch them are used (no pause inside a triphone), and at most ``max_excerpts_per_cell`` tokens
+of one (phone, context) per speaker are kept. The test speakers read overlapping random subsets
+of one shared pool of sentences, so the same triphones recur across speakers. A few full
+sentences per test speaker, read from a second shared pool, are test files too: the bitrate
+subset, the resynthesis sources and the files of the second item file.
+
+**ABX items.** The header is the official ``#file onset offset #phone prev-phone next-phone
+speaker`` (ABXpy ``database.load``), times in seconds with 7 decimals (exact for any multiple
+of 1/16000 s). Only items that take part in at least one **across-speaker** triplet are kept
+(A and X: same phone and context; B: another phone in that context; A and B: same speaker; X:
+another speaker; :func:`triplet_mask`); excerpts that would not are not written at all, so
+every excerpt file of ``test/`` is an item. Filtering once is exact: every member of a triplet
+takes part in a triplet, so removing the items that take part in none leaves every triplet of
+the kept items intact.
+
+**The 2019 time-axis convention.** The official 2019 evaluation (``zerospeech2020``
+``_load_features_2019``, and the 2019 docker before it) ignores any timing of the submitted
+frames: frame ``i`` of an ``N``-line embedding file is placed at the *relative* time ``i / N``
+in [0, 1). Item onsets/offsets in seconds therefore do not select the right frames, and the only
+items that work in that mode are **whole files** (an evaluator must take all frames of the file;
+an offset in seconds below 1 would select only a prefix). ``byCtxt_acSpkr.item`` holds only such
+items. With a known frame shift (the libri-light rule: frames ``[ceil(onset/shift - 0.5),
+floor(offset/shift - 0.5))``) the seconds are used directly; ``byCtxt_acSpkr_sentences.item``,
+which places the central phone inside a full sentence, works only in that mode. The real 2019
+``.item`` content was never public, so the whole-file reading is inferred from the loaders.
+
+**Determinism and reuse.** Every utterance's sentence comes from its own stream
+``numpy.random.default_rng([seed, language, role, speaker, utterance])``, so nothing depends on
+the order of processing, and eSpeak synthesis is itself deterministic; equal seeds give
+byte-identical files (gzip manifests carry no timestamp). The corpus is written into a temporary
+sibling folder that is renamed into place once complete, with the :data:`MARKER` written last;
+a folder without the marker is never taken for a finished corpus.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import shutil
+import tempfile
+from collections import Counter, defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from audiorepro.config import ConfigError, field, to_dict
+from audiorepro.data.embedded.espeak import (
+    SAMPLE_RATE,
+    Synthesis,
+    Voice,
+    english_voices,
+    indonesian_voices,
+    synthesize,
+    target_voices,
+)
+from audiorepro.data.embedded.lexicon import (
+    english_vocabulary,
+    indonesian_vocabulary,
+    make_sentences,
+    sentence_text,
+)
+from audiorepro.data.manifests import (
+    AlignmentItem,
+    AudioSource,
+    Recording,
+    Supervision,
+    write_manifest,
+)
+from audiorepro.data.recipes.zerospeech import (
+    LANGUAGE_CODES,
+    SPLITS,
+    AbxItem,
+    write_filelist,
+    write_item_file,
+)
+from audiorepro.features import save_audio
+from audiorepro.paths import data_dir
+
+FORMAT_VERSION = 1
+"""Bumped whenever the generator's output changes for the same settings."""
+
+MARKER = ".complete"
+"""Completion marker (JSON) written last into a finished corpus folder."""
+
+LANGUAGES: tuple[str, ...] = ("english", "surprise")
+"""The two ZeroSpeech 2019 languages: English (development) and the surprise one (Indonesian)."""
+
+ITEM_FILE = "abx/byCtxt_acSpkr.item"
+"""Whole-excerpt-file ABX items, relative to a language folder (works in the 2019 mode)."""
+
+SENTENCE_ITEM_FILE = "abx/byCtxt_acSpkr_sentences.item"
+"""Phone items inside the full-sentence test files (needs a frame shift: libri-light mode)."""
+
+BITRATE_FILELIST = "bitrate_filelist.txt"
+EMBEDDING_FILELIST = "embedding_filelist.txt"
+SYNTHESIS_LIST = "synthesis.txt"
+SOURCES_FILE = "sources.yaml"
+MANIFEST_DIR = "manifests"
+
+# Stream ids for np.random.default_rng([seed, language, role, ...]).
+_ROLE_UNIT, _ROLE_VOICE, _ROLE_POOL, _ROLE_READ, _ROLE_IDS = range(5)
+_MAX_UTTERANCES = 9999  # four-digit utterance numbers
+
+
+@dataclasses.dataclass(frozen=True)
+class LanguageCorpusConfig:
+    """Sizes of one language of the embedded ZeroSpeech 2019 corpus."""
+
+    unit_speakers: int = field(help="speakers of train/unit (unit discovery)")
+    test_speakers: int = field(help="held-out speakers of test/ (>= 2 for across-speaker ABX)")
+    target_voices: int = field(help="target voices in train/voice: 1 (V001) or 2 (V001, V002)")
+    unit_utterances: int = field(help="sentences per unit-discovery speaker")
+    voice_utterances: int = field(help="sentences per target voice")
+    excerpt_pool: int = field(help="sentences in the pool the test speakers cut excerpts from")
+    excerpt_sentences: int = field(help="excerpt-pool sentences each test speaker reads")
+    sentence_pool: int = field(help="sentences in the pool of full-sentence test files")
+    full_sentences: int = field(help="sentence-pool sentences each test speaker reads whole")
+    bitrate_sentences: int = field(help="full sentences per test speaker in the bitrate list")
+    synthesis_sentences: int = field(help="full sentences per test speaker in synthesis.txt")
+    max_excerpts_per_cell: int = field(
+        2, help="most excerpts of one (phone, prev, next) per test speaker"
+    )
+    test_vocabulary: int = field(
+        0,
+        help="words the test sentence pools draw from (a seeded subset of the vocabulary; "
+        "0: all). A small vocabulary makes triphones recur across few test sentences",
+    )
+    min_words: int = field(5, help="fewest words in a sentence")
+    max_words: int = field(10, help="most words in a sentence")
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            low = 0 if f.name == "test_vocabulary" else 1
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ConfigError(f"{f.name} must be an integer >= {low}, got {value!r}")
+        if self.test_speakers < 2:
+            raise ConfigError(
+                f"test_speakers must be >= 2 for across-speaker ABX, got {self.test_speakers}"
+            )
+        if self.target_voices > 2:
+            raise ConfigError(f"target_voices must be 1 or 2, got {self.target_voices}")
+        if self.min_words > self.max_words:
+            raise ConfigError(f"min_words {self.min_words} > max_words {self.max_words}")
+        for read, pool in (
+            ("excerpt_sentences", "excerpt_pool"),
+            ("full_sentences", "sentence_pool"),
+        ):
+            if getattr(self, read) > getattr(self, pool):
+                raise ConfigError(
+                    f"{read} = {getattr(self, read)} exceeds {pool} = {getattr(self, pool)}"
+                )
+        for name in ("bitrate_sentences", "synthesis_sentences"):
+            if getattr(self, name) > self.full_sentences:
+                raise ConfigError(
+                    f"{name} = {getattr(self, name)} exceeds full_sentences = "
+                    f"{self.full_sentences}"
+                )
+        if max(self.unit_utterances, self.voice_utterances) > _MAX_UTTERANCES:
+            raise ConfigError(f"at most {_MAX_UTTERANCES} utterances per speaker")
+
+
+@dataclasses.dataclass(frozen=True)
+class ZeroSpeechCorpusConfig:
+    """Sizes of the embedded ZeroSpeech 2019 corpus: one :class:`LanguageCorpusConfig` each."""
+
+    english: LanguageCorpusConfig = field(help="the English (development) language")
+    surprise: LanguageCorpusConfig = field(help="the surprise language (Indonesian)")
+
+    def language(self, name: str) -> LanguageCorpusConfig:
+        """The configuration of ``english`` or ``surprise``."""
+        if name not in LANGUAGES:
+            raise ConfigError(f"unknown language {name!r}; valid: {', '.join(LANGUAGES)}")
+        return getattr(self, name)
+
+
+PRESET_CONFIGS: dict[str, ZeroSpeechCorpusConfig] = {
+    "smoke": ZeroSpeechCorpusConfig(
+        english=LanguageCorpusConfig(
+            unit_speakers=3,
+            test_speakers=3,
+            target_voices=2,
+            unit_utterances=2,
+            voice_utterances=2,
+            excerpt_pool=5,
+            excerpt_sentences=5,
+            sentence_pool=2,
+            full_sentences=2,
+            bitrate_sentences=1,
+            synthesis_sentences=1,
+            test_vocabulary=30,
+            min_words=6,
+            max_words=9,
+        ),
+        surprise=LanguageCorpusConfig(
+            unit_speakers=2,
+            test_speakers=3,
+            target_voices=1,
+            unit_utterances=2,
+            voice_utterances=2,
+            excerpt_pool=5,
+            excerpt_sentences=5,
+            sentence_pool=2,
+            full_sentences=2,
+            bitrate_sentences=1,
+            synthesis_sentences=1,
+            test_vocabulary=30,
+            min_words=4,
+            max_words=6,
+        ),
+    ),
+    "embedded": ZeroSpeechCorpusConfig(
+        english=LanguageCorpusConfig(
+            unit_speakers=24,
+            test_speakers=8,
+            target_voices=2,
+            unit_utterances=18,
+            voice_utterances=72,
+            excerpt_pool=40,
+            excerpt_sentences=16,
+            sentence_pool=16,
+            full_sentences=6,
+            bitrate_sentences=4,
+            synthesis_sentences=3,
+        ),
+        surprise=LanguageCorpusConfig(
+            unit_speakers=8,
+            test_speakers=4,
+            target_voices=1,
+            unit_utterances=20,
+            voice_utterances=30,
+            excerpt_pool=20,
+            excerpt_sentences=12,
+            sentence_pool=8,
+            full_sentences=4,
+            bitrate_sentences=3,
+            synthesis_sentences=2,
+        ),
+    ),
+}
+"""Sizes per preset. ``paper`` has none: it reads the real corpus
+(:func:`audiorepro.data.recipes.zerospeech.prepare_zerospeech2019`)."""
+
+
+def zerospeech_config(preset: str) -> ZeroSpeechCorpusConfig:
+    """The corpus configuration of a preset (``smoke`` or ``embedded``).
+
+    Raises:
+        ConfigError: an unknown preset (``paper`` included: it uses the real corpus).
+    """
+    if preset not in PRESET_CONFIGS:
+        raise ConfigError(
+            f"unknown preset {preset!r} for the embedded ZeroSpeech 2019 corpus; valid: "
+            f"{', '.join(PRESET_CONFIGS)} (the paper preset reads the real corpus with "
+            "audiorepro.data.recipes.zerospeech)"
+        )
+    return PRESET_CONFIGS[preset]
+
+
+def default_zerospeech_dir(preset: str, seed: int = 0) -> Path:
+    """Where the book keeps the generated corpus: ``<data>/zerospeech2019_<preset>_seed<seed>``."""
+    return data_dir() / f"zerospeech2019_{preset}_seed{seed}"
+
+
+# --- ABX triplets ------------------------------------------------------------------------------
+
+
+def triplet_mask(items: Sequence[AbxItem]) -> list[bool]:
+    """Whether each item takes part in at least one across-speaker ABX triplet.
+
+    A triplet (A, B, X) of the ZeroSpeech 2019 task (ABXpy ``on=phone, across=speaker,
+    by=(prev-phone, next-phone)``; ``shared/reference/zerospeech.md`` §1.3): A, B and X share
+    the context; A and X share the phone, B has another phone; A and B share the speaker, X has
+    another speaker. Only which (phone, speaker) pairs occur in a context matters, so for each
+    item the three roles are checked on those sets (O(items x phones per context)).
+    """
+    # context -> phone -> speakers, and context -> speaker -> phones
+    speakers_of: dict[tuple[str, str], dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
+    phones_of: dict[tuple[str, str], dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
+    for item in items:
+        speakers_of[item.context][item.phone].add(item.speaker)
+        phones_of[item.context][item.speaker].add(item.phone)
+    mask = []
+    for item in items:
+        a, s = item.phone, item.speaker
+        by_phone, by_speaker = speakers_of[item.context], phones_of[item.context]
+        other_speakers = by_phone[a] - {s}
+        other_phones = by_speaker[s] - {a}
+        as_a = bool(other_phones) and bool(other_speakers)
+        # As B: an A of another phone a2 by the same speaker, and an X of a2 by someone else.
+        as_b = any(by_phone[a2] - {s} for a2 in other_phones)
+        # As X: an A of this phone by another speaker s2, and a B of another phone by s2.
+        as_x = any(by_speaker[s2] - {a} for s2 in other_speakers)
+        mask.append(as_a or as_b or as_x)
+    return mask
+
+
+def triplet_capable(items: Sequence[AbxItem]) -> list[AbxItem]:
+    """The items that take part in at least one across-speaker triplet (:func:`triplet_mask`)."""
+    return [item for item, keep in zip(items, triplet_mask(items), strict=True) if keep]
+
+
+# --- atomic generation -------------------------------------------------------------------------
+
+
+def read_marker(corpus_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """The completion marker of a corpus folder, or ``None`` when absent or unreadable."""
+    try:
+        data = json.loads((Path(corpus_dir) / MARKER).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _matches(marker: Mapping[str, Any] | None, settings: Mapping[str, Any]) -> bool:
+    return marker is not None and all(marker.get(k) == v for k, v in settings.items())
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _remove_stale_partials(out_dir: Path) -> None:
+    """Delete temporary folders that crashed runs left next to ``out_dir`` (their pid is gone)."""
+    pattern = re.compile(rf"^\.{re.escape(out_dir.name)}\.(?:partial|old)-(\d+)-")
+    for path in out_dir.parent.iterdir():
+        match = pattern.match(path.name)
+        if match and path.is_dir() and not _pid_alive(int(match.group(1))):
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def write_json(path: Path, data: Any) -> None:
+    """Write JSON with sorted keys and a final newline (byte-stable for equal data)."""
+    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def generate_atomically(
+    out_dir: str | os.PathLike[str],
+    settings: Mapping[str, Any],
+    build: Callable[[Path], dict[str, Any]],
+) -> tuple[dict[str, Any], bool]:
+    """Build a corpus folder atomically, or reuse a complete one with the same settings.
+
+    If ``out_dir`` holds a :data:`MARKER` whose fields equal ``settings``, its counts are
+    returned. Otherwise ``build(tmp)`` writes the corpus into a temporary sibling
+    (``.<name>.partial-<pid>-<random>``) and returns its counts; the marker (``settings`` plus
+    ``counts``) is written last and the folder renamed to ``out_dir``. A previous generated
+    corpus with other settings is replaced; a crash leaves ``out_dir`` untouched.
+
+    Returns:
+        ``(counts, reused)``.
+
+    Raises:
+        FileExistsError: ``out_dir`` exists, is not empty and has no marker (not a corpus this
+            library wrote: it is never deleted).
+    """
+    out_dir = Path(out_dir)
+    marker = read_marker(out_dir)
+    if _matches(marker, settings):
+        return marker["counts"], True
+    if out_dir.exists() and marker is None and any(out_dir.iterdir()):
+        raise FileExistsError(
+            f"{out_dir} exists and is not empty but has no {MARKER} marker: it is not a "
+            "complete generated corpus (delete it or choose another folder)"
+        )
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    _remove_stale_partials(out_dir)
+    tmp = Path(
+        tempfile.mkdtemp(prefix=f".{out_dir.name}.partial-{os.getpid()}-", dir=out_dir.parent)
+    )
+    try:
+        # mkdtemp creates the folder 0700; give the corpus the permissions of a normal folder.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o777 & ~umask)
+        counts = build(tmp)
+        write_json(tmp / MARKER, {**settings, "counts": counts})
+        try:
+            os.rename(tmp, out_dir)  # atomic onto a missing or empty folder
+        except OSError:
+            current = read_marker(out_dir)
+            if _matches(current, settings):
+                # Another process finished the same corpus first: keep theirs.
+                shutil.rmtree(tmp, ignore_errors=True)
+                return current["counts"], True
+            if current is None and out_dir.exists() and any(out_dir.iterdir()):
+                raise
+            old = out_dir.parent / f".{out_dir.name}.old-{os.getpid()}-{tmp.name[-8:]}"
+            os.rename(out_dir, old)
+            os.rename(tmp, out_dir)
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return counts, False
+
+
+def corpus_settings(kind: str, preset: str, seed: int, config: Any) -> dict[str, Any]:
+    """What a corpus marker records and reuse compares: generator, preset, seed, config,
+    format and library version."""
+    from audiorepro import __version__
+
+    return {
+        "generator": kind,
+        "preset": preset,
+        "seed": seed,
+        "config": to_dict(config) if dataclasses.is_dataclass(config) else config,
+        "format": FORMAT_VERSION,
+        "version": __version__,
+    }
+
+
+def check_seed(seed: Any) -> int:
+    """``seed`` as an int >= 0 (``ValueError`` otherwise)."""
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
+        raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
+    return int(seed)
+
+
+# --- one language ------------------------------------------------------------------------------
+
+
+def _voices(language: str, cfg: LanguageCorpusConfig, seed: int) -> tuple[list, list, list]:
+    """(unit voices, test voices, target voices) of a language."""
+    n = cfg.unit_speakers + cfg.test_speakers
+    speakers = english_voices(n, seed) if language == "english" else indonesian_voices(n, seed)
+    espeak_language = "en-us" if language == "english" else "id"
+    targets = list(target_voices(espeak_language)[: cfg.target_voices])
+    return speakers[: cfg.unit_speakers], speakers[cfg.unit_speakers :], targets
+
+
+def _vocabulary(language: str) -> tuple[str, ...]:
+    return english_vocabulary() if language == "english" else indonesian_vocabulary()
+
+
+def _sample_index(seconds: float) -> int:
+    """The 22050 Hz sample of an eSpeak time (times are exact multiples of 1/22050 s)."""
+    return int(round(seconds * 22050))
+
+
+def _alignment(
+    syn: Synthesis, shift: float = 0.0, phones: Sequence[int] | None = None, words: bool = True
+) -> dict[str, list[AlignmentItem]]:
+    """lhotse alignment of a synthesis, times shifted by ``-shift`` (clipped at 0)."""
+
+    def item(label: str, start: float, end: float) -> AlignmentItem:
+        start = max(0.0, start - shift)
+        return AlignmentItem(label, start, max(0.0, end - shift - start))
+
+    indices = range(len(syn.phones)) if phones is None else phones
+    out = {"phone": [item(*syn.phones[i]) for i in indices]}
+    if words:
+        out["word"] = [item(*w) for w in syn.words]
+    return out
+
+
+@dataclasses.dataclass
+class _LanguageWriter:
+    """Writes one split's wavs and collects its manifest entries."""
+
+    root: Path
+    language_code: str
+    recordings: dict[str, list[Recording]] = dataclasses.field(
+        default_factory=lambda: defaultdict(list)
+    )
+    supervisions: dict[str, list[Supervision]] = dataclasses.field(
+        default_factory=lambda: defaultdict(list)
+    )
+
+    def add(
+        self,
+        split: str,
+        name: str,
+        wav: np.ndarray,
+        speaker: str,
+        text: str | None,
+        alignment: dict[str, list[AlignmentItem]],
+        custom: dict[str, Any],
+    ) -> Recording:
+        relative = f"{SPLITS[split]}/{name}.wav"
+        save_audio(self.root / relative, wav, SAMPLE_RATE)
+        n = int(wav.shape[0])
+        rec = Recording(
+            id=name,
+            sources=(AudioSource("file", (0,), relative),),
+            sampling_rate=SAMPLE_RATE,
+            num_samples=n,
+            duration=n / SAMPLE_RATE,
+            channel_ids=(0,),
+        )
+        self.recordings[split].append(rec)
+        self.supervisions[split].append(
+            Supervision(
+                id=name,
+                recording_id=name,
+                start=0.0,
+                duration=rec.duration,
+                channel=0,
+                text=text,
+                language=self.language_code,
+                speaker=speaker,
+                custom=custom,
+                alignment=alignment,
+            )
+        )
+        return rec
+
+
+def _voice_custom(voice: Voice, kind: str) -> dict[str, Any]:
+    return {
+        "kind": kind,
+        "espeak_voice": voice.spec,
+        "rate": voice.rate,
+        "pitch": voice.pitch,
+        "pitch_range": voice.pitch_range,
+    }
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class _Excerpt:
+    speaker_index: int
+    voice: Voice
+    synthesis: Synthesis
+    phone_index: int  # the central phone in synthesis.phones
+
+    def item(self) -> AbxItem:
+        """The excerpt's labels; file and times are placeholders until the file is named."""
+        phones = self.synthesis.phones
+        i = self.phone_index
+        return AbxItem(
+            "", 0.0, 1.0, phones[i][0], phones[i - 1][0], phones[i + 1][0], self.voice.name
+        )
+
+
+def _triphone_centres(syn: Synthesis) -> list[int]:
+    """Indices of phones whose previous and next phones touch them (no pause in between)."""
+    starts = [_sample_index(start) for _, start, _ in syn.phones]
+    ends = [_sample_index(end) for _, _, end in syn.phones]
+    return [
+        i
+        for i in range(1, len(syn.phones) - 1)
+        if ends[i - 1] == starts[i] and ends[i] == starts[i + 1]
+    ]
+
+
+def _generate_language(
+    root: Path, language: str, cfg: LanguageCorpusConfig, seed: int
+) -> dict[str, Any]:
+    """Write one language folder; returns its counts."""
+    lang_index = LANGUAGES.index(language)
+    code = LANGUAGE_CODES[language]
+    vocab = _vocabulary(language)
+    unit_voices, test_voices, targets = _voices(language, cfg, seed)
+    writer = _LanguageWriter(root, code)
+
+    def sentence(role: int, speaker: int, utterance: int) -> str:
+        rng = np.random.default_rng([seed, lang_index, role, speaker, utterance])
+        return sentence_text(make_sentences(vocab, 1, rng, cfg.min_words, cfg.max_words)[0])
+
+    for split, role, voices, count in (
+        ("train-unit", _ROLE_UNIT, unit_voices, cfg.unit_utterances),
+        ("train-voice", _ROLE_VOICE, targets, cfg.voice_utterances),
+    ):
+        for k, voice in enumerate(voices):
+            for j in range(count):
+                syn = synthesize(sentence(role, k, j), voice)
+                writer.add(
+                    split,
+                    f"{voice.name}_{j + 1:04d}",
+                    syn.wav,
+                    voice.name,
+                    syn.text,
+                    _alignment(syn),
+                    _voice_custom(voice, "sentence"),
+                )
+
+    # Test: every test speaker reads its own random subsets of two shared sentence pools, one
+    # cut into excerpts and one kept whole, so that the same triphones recur across speakers.
+    pool_rng = np.random.default_rng([seed, lang_index, _ROLE_POOL])
+    pool_vocab = vocab
+    if 0 < cfg.test_vocabulary < len(vocab):
+        pool_vocab = [
+            vocab[int(i)] for i in pool_rng.permutation(len(vocab))[: cfg.test_vocabulary]
+        ]
+    excerpt_pool, sentence_pool = (
+        [
+            sentence_text(words)
+            for words in make_sentences(pool_vocab, n, pool_rng, cfg.min_words, cfg.max_words)
+        ]
+        for n in (cfg.excerpt_pool, cfg.sentence_pool)
+    )
+    candidates: list[_Excerpt] = []
+    full: list[list[Synthesis]] = []
+    for k, voice in enumerate(test_voices):
+        read_rng = np.random.default_rng([seed, lang_index, _ROLE_READ, k])
+        excerpt_reading = read_rng.permutation(cfg.excerpt_pool)[: cfg.excerpt_sentences]
+        full_reading = read_rng.permutation(cfg.sentence_pool)[: cfg.full_sentences]
+        taken: Counter[tuple[str, str, str]] = Counter()
+        for i in excerpt_reading:
+            syn = synthesize(excerpt_pool[int(i)], voice)
+            for c in _triphone_centres(syn):
+                cell = (syn.phones[c][0], syn.phones[c - 1][0], syn.phones[c + 1][0])
+                if taken[cell] < cfg.max_excerpts_per_cell:
+                    taken[cell] += 1
+                    candidates.append(_Excerpt(k, voice, syn, c))
+        full.append([synthesize(sentence_pool[int(i)], voice) for i in full_reading])
+
+    kept = [
+        e
+        for e, keep in zip(candidates, triplet_mask([e.item() for e in candidates]), strict=True)
+        if keep
+    ]
+    excerpt_items: list[AbxItem] = []
+    sentence_candidates: list[AbxItem] = []
+    bitrate: list[tuple[str, float]] = []
+    synthesis_lines: list[str] = []
+    test_seconds = {"excerpts": 0.0, "sentences": 0.0}
+    for k, voice in enumerate(test_voices):
+        mine = [e for e in kept if e.speaker_index == k]
+        n_files = len(mine) + len(full[k])
+        if n_files > _MAX_UTTERANCES:
+            raise ConfigError(f"{voice.name}: {n_files} test files exceed {_MAX_UTTERANCES}")
+        # Shuffled ids, as in the real release, so names do not reveal the source sentence.
+        ids = np.random.default_rng([seed, lang_index, _ROLE_IDS, k]).permutation(n_files) + 1
+        for e, number in zip(mine, ids[: len(mine)], strict=True):
+            name = f"{voice.name}_{int(number):04d}"
+            syn, c = e.synthesis, e.phone_index
+            # Exact integer sample arithmetic: 16 kHz sample = 22050 Hz sample * 320 / 441.
+            first = _sample_index(syn.phones[c - 1][1]) * 320 // 441
+            last = -(-_sample_index(syn.phones[c + 1][2]) * 320 // 441)
+            last = min(last, syn.wav.shape[0])
+            rec = writer.add(
+                "test",
+                name,
+                syn.wav[first:last],
+                voice.name,
+                None,
+                _alignment(syn, first / SAMPLE_RATE, (c - 1, c, c + 1), words=False),
+                {**_voice_custom(voice, "excerpt"), "source_text": syn.text},
+            )
+            test_seconds["excerpts"] += rec.duration
+            base = e.item()
+            excerpt_items.append(dataclasses.replace(base, file=name, offset=rec.duration))
+        for syn, number in zip(full[k], ids[len(mine) :], strict=True):
+            name = f"{voice.name}_{int(number):04d}"
+            rec = writer.add(
+                "test",
+                name,
+                syn.wav,
+                voice.name,
+                syn.text,
+                _alignment(syn),
+                _voice_custom(voice, "sentence"),
+            )
+            test_seconds["sentences"] += rec.duration
+            for c in _triphone_centres(syn):
+                phone, start, end = syn.phones[c]
+                sentence_candidates.append(
+                    AbxItem(
+                        name,
+                        start,
+                        end,
+                        phone,
+                        syn.phones[c - 1][0],
+                        syn.phones[c + 1][0],
+                        voice.name,
+                    )
+                )
+        names = [f"{voice.name}_{int(n):04d}" for n in ids[len(mine) :]]
+        durations = [s.wav.shape[0] / SAMPLE_RATE for s in full[k]]
+        bitrate += [
+            (f"{n}.txt", d)
+            for n, d in zip(names[: cfg.bitrate_sentences], durations, strict=False)
+        ]
+        for i, n in enumerate(names[len(names) - cfg.synthesis_sentences :]):
+            synthesis_lines.append(f"test/{n} {targets[(k + i) % len(targets)].name}")
+
+    sentence_items = triplet_capable(sentence_candidates)
+    excerpt_items.sort(key=lambda it: it.file)
+    sentence_items.sort(key=lambda it: (it.file, it.onset))
+    write_item_file(root / ITEM_FILE, excerpt_items)
+    write_item_file(root / SENTENCE_ITEM_FILE, sentence_items)
+    write_filelist(root / BITRATE_FILELIST, sorted(bitrate))
+    test_recordings = sorted(writer.recordings["test"], key=lambda r: r.id)
+    write_filelist(
+        root / EMBEDDING_FILELIST, [(f"{r.id}.txt", r.duration) for r in test_recordings]
+    )
+    (root / SYNTHESIS_LIST).write_text(
+        "".join(line + "\n" for line in sorted(synthesis_lines)), encoding="utf-8"
+    )
+
+    split_counts = {}
+    for split in SPLITS:
+        recs = sorted(writer.recordings[split], key=lambda r: r.id)
+        sups = sorted(writer.supervisions[split], key=lambda s: s.id)
+        write_manifest(root / MANIFEST_DIR / f"{split}_recordings.jsonl.gz", recs)
+        write_manifest(root / MANIFEST_DIR / f"{split}_supervisions.jsonl.gz", sups)
+        split_counts[split] = {
+            "recordings": len(recs),
+            "supervisions": len(sups),
+            "speakers": len({s.speaker for s in sups}),
+            "seconds": round(sum(r.duration for r in recs), 3),
+        }
+    _write_sources(root, language, split_counts)
+    cells = Counter((it.phone, it.context) for it in excerpt_items)
+    speakers_per_cell = defaultdict(set)
+    for it in excerpt_items:
+        speakers_per_cell[(it.phone, it.context)].add(it.speaker)
+    return {
+        "splits": split_counts,
+        "test_excerpts": len(excerpt_items),
+        "test_sentences": sum(len(f) for f in full),
+        "test_excerpt_seconds": round(test_seconds["excerpts"], 3),
+        "test_sentence_seconds": round(test_seconds["sentences"], 3),
+        "excerpt_candidates": len(candidates),
+        "items": len(excerpt_items),
+        "sentence_items": len(sentence_items),
+        "sentence_item_candidates": len(sentence_candidates),
+        "item_cells": len(cells),
+        "item_cells_multi_speaker": sum(len(v) >= 2 for v in speakers_per_cell.values()),
+        "bitrate_files": len(bitrate),
+        "bitrate_seconds": round(sum(d for _, d in bitrate), 6),
+        "synthesis": len(synthesis_lines),
+    }
+
+
+_CITATION = """@inproceedings{dunbar2019zerospeech,
+  title = {The Zero Resource Speech Challenge 2019: {TTS} without {T}},
+  author = {Dunbar, Ewan and Algayres, Robin and Karadayi, Julien and Bernard, Mathieu and
+            Benjumea, Juan and Cao, Xuan-Nga and Miskic, Lucie and Dugrain, Charlotte and
+            Ondel, Lucas and Black, Alan W. and Besacier, Laurent and Sakti, Sakriani and
+            Dupoux, Emmanuel},
+  booktitle = {Proc. Interspeech},
+  pages = {1088--1092},
+  year = {2019}
+}
+"""
+
+
+def _write_sources(root: Path, language: str, split_counts: Mapping[str, Mapping[str, int]]):
+    """A ``sources.yaml`` with the expected counts, for ``python -m audiorepro.data check``."""
+    data = {
+        "name": f"zerospeech2019_embedded_{language}",
+        "description": (
+            f"ZeroSpeech 2019 look-alike ({language}) synthesised offline with eSpeak NG by "
+            "audiorepro.data.embedded.zerospeech_corpus; same layout as the real release."
+        ),
+        "homepage": "https://zerospeech.com/2019/",
+        "licence": "Generated locally by audiorepro (MIT); contains no third-party recordings.",
+        "citation": _CITATION,
+        "sampling_rate": SAMPLE_RATE,
+        "files": [],
+        "expected_counts": {
+            split: {"recordings": c["recordings"], "supervisions": c["supervisions"]}
+            for split, c in split_counts.items()
+        },
+    }
+    write_sources_yaml(root / SOURCES_FILE, data)
+
+
+class _BlockDumper(yaml.SafeDumper):
+    """Writes multi-line strings (the BibTeX citation) as ``|`` literal blocks."""
+
+
+def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_BlockDumper.add_representer(str, _represent_str)
+
+
+def write_sources_yaml(path: Path, data: Mapping[str, Any]) -> None:
+    """Write a ``sources.yaml`` mapping (keys in the given order, citation as a literal block)."""
+    text = yaml.dump(
+        dict(data), Dumper=_BlockDumper, sort_keys=False, allow_unicode=True, width=99
+    )
+    path.write_text(text, encoding="utf-8")
+
+
+def generate_zerospeech_corpus(
+    out_dir: str | os.PathLike[str],
+    preset: str = "embedded",
+    seed: int = 0,
+    *,
+    config: ZeroSpeechCorpusConfig | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Generate the embedded ZeroSpeech 2019 corpus (English and surprise) or reuse it.
+
+    See the module docstring for the layout. A complete corpus already in ``out_dir`` with the
+    same preset, seed, configuration, format and library version is reused as is; otherwise
+    everything is written into a temporary sibling folder renamed into place at the end
+    (:func:`generate_atomically`).
+
+    Args:
+        out_dir: the corpus folder (``english/`` and ``surprise/`` are created inside).
+        preset: ``smoke`` or ``embedded`` (:data:`PRESET_CONFIGS`).
+        seed: the corpus seed; equal seeds give byte-identical files.
+        config: replaces the preset's sizes (recorded in the marker).
+        progress: called with a short message after each language (for notebooks).
+
+    Returns:
+        The counts per language (``{"english": {...}, "surprise": {...}}``, with per-split
+        recordings, speakers and seconds, and the numbers of excerpts, ABX items, bitrate and
+        synthesis files), plus ``"reused": bool``.
+
+    Raises:
+        ConfigError: an unknown preset.
+        FileExistsError: ``out_dir`` is a non-empty folder without a marker.
+    """
+    if config is None:
+        config = zerospeech_config(preset)
+    else:
+        zerospeech_config(preset)  # an unknown preset is an error even with a config
+    seed = check_seed(seed)
+    settings = corpus_settings("zerospeech2019", preset, seed, config)
+
+    def build(tmp: Path) -> dict[str, Any]:
+        counts = {}
+        for language in LANGUAGES:
+            counts[language] = _generate_language(
+                tmp / language, language, config.language(language), seed
+            )
+            if progress is not None:
+                progress(f"{language}: {counts[language]['splits']}")
+        return counts
+
+    counts, reused = generate_atomically(out_dir, settings, build)
+    return {**counts, "reused": reused}
+
+
+def language_dir(corpus_dir: str | os.PathLike[str], language: str) -> Path:
+    """``<corpus_dir>/<language>`` for ``english`` or ``surprise`` (``ConfigError`` otherwise)."""
+    if language not in LANGUAGES:
+        raise ConfigError(f"unknown language {language!r}; valid: {', '.join(LANGUAGES)}")
+    return Path(corpus_dir) / language
+
+
+__all__ = [
+    "BITRATE_FILELIST",
+    "EMBEDDING_FILELIST",
+    "ITEM_FILE",
+    "LANGUAGES",
+    "MANIFEST_DIR",
+    "MARKER",
+    "PRESET_CONFIGS",
+    "SENTENCE_ITEM_FILE",
+    "SOURCES_FILE",
+    "SYNTHESIS_LIST",
+    "LanguageCorpusConfig",
+    "ZeroSpeechCorpusConfig",
+    "check_seed",
+    "corpus_settings",
+    "default_zerospeech_dir",
+    "generate_atomically",
+    "generate_zerospeech_corpus",
+    "language_dir",
+    "read_marker",
+    "triplet_capable",
+    "triplet_mask",
+    "write_json",
+    "write_sources_yaml",
+    "zerospeech_config",
+]
