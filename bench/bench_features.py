@@ -24,6 +24,7 @@ import librosa
 import numpy as np
 import scipy.fft
 import torch
+
 from audiorepro.features import PasstMel, mfcc, passt_mel_basis
 
 

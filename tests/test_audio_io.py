@@ -7,6 +7,7 @@ import sys
 import numpy as np
 import pytest
 import soundfile as sf
+
 from audiorepro.features import AudioError, audio_info, load_audio, resample_type, save_audio
 from audiorepro.features import audio as audio_module
 

@@ -10,6 +10,9 @@ import random
 import numpy as np
 import pytest
 import torch
+from safetensors import safe_open
+from torch import nn
+
 from audiorepro.training import checkpoint as ckpt
 from audiorepro.training.checkpoint import (
     CheckpointError,
@@ -25,8 +28,6 @@ from audiorepro.training.checkpoint import (
     unpack_tree,
 )
 from audiorepro.training.schedules import make_scheduler
-from safetensors import safe_open
-from torch import nn
 
 
 class TiedLM(nn.Module):

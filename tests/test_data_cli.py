@@ -8,6 +8,7 @@ import sys
 import numpy as np
 import pytest
 import soundfile
+
 from audiorepro.data.__main__ import main
 from audiorepro.data.manifests import (
     Recording,

@@ -8,6 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
+
 from audiorepro.data.embedded import espeak
 from audiorepro.data.embedded.espeak import (
     ESPEAK_SAMPLE_RATE,

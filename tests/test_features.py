@@ -13,6 +13,7 @@ import librosa
 import numpy as np
 import pytest
 import torch
+
 from audiorepro.features import (
     VALID_MFCC_DIMS,
     PasstMel,

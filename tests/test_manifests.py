@@ -10,6 +10,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+
 from audiorepro.config import ConfigError
 from audiorepro.data.manifests import (
     AlignmentItem,

@@ -9,6 +9,9 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from torch import nn
+from torch.utils.data import Dataset, IterableDataset
+
 from audiorepro.config import ConfigError, from_dict
 from audiorepro.training import checkpoint as ckpt
 from audiorepro.training.checkpoint import latest_checkpoint, list_checkpoints
@@ -24,8 +27,6 @@ from audiorepro.training.loop import (
     resolve_mixed_precision,
 )
 from audiorepro.training.schedules import WarmupFactor, make_scheduler
-from torch import nn
-from torch.utils.data import Dataset, IterableDataset
 
 
 class Blobs(Dataset):
