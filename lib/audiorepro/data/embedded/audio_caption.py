@@ -44,7 +44,6 @@ import csv
 import dataclasses
 import json
 import os
-import re
 import shutil
 import tempfile
 import urllib.parse
@@ -71,6 +70,11 @@ from audiorepro.data.embedded.scenes import (
     write_captions,
 )
 from audiorepro.data.embedded.sound_events import SAMPLE_RATE
+from audiorepro.data.embedded.zerospeech_corpus import (
+    _matches,
+    _remove_stale_partials,
+    read_marker,
+)
 from audiorepro.features.audio import save_audio
 
 CLOTHO_SPLITS = ("development", "validation", "evaluation")
@@ -82,6 +86,8 @@ WAVCAPS_EXCLUSION_CSV = "dcase2024_task6_excluded_freesound_ids.csv"
 """The DCASE 2024 list of FreeSound ids to drop from WavCaps (header ``sound_id``)."""
 CLOTHO_PARAPHRASES = "clotho_paraphrases_{split}.json"
 """Paraphrase file name per Clotho split: JSON ``{caption: [paraphrase, ...]}``."""
+# The completion marker and stale-folder rules are shared with the speech corpora.
+
 MARKER = ".complete"
 """Completion marker inside a finished corpus folder (JSON)."""
 FORMAT_VERSION = 1
@@ -591,41 +597,6 @@ def _settings(preset: str, seed: int, config: AudioCaptionCorpusConfig, speech) 
         "version": __version__,
         "format": FORMAT_VERSION,
     }
-
-
-def read_marker(corpus_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
-    """The completion marker of a corpus folder, or ``None`` when absent or unreadable."""
-    path = Path(corpus_dir) / MARKER
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def _matches(marker: dict[str, Any] | None, settings: dict[str, Any]) -> bool:
-    return marker is not None and all(marker.get(k) == v for k, v in settings.items())
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _remove_stale_partials(out_dir: Path) -> None:
-    """Delete temporary folders that crashed runs of this generator left next to ``out_dir``."""
-    pattern = re.compile(rf"^\.{re.escape(out_dir.name)}\.(?:partial|old)-(\d+)-")
-    if not out_dir.parent.is_dir():
-        return
-    for path in out_dir.parent.iterdir():
-        match = pattern.match(path.name)
-        if match and path.is_dir() and not _pid_alive(int(match.group(1))):
-            shutil.rmtree(path, ignore_errors=True)
 
 
 def generate_audio_caption_corpora(

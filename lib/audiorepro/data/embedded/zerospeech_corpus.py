@@ -379,6 +379,8 @@ def _pid_alive(pid: int) -> bool:
 def _remove_stale_partials(out_dir: Path) -> None:
     """Delete temporary folders that crashed runs left next to ``out_dir`` (their pid is gone)."""
     pattern = re.compile(rf"^\.{re.escape(out_dir.name)}\.(?:partial|old)-(\d+)-")
+    if not out_dir.parent.is_dir():
+        return
     for path in out_dir.parent.iterdir():
         match = pattern.match(path.name)
         if match and path.is_dir() and not _pid_alive(int(match.group(1))):
