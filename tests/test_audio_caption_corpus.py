@@ -15,8 +15,8 @@ import pytest
 import soundfile as sf
 
 from audiorepro.config import ConfigError
+from audiorepro.data.embedded.atomic import MARKER
 from audiorepro.data.embedded.audio_caption import (
-    MARKER,
     WAVCAPS_EXCLUSION_CSV,
     audio_caption_config,
     generate_audio_caption_corpora,

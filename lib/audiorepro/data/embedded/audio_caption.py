@@ -44,8 +44,6 @@ import csv
 import dataclasses
 import json
 import os
-import shutil
-import tempfile
 import urllib.parse
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -55,6 +53,7 @@ import numpy as np
 import soundfile as sf
 
 from audiorepro.config import ConfigError, field, from_dict, to_dict
+from audiorepro.data.embedded.atomic import generate_atomically
 from audiorepro.data.embedded.scenes import (
     AUDIOCAPS_STYLE,
     CLOTHO_STYLE,
@@ -70,11 +69,6 @@ from audiorepro.data.embedded.scenes import (
     write_captions,
 )
 from audiorepro.data.embedded.sound_events import SAMPLE_RATE
-from audiorepro.data.embedded.zerospeech_corpus import (
-    _matches,
-    _remove_stale_partials,
-    read_marker,
-)
 from audiorepro.features.audio import save_audio
 
 CLOTHO_SPLITS = ("development", "validation", "evaluation")
@@ -88,7 +82,6 @@ CLOTHO_PARAPHRASES = "clotho_paraphrases_{split}.json"
 """Paraphrase file name per Clotho split: JSON ``{caption: [paraphrase, ...]}``."""
 # The completion marker and stale-folder rules are shared with the speech corpora.
 
-MARKER = ".complete"
 """Completion marker inside a finished corpus folder (JSON)."""
 FORMAT_VERSION = 1
 """Bumped whenever the generated files change for the same seed and config."""
@@ -640,22 +633,9 @@ def generate_audio_caption_corpora(
     seed = int(seed)
     settings = _settings(preset, seed, config, speech)
 
-    marker = read_marker(out_dir)
-    if _matches(marker, settings):
-        return AudioCaptionCorpora(out_dir, marker["counts"], reused=True)
-    if out_dir.exists() and marker is None and any(out_dir.iterdir()):
-        raise FileExistsError(
-            f"{out_dir} exists and is not empty but has no {MARKER} marker: it is not a "
-            "complete generated corpus (delete it or choose another folder)"
-        )
+    say = progress or (lambda message: None)
 
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    _remove_stale_partials(out_dir)
-    tmp = Path(
-        tempfile.mkdtemp(prefix=f".{out_dir.name}.partial-{os.getpid()}-", dir=out_dir.parent)
-    )
-    try:
-        say = progress or (lambda message: None)
+    def build(tmp: Path) -> dict[str, Any]:
         clotho_counts, eval_ids, eval_files = _write_clotho(tmp / "clotho", config, seed, speech)
         say(f"clotho: {clotho_counts}")
         audiocaps_counts = _write_audiocaps(tmp / "audiocaps", config, seed, speech)
@@ -665,40 +645,12 @@ def generate_audio_caption_corpora(
         )
         say(f"wavcaps: {wavcaps_counts}")
         excluded = wavcaps_counts.pop("excluded")
-        counts = {
+        return {
             "clotho": clotho_counts,
             "audiocaps": audiocaps_counts,
             "wavcaps": wavcaps_counts,
             "wavcaps_excluded": excluded,
         }
-        _write_json(tmp / MARKER, {**settings, "counts": counts})
-        _move_into_place(tmp, out_dir)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    if not tmp.exists():
-        return AudioCaptionCorpora(out_dir, counts, reused=False)
-    # Another process finished the same corpus first: keep theirs.
-    shutil.rmtree(tmp, ignore_errors=True)
-    return AudioCaptionCorpora(out_dir, counts, reused=True)
 
-
-def _move_into_place(tmp: Path, out_dir: Path) -> None:
-    """Rename ``tmp`` to ``out_dir``; a generated corpus already there is swapped out first.
-
-    Leaves ``tmp`` in place (for the caller to delete) when a concurrent run has just put a
-    corpus with the same settings there.
-    """
-    settings = {k: v for k, v in (read_marker(tmp) or {}).items() if k != "counts"}
-    try:
-        os.rename(tmp, out_dir)  # atomic; succeeds onto a missing or empty folder
-        return
-    except OSError:
-        if _matches(read_marker(out_dir), settings):
-            return
-        if read_marker(out_dir) is None and any(out_dir.iterdir()):
-            raise
-    old = out_dir.parent / f".{out_dir.name}.old-{os.getpid()}-{tmp.name[-8:]}"
-    os.rename(out_dir, old)
-    os.rename(tmp, out_dir)
-    shutil.rmtree(old, ignore_errors=True)
+    counts, reused = generate_atomically(out_dir, settings, build)
+    return AudioCaptionCorpora(out_dir, counts, reused=reused)

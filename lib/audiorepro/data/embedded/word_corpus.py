@@ -40,7 +40,7 @@ side (one side per speaker, so per-speaker CMVN as in Kamper's ``cmvn_dd.sh``), 
 (:func:`audiorepro.features.mfcc_features`); a token's matrix is frames ``[start, end)`` of its
 side. ``swbd.<split>.npz`` is written with fixed zip timestamps, so equal seeds give
 byte-identical files, as for everything else here. Generation is atomic and reused like the
-ZeroSpeech corpus (:func:`~audiorepro.data.embedded.zerospeech_corpus.generate_atomically`).
+ZeroSpeech corpus (:func:`~audiorepro.data.embedded.atomic.generate_atomically`).
 """
 
 from __future__ import annotations
@@ -57,6 +57,7 @@ from typing import Any
 import numpy as np
 
 from audiorepro.config import ConfigError, field
+from audiorepro.data.embedded.atomic import generate_atomically, write_json
 from audiorepro.data.embedded.espeak import SAMPLE_RATE, Voice, english_voices, synthesize
 from audiorepro.data.embedded.lexicon import (
     SWITCHBOARD_SYMBOLS,
@@ -69,8 +70,6 @@ from audiorepro.data.embedded.lexicon import (
 from audiorepro.data.embedded.zerospeech_corpus import (
     check_seed,
     corpus_settings,
-    generate_atomically,
-    write_json,
     write_sources_yaml,
 )
 from audiorepro.data.manifests import (

@@ -80,11 +80,7 @@ a folder without the marker is never taken for a finished corpus.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
-import re
-import shutil
-import tempfile
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -94,6 +90,12 @@ import numpy as np
 import yaml
 
 from audiorepro.config import ConfigError, field, to_dict
+from audiorepro.data.embedded.atomic import (
+    MARKER,
+    generate_atomically,
+    read_marker,
+    write_json,
+)
 from audiorepro.data.embedded.espeak import (
     SAMPLE_RATE,
     Synthesis,
@@ -129,7 +131,6 @@ from audiorepro.paths import data_dir
 FORMAT_VERSION = 1
 """Bumped whenever the generator's output changes for the same settings."""
 
-MARKER = ".complete"
 """Completion marker (JSON) written last into a finished corpus folder."""
 
 LANGUAGES: tuple[str, ...] = ("english", "surprise")
@@ -348,109 +349,6 @@ def triplet_mask(items: Sequence[AbxItem]) -> list[bool]:
 def triplet_capable(items: Sequence[AbxItem]) -> list[AbxItem]:
     """The items that take part in at least one across-speaker triplet (:func:`triplet_mask`)."""
     return [item for item, keep in zip(items, triplet_mask(items), strict=True) if keep]
-
-
-# --- atomic generation -------------------------------------------------------------------------
-
-
-def read_marker(corpus_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
-    """The completion marker of a corpus folder, or ``None`` when absent or unreadable."""
-    try:
-        data = json.loads((Path(corpus_dir) / MARKER).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def _matches(marker: Mapping[str, Any] | None, settings: Mapping[str, Any]) -> bool:
-    return marker is not None and all(marker.get(k) == v for k, v in settings.items())
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _remove_stale_partials(out_dir: Path) -> None:
-    """Delete temporary folders that crashed runs left next to ``out_dir`` (their pid is gone)."""
-    pattern = re.compile(rf"^\.{re.escape(out_dir.name)}\.(?:partial|old)-(\d+)-")
-    if not out_dir.parent.is_dir():
-        return
-    for path in out_dir.parent.iterdir():
-        match = pattern.match(path.name)
-        if match and path.is_dir() and not _pid_alive(int(match.group(1))):
-            shutil.rmtree(path, ignore_errors=True)
-
-
-def write_json(path: Path, data: Any) -> None:
-    """Write JSON with sorted keys and a final newline (byte-stable for equal data)."""
-    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-
-
-def generate_atomically(
-    out_dir: str | os.PathLike[str],
-    settings: Mapping[str, Any],
-    build: Callable[[Path], dict[str, Any]],
-) -> tuple[dict[str, Any], bool]:
-    """Build a corpus folder atomically, or reuse a complete one with the same settings.
-
-    If ``out_dir`` holds a :data:`MARKER` whose fields equal ``settings``, its counts are
-    returned. Otherwise ``build(tmp)`` writes the corpus into a temporary sibling
-    (``.<name>.partial-<pid>-<random>``) and returns its counts; the marker (``settings`` plus
-    ``counts``) is written last and the folder renamed to ``out_dir``. A previous generated
-    corpus with other settings is replaced; a crash leaves ``out_dir`` untouched.
-
-    Returns:
-        ``(counts, reused)``.
-
-    Raises:
-        FileExistsError: ``out_dir`` exists, is not empty and has no marker (not a corpus this
-            library wrote: it is never deleted).
-    """
-    out_dir = Path(out_dir)
-    marker = read_marker(out_dir)
-    if _matches(marker, settings):
-        return marker["counts"], True
-    if out_dir.exists() and marker is None and any(out_dir.iterdir()):
-        raise FileExistsError(
-            f"{out_dir} exists and is not empty but has no {MARKER} marker: it is not a "
-            "complete generated corpus (delete it or choose another folder)"
-        )
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    _remove_stale_partials(out_dir)
-    tmp = Path(
-        tempfile.mkdtemp(prefix=f".{out_dir.name}.partial-{os.getpid()}-", dir=out_dir.parent)
-    )
-    try:
-        # mkdtemp creates the folder 0700; give the corpus the permissions of a normal folder.
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o777 & ~umask)
-        counts = build(tmp)
-        write_json(tmp / MARKER, {**settings, "counts": counts})
-        try:
-            os.rename(tmp, out_dir)  # atomic onto a missing or empty folder
-        except OSError:
-            current = read_marker(out_dir)
-            if _matches(current, settings):
-                # Another process finished the same corpus first: keep theirs.
-                shutil.rmtree(tmp, ignore_errors=True)
-                return current["counts"], True
-            if current is None and out_dir.exists() and any(out_dir.iterdir()):
-                raise
-            old = out_dir.parent / f".{out_dir.name}.old-{os.getpid()}-{tmp.name[-8:]}"
-            os.rename(out_dir, old)
-            os.rename(tmp, out_dir)
-            shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return counts, False
 
 
 def corpus_settings(kind: str, preset: str, seed: int, config: Any) -> dict[str, Any]:
