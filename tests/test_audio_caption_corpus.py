@@ -8,6 +8,9 @@ import dataclasses
 import hashlib
 import json
 import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -36,6 +39,8 @@ from audiorepro.data.embedded.scenes import (
     write_captions,
 )
 from audiorepro.data.embedded.sound_events import SAMPLE_RATE, EventAttributes
+from audiorepro.data.manifests import read_recordings
+from audiorepro.data.sources import load_sources
 
 CLOTHO_HEADER = "file_name,caption_1,caption_2,caption_3,caption_4,caption_5"
 SPLITS = ("development", "validation", "evaluation")
@@ -381,3 +386,42 @@ def test_presets_and_bad_settings():
         SceneConfig(classes=("bell", "gong"))
     with pytest.raises(ValueError, match="seed must be an integer"):
         generate_audio_caption_corpora("/nonexistent/never", "smoke", -1)
+
+
+@pytest.mark.parametrize("corpus", ["clotho", "audiocaps", "wavcaps"])
+def test_each_generated_corpus_passes_the_check_cli_with_its_counts(smoke_corpus, corpus):
+    root = smoke_corpus.root / corpus
+    done = subprocess.run(
+        [sys.executable, "-m", "audiorepro.data", "check", str(root / "manifests")]
+        + ["--root", str(root), "--sources", str(root / "sources.yaml")],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    expected = load_sources(root / "sources.yaml").expected_counts
+    counts = smoke_corpus.counts
+    if corpus == "clotho":
+        assert {s: c.recordings for s, c in expected.items()} == {
+            s: counts["clotho"][s]["clips"] for s in SPLITS
+        }
+        assert all(c.supervisions == 5 * c.recordings for c in expected.values())
+    elif corpus == "audiocaps":
+        assert {s: c.supervisions for s, c in expected.items()} == {
+            s: counts["audiocaps"][s]["captions"] for s in ("train", "val", "test")
+        }
+    else:
+        clips = sum(v["clips"] for v in counts["wavcaps"].values())
+        assert expected["train"].recordings == clips - counts["wavcaps_excluded"]
+    # a corrupted copy fails the same check, naming the manifest line
+    broken = root.parent.parent / f"broken_{corpus}"
+    if not broken.exists():
+        shutil.copytree(root, broken)
+        manifest = sorted((broken / "manifests").glob("*_recordings.jsonl.gz"))[0]
+        (broken / read_recordings(manifest)[0].sources[0].source).write_bytes(b"not audio")
+    done = subprocess.run(
+        [sys.executable, "-m", "audiorepro.data", "check", str(broken / "manifests")]
+        + ["--root", str(broken), "--sources", str(broken / "sources.yaml")],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 1 and "recordings.jsonl.gz:" in done.stdout, done.stdout

@@ -389,3 +389,23 @@ def verify_downloads(
                         )
                     )
     return problems
+
+
+class _BlockDumper(yaml.SafeDumper):
+    """Writes multi-line strings (the BibTeX citation) as ``|`` literal blocks."""
+
+
+def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_BlockDumper.add_representer(str, _represent_str)
+
+
+def write_sources_yaml(path: Path, data: Mapping[str, Any]) -> None:
+    """Write a ``sources.yaml`` mapping (keys in the given order, citation as a literal block)."""
+    text = yaml.dump(
+        dict(data), Dumper=_BlockDumper, sort_keys=False, allow_unicode=True, width=99
+    )
+    path.write_text(text, encoding="utf-8")

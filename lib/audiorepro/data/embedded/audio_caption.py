@@ -69,6 +69,8 @@ from audiorepro.data.embedded.scenes import (
     write_captions,
 )
 from audiorepro.data.embedded.sound_events import SAMPLE_RATE
+from audiorepro.data.recipes import prepare_audiocaps, prepare_clotho, prepare_wavcaps
+from audiorepro.data.sources import write_sources_yaml
 from audiorepro.features.audio import save_audio
 
 CLOTHO_SPLITS = ("development", "validation", "evaluation")
@@ -83,7 +85,9 @@ CLOTHO_PARAPHRASES = "clotho_paraphrases_{split}.json"
 # The completion marker and stale-folder rules are shared with the speech corpora.
 
 """Completion marker inside a finished corpus folder (JSON)."""
-FORMAT_VERSION = 1
+MANIFEST_DIR = "manifests"
+SOURCES_FILE = "sources.yaml"
+FORMAT_VERSION = 2
 """Bumped whenever the generated files change for the same seed and config."""
 
 _CLOTHO_COLUMNS = ("file_name",) + tuple(f"caption_{k}" for k in range(1, 6))
@@ -579,6 +583,40 @@ def _speech_name(speech: Speech | None) -> str | None:
     return getattr(speech, "__qualname__", type(speech).__name__)
 
 
+_SOURCES = {
+    "clotho": ("ClothoV2", "https://zenodo.org/records/4783391", prepare_clotho),
+    "audiocaps": ("AudioCaps", "https://audiocaps.github.io/", prepare_audiocaps),
+    "wavcaps": ("WavCaps", "https://huggingface.co/datasets/cvssp/WavCaps", prepare_wavcaps),
+}
+
+
+def _write_manifests_and_sources(root: Path) -> None:
+    """Run the real corpora's recipes on the generated folders: ``<corpus>/manifests/`` and a
+    ``<corpus>/sources.yaml`` with the expected counts, so ``python -m audiorepro.data check``
+    verifies each corpus like a downloaded one."""
+    for corpus, (title, homepage, prepare) in _SOURCES.items():
+        counts = prepare(root / corpus, root / corpus / MANIFEST_DIR)
+        data = {
+            "name": f"{corpus}_embedded",
+            "description": (
+                f"{title} look-alike of procedurally synthesised sound scenes, written by "
+                "audiorepro.data.embedded.audio_caption in the real corpus's layout."
+            ),
+            "homepage": homepage,
+            "licence": "Generated locally by audiorepro (MIT); contains no third-party recordings.",
+            "citation": "@misc{audiorepro, title = {audiorepro embedded corpora}, year = {2026}}\n",
+            "sampling_rate": SAMPLE_RATE,
+            "files": [],
+            "expected_counts": {
+                split: {"recordings": c["recordings"], "supervisions": c["supervisions"]}
+                for split, c in counts.items()
+                # WavCaps also counts per source; only the manifest files' splits are checked
+                if (root / corpus / MANIFEST_DIR / f"{split}_recordings.jsonl.gz").is_file()
+            },
+        }
+        write_sources_yaml(root / corpus / SOURCES_FILE, data)
+
+
 def _settings(preset: str, seed: int, config: AudioCaptionCorpusConfig, speech) -> dict:
     from audiorepro import __version__
 
@@ -645,6 +683,7 @@ def generate_audio_caption_corpora(
         )
         say(f"wavcaps: {wavcaps_counts}")
         excluded = wavcaps_counts.pop("excluded")
+        _write_manifests_and_sources(tmp)
         return {
             "clotho": clotho_counts,
             "audiocaps": audiocaps_counts,

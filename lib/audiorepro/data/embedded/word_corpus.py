@@ -70,7 +70,6 @@ from audiorepro.data.embedded.lexicon import (
 from audiorepro.data.embedded.zerospeech_corpus import (
     check_seed,
     corpus_settings,
-    write_sources_yaml,
 )
 from audiorepro.data.manifests import (
     AlignmentItem,
@@ -80,6 +79,7 @@ from audiorepro.data.manifests import (
     write_manifest,
 )
 from audiorepro.data.recipes.switchboard import SPLITS, format_key
+from audiorepro.data.sources import write_sources_yaml
 from audiorepro.features import load_audio, mfcc_features, save_audio
 from audiorepro.paths import data_dir
 

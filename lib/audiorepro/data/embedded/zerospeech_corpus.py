@@ -87,7 +87,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 
 from audiorepro.config import ConfigError, field, to_dict
 from audiorepro.data.embedded.atomic import (
@@ -125,6 +124,7 @@ from audiorepro.data.recipes.zerospeech import (
     write_filelist,
     write_item_file,
 )
+from audiorepro.data.sources import write_sources_yaml
 from audiorepro.features import save_audio
 from audiorepro.paths import data_dir
 
@@ -712,26 +712,6 @@ def _write_sources(root: Path, language: str, split_counts: Mapping[str, Mapping
         },
     }
     write_sources_yaml(root / SOURCES_FILE, data)
-
-
-class _BlockDumper(yaml.SafeDumper):
-    """Writes multi-line strings (the BibTeX citation) as ``|`` literal blocks."""
-
-
-def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
-    style = "|" if "\n" in value else None
-    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
-
-
-_BlockDumper.add_representer(str, _represent_str)
-
-
-def write_sources_yaml(path: Path, data: Mapping[str, Any]) -> None:
-    """Write a ``sources.yaml`` mapping (keys in the given order, citation as a literal block)."""
-    text = yaml.dump(
-        dict(data), Dumper=_BlockDumper, sort_keys=False, allow_unicode=True, width=99
-    )
-    path.write_text(text, encoding="utf-8")
 
 
 def generate_zerospeech_corpus(
