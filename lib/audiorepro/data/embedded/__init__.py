@@ -1,5 +1,12 @@
-"""Embedded corpora generated offline: eSpeak NG speech synthesis and the built-in lexicon."""
+"""Embedded corpora generated offline, in the real corpora's formats.
 
+``ensure_corpora(preset, seed)`` generates (or reuses) all three; the generators can also be
+called one by one: ZeroSpeech 2019 layout speech, the Switchboard-like word corpus and the
+ClothoV2 / AudioCaps / WavCaps look-alikes. Speech comes from eSpeak NG with exact alignments
+(:mod:`~audiorepro.data.embedded.espeak`) over the built-in lexicon.
+"""
+
+from audiorepro.data.embedded.audio_caption import generate_audio_caption_corpora
 from audiorepro.data.embedded.espeak import (
     SAMPLE_RATE,
     Synthesis,
@@ -10,6 +17,7 @@ from audiorepro.data.embedded.espeak import (
     synthesize,
     target_voices,
 )
+from audiorepro.data.embedded.generate import CORPORA, corpora_root, ensure_corpora
 from audiorepro.data.embedded.lexicon import (
     ARPABET_PHONES,
     NOISE_SYMBOLS,
@@ -21,6 +29,8 @@ from audiorepro.data.embedded.lexicon import (
     pronunciation,
     sentence_text,
 )
+from audiorepro.data.embedded.word_corpus import generate_word_corpus
+from audiorepro.data.embedded.zerospeech_corpus import generate_zerospeech_corpus
 
 __all__ = [
     "ARPABET_PHONES",
@@ -40,4 +50,10 @@ __all__ = [
     "sentence_text",
     "synthesize",
     "target_voices",
+    "generate_audio_caption_corpora",
+    "generate_word_corpus",
+    "generate_zerospeech_corpus",
+    "corpora_root",
+    "ensure_corpora",
+    "CORPORA",
 ]
