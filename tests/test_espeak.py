@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import math
+import re
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -303,3 +304,18 @@ def test_voices_are_distinct_and_reproducible() -> None:
     assert len({(v.variant, v.pitch, v.rate) for v in indonesian}) == 12
     with pytest.raises(ValueError, match="n must be"):
         english_voices(0)
+
+
+def test_a_failed_synthesis_is_an_error_naming_voice_and_text(monkeypatch, tmp_path) -> None:
+    voice = english_voices(1)[0]
+    silent = espeak.RawSynthesis(samples=np.zeros(0, dtype=np.int16), events=())
+    monkeypatch.setattr(espeak, "synthesize_raw", lambda text, voice: silent)
+    with pytest.raises(SynthesisError, match=rf"{re.escape(voice.spec)}.*'hello there'.*no samples"):
+        synthesize("hello there", voice)
+    # the corpus generator stops with it, and leaves no corpus behind
+    from audiorepro.data.embedded.generate import ensure_corpora
+
+    with pytest.raises(SynthesisError, match="no samples"):
+        ensure_corpora("smoke", 0, out=tmp_path / "c", only=["zerospeech"], verbose=False)
+    assert not (tmp_path / "c" / "zerospeech").exists()
+    assert not [p for p in (tmp_path / "c").iterdir() if p.name.startswith(".zerospeech")]
