@@ -310,7 +310,9 @@ def test_a_failed_synthesis_is_an_error_naming_voice_and_text(monkeypatch, tmp_p
     voice = english_voices(1)[0]
     silent = espeak.RawSynthesis(samples=np.zeros(0, dtype=np.int16), events=())
     monkeypatch.setattr(espeak, "synthesize_raw", lambda text, voice: silent)
-    with pytest.raises(SynthesisError, match=rf"{re.escape(voice.spec)}.*'hello there'.*no samples"):
+    with pytest.raises(
+        SynthesisError, match=rf"{re.escape(voice.spec)}.*'hello there'.*no samples"
+    ):
         synthesize("hello there", voice)
     # the corpus generator stops with it, and leaves no corpus behind
     from audiorepro.data.embedded.generate import ensure_corpora
