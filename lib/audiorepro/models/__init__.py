@@ -7,7 +7,6 @@
 
 from audiorepro.models.passt import (
     PASST_CONFIGS,
-    CheckpointMismatchError,
     PaSST,
     load_passt_checkpoint,
     passt,
@@ -22,7 +21,6 @@ from audiorepro.models.snippets import embed_snippets
 
 __all__ = [
     "PASST_CONFIGS",
-    "CheckpointMismatchError",
     "PaSST",
     "embed_snippets",
     "load_passt_checkpoint",

@@ -32,26 +32,24 @@ wrong number of mel bands raise an error; no debug printing.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from os import PathLike
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from audiorepro.models.pretrained import load_pretrained
+
 __all__ = [
     "PASST_CONFIGS",
     "Attention",
     "Block",
-    "CheckpointMismatchError",
     "DropPath",
     "Mlp",
     "PaSST",
     "PatchEmbed",
     "count_parameters",
     "load_passt_checkpoint",
-    "load_state_dict_file",
     "passt",
     "passt_l",
     "passt_n",
@@ -510,101 +508,19 @@ def passt_small(**overrides) -> PaSST:
 
 
 # ---------------------------------------------------------------------------------------------
-# checkpoints
+# checkpoints and sizes
 
 
-class CheckpointMismatchError(ValueError):
-    """A checkpoint's keys or shapes differ from the model's; lists every difference."""
+def load_passt_checkpoint(model: PaSST, path: str | PathLike, prefix: str | None = None) -> PaSST:
+    """Load a released PaSST checkpoint (e.g. ``passt-s-f128-p16-s16-ap.468.pt`` into
+    :func:`passt_n`) or one of ours from a local ``.pt`` / ``.ckpt`` / ``.safetensors`` file,
+    strictly. Wrapper prefixes (``net.``, ``module.``, ...) are stripped, see
+    :func:`audiorepro.models.pretrained.load_pretrained`.
 
-    def __init__(
-        self,
-        path: str,
-        missing: list[str],
-        unexpected: list[str],
-        mismatched: list[tuple[str, tuple, tuple]],
-    ) -> None:
-        self.missing, self.unexpected, self.mismatched = missing, unexpected, mismatched
-        lines = [f"{path}: checkpoint does not match the model"]
-        if missing:
-            lines.append(f"missing keys ({len(missing)}): {', '.join(missing)}")
-        if unexpected:
-            lines.append(f"unexpected keys ({len(unexpected)}): {', '.join(unexpected)}")
-        for key, got, want in mismatched:
-            lines.append(f"shape mismatch for {key}: checkpoint {got}, model {want}")
-        super().__init__("\n".join(lines))
-
-
-_WRAPPER_KEYS = ("state_dict", "model", "model_state_dict", "net")
-_PREFIXES = ("", "module.", "net.", "model.", "model.net.", "audio_embedding_model.")
-
-
-def load_state_dict_file(path: str | PathLike) -> dict[str, torch.Tensor]:
-    """Tensors of a local checkpoint file: ``.safetensors``, or a torch ``.pt`` / ``.pth`` /
-    ``.ckpt`` (a plain state dict, or a dict holding one under ``state_dict``, ``model``,
-    ``model_state_dict`` or ``net``, as Lightning and training scripts save them).
-
-    Loaded on the CPU with ``torch.load(weights_only=True)``: no code in the file runs.
+    Raises:
+        CheckpointError: unreadable file, or missing / unexpected / mismatched keys (all listed).
     """
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"checkpoint {path} does not exist")
-    if path.suffix == ".safetensors":
-        from safetensors.torch import load_file
-
-        return dict(load_file(str(path), device="cpu"))
-    try:
-        obj = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as err:
-        raise ValueError(f"{path}: not a readable torch checkpoint ({err})") from err
-    for _ in range(2):
-        if isinstance(obj, Mapping) and not all(isinstance(v, torch.Tensor) for v in obj.values()):
-            inner = next((obj[k] for k in _WRAPPER_KEYS if isinstance(obj.get(k), Mapping)), None)
-            if inner is None:
-                break
-            obj = inner
-    if not isinstance(obj, Mapping):
-        raise ValueError(f"{path}: expected a state dict, got {type(obj).__name__}")
-    tensors = {k: v for k, v in obj.items() if isinstance(v, torch.Tensor)}
-    if not tensors:
-        raise ValueError(f"{path}: no tensors found (keys: {sorted(obj)[:10]})")
-    return tensors
-
-
-def load_passt_checkpoint(
-    model: nn.Module, path: str | PathLike, prefix: str | None = None, strict: bool = True
-) -> nn.Module:
-    """Load a released PaSST checkpoint (or one of ours) from a local file into ``model``.
-
-    Keys may carry a wrapper prefix (``net.`` in the PaSST training framework, ``module.`` from
-    DDP, ...): with ``prefix=None`` the prefix among ``"", "module.", "net.", "model.",
-    "model.net.", "audio_embedding_model."`` that matches the most model keys is stripped, and
-    keys outside it (e.g. the mel front end's buffers) are ignored. With ``strict`` any missing
-    or unexpected key or shape difference raises :class:`CheckpointMismatchError` listing all of
-    them; then ``model.load_state_dict(..., strict=True)`` does the copy.
-
-    Returns:
-        ``model``, loaded in place.
-    """
-    state = load_state_dict_file(path)
-    model_state = model.state_dict()
-    if prefix is None:
-        prefix = max(
-            _PREFIXES,
-            key=lambda p: sum(1 for k in state if k.startswith(p) and k[len(p) :] in model_state),
-        )
-    if prefix:
-        state = {k[len(prefix) :]: v for k, v in state.items() if k.startswith(prefix)}
-    missing = [k for k in model_state if k not in state]
-    unexpected = [k for k in state if k not in model_state]
-    mismatched = [
-        (k, tuple(v.shape), tuple(model_state[k].shape))
-        for k, v in state.items()
-        if k in model_state and v.shape != model_state[k].shape
-    ]
-    if mismatched or (strict and (missing or unexpected)):
-        raise CheckpointMismatchError(str(path), missing, unexpected, mismatched)
-    model.load_state_dict(state, strict=strict)
-    return model
+    return load_pretrained(model, path, prefix=prefix)
 
 
 def count_parameters(model: nn.Module) -> int:
