@@ -84,6 +84,22 @@ def test_paper_size_s_grid_matches_the_reference_formula():
     assert (s.s_patchout_f, s.s_patchout_t, s20.s_patchout_t) == (4, 50, 80)
 
 
+@pytest.mark.parametrize(
+    ("factory", "frames", "train_tokens", "eval_tokens"),
+    [(passt_n, 1000, 6 * 47, 8 * 62), (passt_s, 998, 8 * 49, 12 * 99)],
+)
+def test_paper_size_sequence_lengths_with_patchout(factory, frames, train_tokens, eval_tokens):
+    # Shapes only, on the meta device: PaSST-N 8 x 62 patches, 6 x 47 after patchout (2; 15);
+    # PaSST-S 12 x 99, 8 x 49 after patchout (4; 50) (reference notes §3, paper (a) Table 2).
+    with torch.device("meta"):
+        model = factory()
+        x = torch.empty(2, 1, 128, frames)
+        assert sequence_length(model.train(), x) == 2 + train_tokens
+        assert sequence_length(model.eval(), x) == 2 + eval_tokens
+        logits, features = model(x)
+    assert tuple(logits.shape) == (2, 527) and tuple(features.shape) == (2, 768)
+
+
 def small_model(**kw) -> PaSST:
     torch.manual_seed(0)
     cfg = dict(
