@@ -469,15 +469,15 @@ def passt(name: str, **overrides) -> PaSST:
 
 
 def passt_n(**overrides) -> PaSST:
-    """PaSST-N: stride 16 (no overlap), 128 × 1000 frames (10 s), patchout f=2, t=15, 86.2M
-    parameters; the default audio encoder of paper (a) (Table 2, Table 3). Checkpoint
+    """PaSST-N: stride 16 (no overlap), 128 × 1000 frames (10 s), patchout f=2, t=15, 86.1M
+    parameters (Table 2: 86.2M); the default audio encoder of paper (a) (Table 2, Table 3). Checkpoint
     ``passt_s_p16_s16_128_ap468`` (``passt-s-f128-p16-s16-ap.468.pt``)."""
     return passt("n", **overrides)
 
 
 def passt_s(**overrides) -> PaSST:
     """PaSST-S: stride 10 (overlapping patches), 128 × 998 frames, patchout f=4, t=50, 86.2M
-    parameters (paper (a) Table 2). Checkpoints ``passt_s_swa_p16_128_ap476``,
+    parameters (paper (a) Table 2: 86.2M). Checkpoints ``passt_s_swa_p16_128_ap476``,
     ``passt_s_kd_p16_128_ap486``."""
     return passt("s", **overrides)
 
