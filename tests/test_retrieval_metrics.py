@@ -298,3 +298,20 @@ def test_submission_errors(tmp_path):
     write_gt(gt, ["f0"], ["c0", "c1", "c2", "c3", "c4"])
     with pytest.raises(ValueError, match="3 ground-truth caption"):
         score_submission(gt, sub)
+
+
+def test_scoring_cli(tmp_path, capsys):
+    from audiorepro.metrics.retrieval import main
+
+    names = [f"f{i}.wav" for i in range(10)]
+    captions = [f"caption {c}" for c in range(50)]
+    scores = np.zeros((50, 10))
+    scores[np.arange(50), np.arange(50) // 5] = 1.0  # every caption finds its audio first
+    sub = write_submission_csv(tmp_path / "sub.csv", captions, names, scores)
+    gt = tmp_path / "gt.csv"
+    write_gt(gt, names, captions)
+    assert main([str(gt), str(sub)]) == 0
+    out = capsys.readouterr().out.split()
+    assert out == ["mAP@10", "100.00", "R@1", "100.00", "R@5", "100.00", "R@10", "100.00"]
+    assert main([str(gt), str(tmp_path / "missing.csv")]) == 1
+    assert "missing.csv" in capsys.readouterr().err

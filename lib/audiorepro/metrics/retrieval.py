@@ -5,7 +5,8 @@ every caption is a query with exactly one relevant audio. With ``r`` the 1-based
 audio, ``R@k = [r <= k]`` and ``AP@10 = 1 / r if r <= 10 else 0``, each averaged over the
 queries. This is the official scorer ``eval_script.py`` of xieh97/dcase2022-audio-retrieval
 (``shared/reference/retrieval.md`` §2), which reads the submission CSV that
-:func:`write_submission_csv` writes; :func:`score_submission` reproduces it on files.
+:func:`write_submission_csv` writes; :func:`score_submission` reproduces it on files, also as a
+command: ``python -m audiorepro.metrics.retrieval GT_CSV SUBMISSION_CSV``.
 
 Audio-to-text (:func:`audio_to_text_metrics`): each audio has several relevant captions (five in
 ClothoV2). The definition is the DCASE 2023 baseline's ``measure`` (xieh97/dcase2023-audio-
@@ -460,3 +461,33 @@ def score_submission(
     for cut in (1, 5, 10):
         out[f"R@{cut}"] = float(np.mean(ranks <= cut))
     return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m audiorepro.metrics.retrieval GT_CSV SUBMISSION_CSV``: score a submission.
+
+    Prints mAP@10, R@1, R@5 and R@10 × 100 (:func:`score_submission`); a malformed or incomplete
+    file prints the error and exits with status 1.
+    """
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser(
+        prog="python -m audiorepro.metrics.retrieval",
+        description="Score a DCASE text-to-audio submission CSV against Clotho-format captions.",
+    )
+    parser.add_argument("gt_csv", help="file_name,caption_1,...,caption_5")
+    parser.add_argument("submission_csv", help="caption,file_name_1,...,file_name_10")
+    args = parser.parse_args(argv)
+    try:
+        metrics = score_submission(args.gt_csv, args.submission_csv)
+    except (OSError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    for name, value in metrics.items():
+        print(f"{name:7s} {100 * value:6.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
