@@ -254,7 +254,13 @@ def test_load_checkpoint_formats(tmp_path):
     expected = source.eval()(x)[1]
     files = {
         "plain.pt": state,
-        "lightning.ckpt": {"state_dict": {"net." + k: v for k, v in state.items()}, "epoch": 3},
+        # The PaSST framework's Lightning module: the encoder under "net.", the front end
+        # under "mel." (ignored: outside the detected prefix).
+        "lightning.ckpt": {
+            "state_dict": {"net." + k: v for k, v in state.items()}
+            | {"mel.window": torch.ones(3)},
+            "epoch": 3,
+        },
         "ddp.pth": {"module." + k: v for k, v in state.items()},
     }
     for name, obj in files.items():
