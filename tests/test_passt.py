@@ -301,3 +301,17 @@ def test_checkpoint_file_errors(tmp_path):
     torch.save({"epoch": 1}, tmp_path / "empty.pt")
     with pytest.raises(CheckpointError, match="no tensors found"):
         load_passt_checkpoint(small_model(), tmp_path / "empty.pt")
+
+
+def test_cut_time_encoding_on_load_equals_the_full_model_on_short_inputs(tmp_path):
+    full = small_model().eval()  # 100 frames, 10 time positions
+    torch.save(full.state_dict(), tmp_path / "full.pt")
+    short = small_model(img_size=(32, 60))  # 6 time positions
+    with pytest.raises(CheckpointError, match="time_new_pos_embed: checkpoint"):
+        load_passt_checkpoint(short, tmp_path / "full.pt")
+    load_passt_checkpoint(short, tmp_path / "full.pt", cut_time_pos_embed=True)
+    x = torch.randn(2, 1, 32, 60)
+    torch.testing.assert_close(short.eval()(x), full(x))
+    longer = small_model(img_size=(32, 150))  # cannot grow an encoding
+    with pytest.raises(CheckpointError, match="time_new_pos_embed"):
+        load_passt_checkpoint(longer, tmp_path / "full.pt", cut_time_pos_embed=True)
