@@ -191,6 +191,40 @@ class TeacherEmbeddings:
             TeacherEmbeddingsError: missing files, corrupt JSON, or JSON and tensors that
                 disagree (row counts, D), naming the file.
         """
+        source = _Source.from_file(path)
+        audio, caption = source.tensors()
+        if dtype is not None:
+            audio, caption = audio.to(dtype), caption.to(dtype)
+        return cls(source.audio_ids, source.captions, audio, caption, source.metadata)
+
+
+@dataclass
+class _Source:
+    """A teacher's keys and metadata, with its tensors read only when :meth:`tensors` is called
+    (so that an ensemble of large stores holds one teacher's tensors at a time)."""
+
+    audio_ids: list[str]
+    captions: list[str]
+    dim: int
+    metadata: dict[str, Any]
+    tensors: Callable[[], tuple[torch.Tensor, torch.Tensor]]
+
+    @property
+    def name(self) -> str:
+        return str(self.metadata.get("teacher", "?"))
+
+    @classmethod
+    def from_teacher(cls, teacher: TeacherEmbeddings) -> _Source:
+        return cls(
+            teacher.audio_ids,
+            teacher.captions,
+            teacher.dim,
+            teacher.metadata,
+            lambda: (teacher.audio, teacher.caption),
+        )
+
+    @classmethod
+    def from_file(cls, path: str | PathLike) -> _Source:
         tensors_path, json_path = _paths(path)
         if not json_path.is_file():
             raise TeacherEmbeddingsError(f"teacher embeddings {json_path} do not exist")
@@ -211,25 +245,29 @@ class TeacherEmbeddings:
             raise TeacherEmbeddingsError(
                 f"{tensors_path} is missing (its JSON {json_path} exists)"
             )
-        try:
-            with safe_open(str(tensors_path), framework="pt", device="cpu") as handle:
-                audio, caption = handle.get_tensor("audio"), handle.get_tensor("caption")
-        except Exception as err:
-            raise TeacherEmbeddingsError(f"{tensors_path}: not readable ({err})") from err
-        for what, rows, count in (
-            ("audio", audio, len(header["audio_ids"])),
-            ("caption", caption, len(header["captions"])),
-        ):
-            if rows.ndim != 2 or rows.shape[0] != count or rows.shape[1] != header["dim"]:
-                raise TeacherEmbeddingsError(
-                    f"{tensors_path}: '{what}' has shape {tuple(rows.shape)}, the JSON says "
-                    f"({count}, {header['dim']})"
-                )
-        if dtype is not None:
-            audio, caption = audio.to(dtype), caption.to(dtype)
         metadata = dict(header["metadata"])
         metadata["source"] = str(json_path)
-        return cls(header["audio_ids"], header["captions"], audio, caption, metadata)
+        metadata.setdefault("caption_preprocessing", "none")
+
+        def read() -> tuple[torch.Tensor, torch.Tensor]:
+            try:
+                with safe_open(str(tensors_path), framework="pt", device="cpu") as handle:
+                    audio, caption = handle.get_tensor("audio"), handle.get_tensor("caption")
+            except Exception as err:
+                raise TeacherEmbeddingsError(f"{tensors_path}: not readable ({err})") from err
+            for what, rows, count in (
+                ("audio", audio, len(header["audio_ids"])),
+                ("caption", caption, len(header["captions"])),
+            ):
+                if rows.ndim != 2 or rows.shape[0] != count or rows.shape[1] != header["dim"]:
+                    raise TeacherEmbeddingsError(
+                        f"{tensors_path}: '{what}' has shape {tuple(rows.shape)}, the JSON says "
+                        f"({count}, {header['dim']})"
+                    )
+            return audio, caption
+
+        ids = [str(a) for a in header["audio_ids"]]
+        return cls(ids, [str(c) for c in header["captions"]], int(header["dim"]), metadata, read)
 
 
 @torch.no_grad()
@@ -296,9 +334,17 @@ class TeacherEnsemble:
             preprocessing, or items one teacher has and another lacks — naming the files.
     """
 
-    def __init__(self, teachers: Sequence[TeacherEmbeddings], dtype: torch.dtype = torch.float32):
+    def __init__(
+        self,
+        teachers: Sequence[TeacherEmbeddings | str | PathLike],
+        dtype: torch.dtype = torch.float32,
+    ):
         if not teachers:
             raise TeacherEmbeddingsError("an ensemble needs at least one teacher")
+        teachers = [
+            _Source.from_teacher(t) if isinstance(t, TeacherEmbeddings) else _Source.from_file(t)
+            for t in teachers
+        ]
         first = teachers[0]
         for other in teachers[1:]:
             if other.dim != first.dim:
@@ -329,40 +375,40 @@ class TeacherEnsemble:
         self.audio_index = {key: i for i, key in enumerate(self.audio_ids)}
         self.caption_index = {key: i for i, key in enumerate(self.captions)}
         scale = 1.0 / math.sqrt(len(teachers))
-        self.audio = self._fuse(
-            [(t.audio, t.audio_ids) for t in teachers], self.audio_ids, scale, dtype
-        )
-        self.caption = self._fuse(
-            [(t.caption, t.captions) for t in teachers], self.captions, scale, dtype
-        )
+        width = self.dim * len(teachers)
+        self.audio = torch.empty(len(self.audio_ids), width, dtype=dtype)  # (N_a, M·D)
+        self.caption = torch.empty(len(self.captions), width, dtype=dtype)  # (N_c, M·D)
+        for m, teacher in enumerate(teachers):
+            audio, caption = teacher.tensors()  # one teacher's tensors in memory at a time
+            columns = slice(m * self.dim, (m + 1) * self.dim)
+            self._fill(self.audio, columns, audio, teacher.audio_ids, self.audio_ids, scale)
+            self._fill(self.caption, columns, caption, teacher.captions, self.captions, scale)
+            del audio, caption
 
     @staticmethod
-    def _fuse(
-        parts: list[tuple[torch.Tensor, list[str]]],
+    def _fill(
+        fused: torch.Tensor,
+        columns: slice,
+        rows: torch.Tensor,
+        keys: list[str],
         order: list[str],
         scale: float,
-        dtype: torch.dtype,
-    ) -> torch.Tensor:
-        dim = parts[0][0].shape[1]
-        fused = torch.empty(len(order), dim * len(parts), dtype=dtype)  # (N, M·D)
-        for m, (rows, keys) in enumerate(parts):
-            if keys != order:
-                position = {k: i for i, k in enumerate(keys)}
-                rows = rows[torch.tensor([position[k] for k in order], dtype=torch.long)]
-            # In chunks, so that a float16 store is not converted to float32 all at once.
-            for start in range(0, len(order), 8192):
-                chunk = rows[start : start + 8192].float()
-                fused[start : start + 8192, m * dim : (m + 1) * dim] = (
-                    F.normalize(chunk, dim=1) * scale
-                )
-        return fused
+    ) -> None:
+        if keys != order:
+            position = {k: i for i, k in enumerate(keys)}
+            rows = rows[torch.tensor([position[k] for k in order], dtype=torch.long)]
+        # In chunks, so that a float16 store is never converted to float32 all at once.
+        for start in range(0, len(order), 8192):
+            chunk = F.normalize(rows[start : start + 8192].float(), dim=1)
+            fused[start : start + 8192, columns] = chunk * scale
 
     @classmethod
     def load(
         cls, paths: Sequence[str | PathLike], dtype: torch.dtype = torch.float32
     ) -> TeacherEnsemble:
-        """Load and join the teacher files at ``paths`` (see :meth:`TeacherEmbeddings.load`)."""
-        return cls([TeacherEmbeddings.load(p) for p in paths], dtype=dtype)
+        """Join the teacher files at ``paths``, reading one teacher's tensors at a time (see
+        :meth:`TeacherEmbeddings.load` for the format)."""
+        return cls(list(paths), dtype=dtype)
 
     @property
     def num_teachers(self) -> int:
@@ -438,7 +484,7 @@ def _where_meta(metadata: Mapping[str, Any]) -> str:
     return f"{name!r} ({source})" if source else repr(name)
 
 
-def _where(teacher: TeacherEmbeddings) -> str:
+def _where(teacher: TeacherEmbeddings | _Source) -> str:
     return _where_meta(teacher.metadata)
 
 
@@ -451,5 +497,7 @@ def _check_preprocessing_meta(metadata: Mapping[str, Any], expected: str, agains
         )
 
 
-def _check_preprocessing(teacher: TeacherEmbeddings, expected: str, against: str) -> None:
+def _check_preprocessing(
+    teacher: TeacherEmbeddings | _Source, expected: str, against: str
+) -> None:
     _check_preprocessing_meta(teacher.metadata, expected, against)
