@@ -200,6 +200,16 @@ def test_long_audio_averages_real_snippets_and_short_audio_fits():
     same = embed_snippets(lambda s: model(s)[1], feats, lengths, 1000, pad_value=ATST_SILENCE)
     torch.testing.assert_close(emb, same)
     assert model(torch.randn(1, 1, 64, 4))[1].shape == (1, 64)
+    # A 10 s clip from AtstMel has 1001 frames: one snippet (its last frame fills no token),
+    # and 3001 frames (30 s) are three snippets, not three and a 1-frame one.
+    ten = torch.randn(2, 1, 64, 1001)
+    torch.testing.assert_close(model.embed(ten), model(ten)[1])
+    thirty = torch.randn(1, 1, 64, 3001)
+    parts = [model(thirty[..., s * 1000 : (s + 1) * 1000])[1] for s in range(3)]
+    torch.testing.assert_close(model.embed(thirty), sum(parts) / 3)
+    torch.testing.assert_close(model.embed(thirty, torch.tensor([1003])), parts[0])
+    with pytest.raises(ValueError, match="lengths"):
+        model.embed(ten, torch.tensor([0, 5]))
 
 
 def test_input_errors_say_what_was_expected():

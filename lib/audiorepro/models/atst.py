@@ -348,14 +348,27 @@ class ATSTFrame(nn.Module):
         """Clip embeddings (B, D) of audio of any length: mean over the non-overlapping 10 s
         snippets that contain audio (paper (b) §4.2.2), padding with :data:`ATST_SILENCE`.
 
+        Trailing frames that do not fill a 4-frame token are dropped first (the model would drop
+        them anyway), so the 1001 frames :class:`AtstMel` gives a 10 s clip are one snippet, not
+        a full one plus a 1-frame one; lengths are rounded down likewise (at least one token).
+
         Args:
             feats: (B, 1, F, T) log-mel, T any length ≥ min_frames.
             lengths: (B,) real frames per clip (None: all T).
             max_batch: most snippets per forward call.
         """
+        frames = feats.shape[-1]
+        usable = max(self.patch_w, frames - frames % self.patch_w)
+        if lengths is not None:
+            lengths = torch.as_tensor(lengths, device=feats.device)
+            if bool((lengths < 1).any()) or bool((lengths > frames).any()):
+                raise ValueError(
+                    f"lengths must lie in [1, {frames}] frames, got {lengths.tolist()}"
+                )
+            lengths = (lengths - lengths % self.patch_w).clamp(self.patch_w, usable)
         return embed_snippets(
             lambda snippet: self(snippet)[1],
-            feats,
+            feats[..., :usable],
             lengths,
             self.snippet_frames,
             pad_value=ATST_SILENCE,
