@@ -1,19 +1,30 @@
 """Models, one module per family.
 
+Audio encoders share one interface: ``forward(feats (B, 1, F, T)) -> (logits, features)``, the
+feature size in ``num_features`` (also ``embed_dim``), and ``max_frames`` (the longest input;
+``None`` for the CNNs, the time-encoding length for PaSST; longer audio goes through
+:func:`embed_snippets`).
+
+- :mod:`~audiorepro.models.audio_encoders`: the encoders by name (``audio_encoder("cnn14")``).
 - :mod:`~audiorepro.models.passt`: PaSST audio spectrogram transformer (variants N, S, L, S20 of
-  paper (a) Table 2 and small CPU configurations), checkpoint loading.
+  paper (a) Table 2 and small CPU configurations).
+- :mod:`~audiorepro.models.panns`: CNN14 and CNN10 of PANNs.
 - :mod:`~audiorepro.models.snippets`: long audio as the mean embedding of fixed-length snippets.
 - :mod:`~audiorepro.models.atst`: ATST-Frame frame-based spectrogram transformer (paper (b)
   §4.2.2), its front end and frequency warping, checkpoint loading.
 - :mod:`~audiorepro.models.mobilenet`: EfficientAT MobileNetV3 (``mn40_as_ext``, paper (b)
   §4.2.3), checkpoint loading.
+- :mod:`~audiorepro.models.pretrained`: released weights from local files, strict key checks.
 """
 
 from audiorepro.models.atst import ATSTFrame, AtstMel, atst, atst_frame_base, atst_frame_tiny
+from audiorepro.models.audio_encoders import AUDIO_ENCODERS, audio_encoder
 from audiorepro.models.mobilenet import MN, mn40_as_ext, mobilenet
+from audiorepro.models.panns import CNN, cnn10, cnn14, load_panns_checkpoint
 from audiorepro.models.passt import (
     PASST_CONFIGS,
     PaSST,
+    count_parameters,
     load_passt_checkpoint,
     passt,
     passt_l,
@@ -23,11 +34,14 @@ from audiorepro.models.passt import (
     passt_small,
     passt_tiny,
 )
-from audiorepro.models.snippets import embed_snippets
+from audiorepro.models.pretrained import load_pretrained, load_state_dict_file
+from audiorepro.models.snippets import embed_snippets, snippet_mask
 
 __all__ = [
     "ATSTFrame",
+    "AUDIO_ENCODERS",
     "AtstMel",
+    "CNN",
     "MN",
     "atst",
     "atst_frame_base",
@@ -36,8 +50,15 @@ __all__ = [
     "mobilenet",
     "PASST_CONFIGS",
     "PaSST",
+    "audio_encoder",
+    "cnn10",
+    "cnn14",
+    "count_parameters",
     "embed_snippets",
+    "load_panns_checkpoint",
     "load_passt_checkpoint",
+    "load_pretrained",
+    "load_state_dict_file",
     "passt",
     "passt_l",
     "passt_n",
@@ -45,4 +66,5 @@ __all__ = [
     "passt_s20",
     "passt_small",
     "passt_tiny",
+    "snippet_mask",
 ]

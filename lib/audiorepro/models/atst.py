@@ -64,6 +64,7 @@ __all__ = [
     "FramePatchEmbed",
     "atst",
     "atst_frame_base",
+    "atst_frame_small",
     "atst_frame_tiny",
     "atst_state_dict_from_checkpoint",
     "frequency_warp",
@@ -408,6 +409,11 @@ def atst_frame_base(**overrides) -> ATSTFrame:
 def atst_frame_tiny(**overrides) -> ATSTFrame:
     """CPU configuration: the base's tokens and encoding length, D=64, 2 blocks, 4 heads."""
     return atst("tiny", **overrides)
+
+
+def atst_frame_small(**overrides) -> ATSTFrame:
+    """CPU configuration: the base's tokens and encoding length, D=192, 4 blocks, 3 heads."""
+    return atst("small", **overrides)
 
 
 def atst_state_dict_from_checkpoint(

@@ -219,8 +219,10 @@ class MN(nn.Module):
         se_r: squeeze-excitation reduction (4).
 
     Attributes:
-        num_features: dimension of ``features``, 6 × the last block's channels (3840 for mn40).
-        min_frames: 1: any length works (global average pooling).
+        num_features: dimension of ``features``, 6 × the last block's channels (3840 for mn40);
+            also ``embed_dim``.
+        max_frames: None: any length works (global average pooling), no snippets needed.
+        min_frames: 1.
     """
 
     def __init__(
@@ -242,7 +244,8 @@ class MN(nn.Module):
             )
         ]
         layers += [InvertedResidual(cnf, se_r) for cnf in blocks]
-        self.num_features = 6 * blocks[-1].out_channels
+        self.num_features = self.embed_dim = 6 * blocks[-1].out_channels
+        self.max_frames = None
         layers.append(
             ConvNormActivation(
                 blocks[-1].out_channels, self.num_features, 1, activation=nn.Hardswish
