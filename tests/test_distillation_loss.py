@@ -38,7 +38,7 @@ def test_matches_a_brute_force_loop_on_random_batches():
         s = torch.randn(size, size, generator=gen, dtype=torch.float64) * 4
         c_hat = torch.rand(size, size, generator=gen, dtype=torch.float64) * 2 - 1
         p_a, p_c = soft_targets(c_hat, tau=0.05)
-        got = distillation_loss(s, p_a, p_c)
+        got = distillation_loss(s, p_a, p_c, average_directions=False)
         assert float(got) == pytest.approx(
             brute_force_l_dist(s.tolist(), p_a.tolist(), p_c.tolist()), rel=1e-5
         )
@@ -47,18 +47,23 @@ def test_matches_a_brute_force_loop_on_random_batches():
 def test_hand_computed_cases():
     # Uniform student: each direction costs log 2 whatever the targets.
     p = torch.tensor([[0.9, 0.3], [0.1, 0.7]])
-    assert float(distillation_loss(torch.zeros(2, 2), p, p.T.softmax(1))) == pytest.approx(
-        2 * math.log(2)
+    paper = dict(average_directions=False)
+    assert float(distillation_loss(torch.zeros(2, 2), p, p.T.softmax(1), **paper)) == (
+        pytest.approx(2 * math.log(2))
     )
     # One-hot targets on the diagonal, S = I: each term is log(1 + e^-1).
     eye = torch.eye(2)
-    assert float(distillation_loss(eye, eye, eye)) == pytest.approx(2 * math.log(1 + math.e**-1))
+    assert float(distillation_loss(eye, eye, eye, **paper)) == pytest.approx(
+        2 * math.log(1 + math.e**-1)
+    )
+    # The default halves the sum (salsa, chapter 01's NT-Xent).
+    assert float(distillation_loss(eye, eye, eye)) == pytest.approx(math.log(1 + math.e**-1))
     # Ties in the targets: two identical audios share a caption's probability equally.
     s = torch.tensor([[2.0, 0.0], [2.0, 0.0]])
     p_a = torch.tensor([[0.5, 0.5], [0.5, 0.5]])
     p_c = torch.tensor([[1.0, 0.0], [1.0, 0.0]])
     expected = math.log(2) + math.log(1 + math.exp(-2.0))
-    assert float(distillation_loss(s, p_a, p_c)) == pytest.approx(expected, rel=1e-6)
+    assert float(distillation_loss(s, p_a, p_c, **paper)) == pytest.approx(expected, rel=1e-6)
 
 
 def test_targets_run_over_the_right_axes():
@@ -84,8 +89,8 @@ def test_salsa_convention_is_half_the_paper_sum():
     s = torch.randn(4, 4)
     p_a, p_c = soft_targets(torch.rand(4, 4))
     salsa = 0.5 * (F.cross_entropy(s, p_c) + F.cross_entropy(s.T, p_a.T))
-    torch.testing.assert_close(distillation_loss(s, p_a, p_c, average_directions=True), salsa)
-    torch.testing.assert_close(distillation_loss(s, p_a, p_c), 2 * salsa)
+    torch.testing.assert_close(distillation_loss(s, p_a, p_c), salsa)
+    torch.testing.assert_close(distillation_loss(s, p_a, p_c, average_directions=False), 2 * salsa)
 
 
 def test_modes_lambda_zero_one_two_and_dist_only():

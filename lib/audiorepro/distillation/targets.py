@@ -63,20 +63,29 @@ def soft_targets(similarity: torch.Tensor, tau: float = DEFAULT_TAU) -> tuple[to
 
 
 def all_gather_rows(rows: torch.Tensor) -> torch.Tensor:
-    """Concatenate the (B,) index tensors of all processes in rank order (B_g,); the identity in
+    """Concatenate the (B_r,) index tensors of all processes in rank order (B_g,); the identity in
     a single process. Uses ``torch.distributed`` when it is initialised with several ranks, so it
-    works under ``accelerate launch`` (gloo or NCCL); every rank must pass the same B."""
+    works under ``accelerate launch`` (gloo or NCCL). Shards may differ in length (an epoch's
+    last batch): they are padded for the collective and trimmed after it, as chapter 01's
+    :func:`~audiorepro.losses.contrastive.gather_with_grad` does for the embeddings, so the
+    targets line up with the student's gathered similarity matrix."""
     import torch.distributed as dist
 
     if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
         return rows
+    world = dist.get_world_size()
     device = torch.device("cpu")
     if dist.get_backend() == "nccl":
         device = torch.device("cuda", torch.cuda.current_device())
     local = rows.to(device)
-    gathered = [torch.empty_like(local) for _ in range(dist.get_world_size())]
-    dist.all_gather(gathered, local)
-    return torch.cat(gathered).to(rows.device)
+    size = torch.tensor([local.shape[0]], device=device)
+    sizes = [torch.zeros_like(size) for _ in range(world)]
+    dist.all_gather(sizes, size)
+    counts = [int(n.item()) for n in sizes]
+    padded = torch.cat([local, local.new_zeros(max(counts) - local.shape[0])])
+    gathered = [torch.empty_like(padded) for _ in range(world)]
+    dist.all_gather(gathered, padded)
+    return torch.cat([part[:n] for part, n in zip(gathered, counts, strict=True)]).to(rows.device)
 
 
 def batch_targets(
@@ -91,7 +100,8 @@ def batch_targets(
 
     Args:
         ensemble: the stage-1 teachers.
-        audio_ids: (B,) the local batch's audio ids (one per pair; repeats allowed).
+        audio_ids: (B,) the local batch's audio ids (one per pair; repeats allowed; B may differ
+            between processes).
         captions: (B,) the local batch's caption texts.
         tau: target temperature (0.05 in paper (b)).
         gather: maps the local (B,) row indices to the global batch's (B_g,); the default

@@ -13,9 +13,11 @@ and with the ensemble's targets p̂_a, p̂_c (:func:`audiorepro.distillation.sof
     H(p̂_c, q_c) = (1/B) Σ_i [ -Σ_j p̂_c(c_j | a_i) log q_c(c_j | a_i) ]   (mean over audios).
 
 salsa computes the same two cross-entropies (``F.cross_entropy`` with probability targets, mean
-over rows) but halves their sum, as it halves its L_sup (``shared/reference/retrieval.md`` §4);
-``average_directions=True`` reproduces that. The total keeps λ's meaning as long as L_sup uses the
-same convention: pass ``average_directions`` to match the L_sup you plug in.
+over rows) but halves their sum, as it halves its L_sup (``shared/reference/retrieval.md`` §4).
+λ keeps the paper's meaning only when L_sup and L_dist use the same convention, and chapter 01's
+NT-Xent (:func:`audiorepro.losses.contrastive.nt_xent`) halves like salsa, so
+``average_directions=True`` (the halved sum) is the default here; ``False`` gives the paper's
+plain sum, to pair with an L_sup that is a plain sum too.
 
 Modes: λ = 1 (paper, default); λ = 0 (stage-2 fine-tuning with L_sup only; L_dist is still
 computed, without gradient, for logging); ``dist_only=True``: L_dist alone, what the salsa
@@ -56,9 +58,10 @@ def distillation_loss(
     student_logits: torch.Tensor,
     p_audio: torch.Tensor,
     p_caption: torch.Tensor,
-    average_directions: bool = False,
+    average_directions: bool = True,
 ) -> torch.Tensor:
-    """L_dist = H(p̂_a, q_a) + H(p̂_c, q_c) (paper (b) §3); halved with ``average_directions``.
+    """L_dist = H(p̂_a, q_a) + H(p̂_c, q_c) (paper (b) §3), halved with ``average_directions``
+    (the default, salsa's and chapter 01's NT-Xent convention).
 
     Args:
         student_logits: S (B, B) = student cosine similarities / τ_s, rows audios.
@@ -78,7 +81,7 @@ def distillation_objective(
     supervised: torch.Tensor | Callable[[torch.Tensor], torch.Tensor] | None = None,
     lam: float = 1.0,
     dist_only: bool = False,
-    average_directions: bool = False,
+    average_directions: bool = True,
 ) -> dict[str, torch.Tensor]:
     """The stage-2 objective, as a dict the training loop takes (``"loss"`` plus logged parts).
 
@@ -90,7 +93,8 @@ def distillation_objective(
             NT-Xent with the batch's positives); not needed with ``dist_only``.
         lam: λ (1 in paper (b)); 0 trains on L_sup alone.
         dist_only: L = L_dist (the salsa README's stage-2 command).
-        average_directions: halve L_dist as salsa does (match your L_sup's convention).
+        average_directions: halve L_dist as salsa and chapter 01's NT-Xent halve theirs (match
+            the convention of the L_sup you pass).
 
     Returns:
         ``{"loss": L, "loss_dist": L_dist}`` and ``"loss_sup": L_sup`` when it was computed;
