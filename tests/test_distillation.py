@@ -141,6 +141,8 @@ def test_batch_targets_follow_the_pairs_with_repeated_audios():
     assert out.similarity[0].equal(out.similarity[1])  # the same audio twice: equal rows
     torch.testing.assert_close(out.p_audio, (expected / 0.05).softmax(0))
     torch.testing.assert_close(out.p_caption, (expected / 0.05).softmax(1))
+    heat = ensemble.similarity_of(["clip5.wav", "clip2.wav"], captions)
+    torch.testing.assert_close(heat, expected[[2, 0]])
 
 
 def test_missing_items_are_listed_with_their_count():

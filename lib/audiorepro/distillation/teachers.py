@@ -478,6 +478,11 @@ class TeacherEnsemble:
         """Ĉ for the given rows: (len(audio_rows), len(caption_rows)) float32 mean cosine."""
         return self.audio[audio_rows].float() @ self.caption[caption_rows].float().T
 
+    def similarity_of(self, audio_ids: Sequence[str], captions: Sequence[str]) -> torch.Tensor:
+        """Ĉ (len(audio_ids), len(captions)) for audio ids and caption texts, e.g. a heatmap of
+        a few clips against all their captions (:func:`audiorepro.plotting.similarity_heatmap`)."""
+        return self.similarity(self.audio_rows(audio_ids), self.caption_rows(captions))
+
 
 def _where_meta(metadata: Mapping[str, Any]) -> str:
     name, source = str(metadata.get("teacher", "?")), metadata.get("source")
