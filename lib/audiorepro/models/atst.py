@@ -33,8 +33,8 @@ that fill whole snippets and differ in how a partly filled last snippet is weigh
 
 Frequency warping (paper (b) §4.2.2, "at most 10 % of the higher frequency bins were dropped"),
 in training only, see :func:`frequency_warp`. salsa's published ``ATSTMel`` calls its warping
-module but discards the result (``shared/reference/retrieval.md`` §3), so its runs trained
-without it; this implementation applies it, as the paper describes.
+module but discards the result (``shared/reference/retrieval.md`` §3), so the published code
+trains without it; this implementation applies it, as the paper describes.
 
 Differences from the reference: attention through ``F.scaled_dot_product_attention`` (same maths;
 the reference computes but never applies a length mask either); no prompt tokens or masked-token
