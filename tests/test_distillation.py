@@ -59,6 +59,11 @@ def test_store_round_trips_atomically_in_both_precisions(tmp_path):
     assert loaded.metadata["caption_preprocessing"] == PREP
     assert loaded.metadata["source"] == str(json_path)
 
+    odd = TeacherEmbeddings(
+        ["ä/b c.wav"], ['A café, "quoted"\nline'], torch.ones(1, 2), torch.ones(1, 2)
+    )
+    assert TeacherEmbeddings.load(odd.save(tmp_path / "odd")).captions == odd.captions
+
     teacher.save(tmp_path / "half", dtype=torch.float16)
     half = TeacherEmbeddings.load(tmp_path / "half.safetensors")
     assert half.audio.dtype == torch.float16

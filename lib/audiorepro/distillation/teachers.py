@@ -36,7 +36,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from safetensors import safe_open
-from safetensors.torch import save_file
+
+from audiorepro.training.checkpoint import _fsync_dir, _save_tensors, _write_json
 
 __all__ = [
     "FORMAT_VERSION",
@@ -70,16 +71,16 @@ def _paths(path: str | PathLike) -> tuple[Path, Path]:
 
 
 def _atomic_write(target: Path, write: Callable[[Path], None]) -> None:
-    """Write via a temporary file in the same folder, fsync, then rename over ``target``."""
+    """``write`` a temporary file in the same folder (the checkpoint writers fsync it), then
+    rename it over ``target`` and fsync the folder, as :mod:`audiorepro.training.checkpoint`."""
     target.parent.mkdir(parents=True, exist_ok=True)
     handle, tmp = tempfile.mkstemp(prefix=f".tmp-{target.name}-", dir=target.parent)
     os.close(handle)
     tmp_path = Path(tmp)
     try:
         write(tmp_path)
-        with open(tmp_path, "r+b") as stream:
-            os.fsync(stream.fileno())
         os.replace(tmp_path, target)
+        _fsync_dir(target.parent)
     finally:
         tmp_path.unlink(missing_ok=True)
 
@@ -172,12 +173,8 @@ class TeacherEmbeddings:
             "audio_ids": self.audio_ids,
             "captions": self.captions,
         }
-        _atomic_write(tensors_path, lambda tmp: save_file(tensors, str(tmp)))
-
-        def write_json(tmp: Path) -> None:
-            tmp.write_text(json.dumps(header, ensure_ascii=False), encoding="utf-8")
-
-        _atomic_write(json_path, write_json)
+        _atomic_write(tensors_path, lambda tmp: _save_tensors(tensors, tmp))
+        _atomic_write(json_path, lambda tmp: _write_json(tmp, header))
         return json_path
 
     @classmethod
