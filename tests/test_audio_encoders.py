@@ -13,6 +13,9 @@ SMALL = {
     "passt_small": dict(img_size=(128, 200), num_classes=3, depth=1, s_patchout_t=4),
     "cnn14": dict(mel_bins=128, classes_num=3, base_channels=2),
     "cnn10": dict(mel_bins=128, classes_num=3, base_channels=2),
+    # ATST-Frame's tokens span all bands: 128 here instead of its 64.
+    "atst_frame_tiny": dict(spec_h=128, patch_h=128, num_classes=3),
+    "mn01": dict(num_classes=3),
 }
 
 
@@ -41,6 +44,12 @@ def test_registry_names_and_unknown_name():
         "passt_small",
         "cnn14",
         "cnn10",
+        "atst_frame",
+        "atst_frame_tiny",
+        "atst_frame_small",
+        "mn40_as_ext",
+        "mn10",
+        "mn01",
     }
     with pytest.raises(ValueError, match="unknown audio encoder 'vggish'"):
         audio_encoder("vggish")

@@ -10,10 +10,16 @@ feature size in ``num_features`` (also ``embed_dim``), and ``max_frames`` (the l
   paper (a) Table 2 and small CPU configurations).
 - :mod:`~audiorepro.models.panns`: CNN14 and CNN10 of PANNs.
 - :mod:`~audiorepro.models.snippets`: long audio as the mean embedding of fixed-length snippets.
+- :mod:`~audiorepro.models.atst`: ATST-Frame frame-based spectrogram transformer (paper (b)
+  §4.2.2), its front end and frequency warping, checkpoint loading.
+- :mod:`~audiorepro.models.mobilenet`: EfficientAT MobileNetV3 (``mn40_as_ext``, paper (b)
+  §4.2.3), checkpoint loading.
 - :mod:`~audiorepro.models.pretrained`: released weights from local files, strict key checks.
 """
 
+from audiorepro.models.atst import ATSTFrame, AtstMel, atst, atst_frame_base, atst_frame_tiny
 from audiorepro.models.audio_encoders import AUDIO_ENCODERS, audio_encoder
+from audiorepro.models.mobilenet import MN, mn40_as_ext, mobilenet
 from audiorepro.models.panns import CNN, cnn10, cnn14, load_panns_checkpoint
 from audiorepro.models.passt import (
     PASST_CONFIGS,
@@ -32,8 +38,16 @@ from audiorepro.models.pretrained import load_pretrained, load_state_dict_file
 from audiorepro.models.snippets import embed_snippets, snippet_mask
 
 __all__ = [
+    "ATSTFrame",
     "AUDIO_ENCODERS",
+    "AtstMel",
     "CNN",
+    "MN",
+    "atst",
+    "atst_frame_base",
+    "atst_frame_tiny",
+    "mn40_as_ext",
+    "mobilenet",
     "PASST_CONFIGS",
     "PaSST",
     "audio_encoder",

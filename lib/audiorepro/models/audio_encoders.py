@@ -9,9 +9,12 @@ audio goes through :func:`~audiorepro.models.snippets.embed_snippets`).
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 from torch import nn
 
+from audiorepro.models.atst import atst_frame_base, atst_frame_small, atst_frame_tiny
+from audiorepro.models.mobilenet import mn40_as_ext, mobilenet
 from audiorepro.models.panns import cnn10, cnn14
 from audiorepro.models.passt import passt_l, passt_n, passt_s, passt_s20, passt_small, passt_tiny
 
@@ -26,6 +29,13 @@ AUDIO_ENCODERS: dict[str, Callable[..., nn.Module]] = {
     "passt_small": passt_small,
     "cnn14": cnn14,
     "cnn10": cnn10,
+    # Chapter 02 (paper (b) §4.2): ATST-Frame (64 bands at 16 kHz, AtstMel) and MobileNetV3.
+    "atst_frame": atst_frame_base,
+    "atst_frame_tiny": atst_frame_tiny,
+    "atst_frame_small": atst_frame_small,
+    "mn40_as_ext": mn40_as_ext,
+    "mn10": partial(mobilenet, "mn10"),
+    "mn01": partial(mobilenet, "mn01"),
 }
 
 
