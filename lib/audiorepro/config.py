@@ -66,7 +66,9 @@ def _coerce(value: Any, annotation: Any, where: str) -> Any:
             return tuple(_coerce(v, args[0], where) for v in value)
         if args and len(args) != len(value):
             raise ConfigError(f"{where}: expected {len(args)} values, got {len(value)}")
-        return tuple(_coerce(v, a, where) for v, a in zip(value, args or [Any] * len(value), strict=True))
+        return tuple(
+            _coerce(v, a, where) for v, a in zip(value, args or [Any] * len(value), strict=True)
+        )
     if annotation is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
     if annotation is float and isinstance(value, str):
