@@ -154,9 +154,9 @@ def test_hand_computed_single_term():
     assert t["obj0"][0].item() == pytest.approx(1.0)
     # obj1: d(c0, c1) = 1 -> hinge 1 + (1 - c) - 1 = 1 - c.
     assert t["obj1"][0].item() == pytest.approx(1 - c)
-    # obj2: d(c0, x1) = 1 -> the same; segment 1 (d+ = 0): obj0 = 1 + 0 - (1 - c) = c.
+    # obj2: d(c0, x1) = 1 -> the same; segment 1 (d+ = 0): obj0 = [1 + 0 - 1]_+ = 0.
     assert t["obj2"][0].item() == pytest.approx(1 - c)
-    assert t["obj0"][1].item() == pytest.approx(c)
+    assert t["obj0"][1].item() == pytest.approx(0.0)
     assert pairwise_distance(emb_x, emb_c, "cos2")[0, 0].item() == pytest.approx(0.5)
 
 
