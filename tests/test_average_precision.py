@@ -10,6 +10,7 @@ import pytest
 
 from audiorepro.metrics.average_precision import (
     cross_view_ap,
+    pairs_average_precision,
     reference_cross_view_ap,
     reference_same_different_ap,
     same_different_ap,
@@ -221,3 +222,17 @@ def test_bad_inputs_are_named():
         cross_view_ap(np.eye(3), [0, 1, 2], np.eye(2), [0, 1])
     with pytest.raises(ValueError, match="no positive pair"):
         cross_view_ap(np.eye(3), [5, 6, 7], np.eye(3), [0, 1, 2])
+
+
+def test_pairs_average_precision_matches_brute_force_and_ties():
+    rng = np.random.default_rng(11)
+    d = rng.uniform(0, 5, size=60)
+    pos = rng.random(60) < 0.3
+    order = np.argsort(d)
+    ap, prb = pairs_average_precision(d, pos, return_prb=True)
+    assert ap == pytest.approx(brute_ap_sorted(list(pos[order])), abs=1e-12)
+    assert prb == pytest.approx(brute_prb_sorted(list(pos[order])), abs=1e-12)
+    # A positive tied with a negative, after one negative: orderings give 1/2 and 1/3.
+    assert pairs_average_precision([0.0, 1.0, 1.0], [False, True, False]) == pytest.approx(5 / 12)
+    with pytest.raises(ValueError, match="NaN"):
+        pairs_average_precision([np.nan, 1.0], [True, False])

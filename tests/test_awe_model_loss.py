@@ -47,10 +47,11 @@ def test_masked_mean_ignores_padding():
     assert torch.allclose(out[1], h[1].mean(0))
 
 
-@pytest.mark.parametrize("pooling", ["avg", "rep"])
-def test_padding_does_not_change_embeddings(pooling):
+@pytest.mark.parametrize("pooling,stack", [("avg", 1), ("rep", 1), ("avg", 3)])
+def test_padding_does_not_change_embeddings(pooling, stack):
     torch.manual_seed(0)
-    model = MultiViewAWE(AWEModelConfig(**SMALL, phone_pooling=pooling)).eval()
+    cfg = AWEModelConfig(**SMALL, phone_pooling=pooling, frame_stack=stack)
+    model = MultiViewAWE(cfg).eval()
     feats = torch.randn(1, 7, 6)
     phones = torch.tensor([[3, 1, 4, 1]])
     emb_x, emb_c = model(feats, torch.tensor([7]), phones, torch.tensor([4]))
@@ -168,3 +169,13 @@ def test_loss_gradients_flow_and_bad_inverse():
     assert emb_x.grad is not None and emb_c.grad is not None
     with pytest.raises(ValueError, match="inverse"):
         MultiViewContrastiveLoss()(emb_x, emb_c, torch.tensor([0, 1, 2, 0, 0]))
+
+
+def test_frame_stack_concatenates_consecutive_frames():
+    torch.manual_seed(0)
+    model = MultiViewAWE(AWEModelConfig(**SMALL, frame_stack=2)).eval()
+    feats = torch.randn(1, 5, 6)
+    # Equivalent input: 3 steps of 2 concatenated frames, the last half zero.
+    stacked = torch.cat([feats, torch.zeros(1, 1, 6)], dim=1).reshape(1, 3, 12)
+    h = model.acoustic.body.encode(model.acoustic.projection(stacked), torch.tensor([3]))
+    assert torch.allclose(model.acoustic(feats, torch.tensor([5])), h.mean(1), atol=1e-6)

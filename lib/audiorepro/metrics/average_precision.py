@@ -370,6 +370,39 @@ def cross_view_ap(
     return ap
 
 
+def pairs_average_precision(
+    distances: Any, positive: Any, return_prb: bool = False
+) -> float | tuple[float, float]:
+    """AP (and PRB) of an explicit list of pair distances, e.g. DTW distances of MFCCs.
+
+    The same definitions and tie policy as :func:`same_different_ap`, except that pairs tie when
+    their distances are exactly equal floats (no rounding: the distances are given).
+
+    Args:
+        distances: (P,) finite distances, any scale.
+        positive: (P,) bool, True for same-word pairs.
+
+    Raises:
+        ValueError: shapes differ, a NaN/inf distance, or no positive pair.
+    """
+    d = np.asarray(distances, dtype=np.float64).reshape(-1)
+    pos = np.asarray(positive, dtype=bool).reshape(-1)
+    if d.shape != pos.shape:
+        raise ValueError(f"distances {d.shape} and positive {pos.shape} differ in length")
+    if not np.isfinite(d).all():
+        raise ValueError(f"distances: entry {int(np.flatnonzero(~np.isfinite(d))[0])} is NaN/inf")
+    if not pos.any():
+        raise ValueError("positive: no positive pair")
+    neg = np.sort(d[~pos])
+    values, counts = np.unique(d[pos], return_counts=True)
+    below = np.searchsorted(neg, values, side="left")
+    equal = np.searchsorted(neg, values, side="right") - below
+    ap = _ap_from_stats(counts.astype(np.int64), below.astype(np.int64), equal.astype(np.int64))
+    if return_prb:
+        return ap, _prb_from_stats(counts, below, equal, int(d.size))
+    return ap
+
+
 def reference_same_different_ap(embeddings: Any, labels: Sequence[Any] | np.ndarray) -> float:
     """The straightforward agwe/Kamper computation: ``pdist``, full sort, cumulative precision.
 
@@ -414,6 +447,7 @@ __all__ = [
     "METRICS",
     "QUANT_BITS",
     "cross_view_ap",
+    "pairs_average_precision",
     "reference_cross_view_ap",
     "reference_same_different_ap",
     "same_different_ap",

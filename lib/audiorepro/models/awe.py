@@ -11,6 +11,10 @@ Two encoders map the two views of a word into one space (the paper's Figure 4):
   heads (§3.2.2), and either the mean of its outputs ("Avg") or the output at the first phone
   ("Rep", §3.2.3).
 
+For CPU-sized presets, ``frame_stack`` > 1 concatenates that many consecutive frames into one
+input step before the projection (the paper uses single frames, ``frame_stack = 1``), which
+shortens the sequences the acoustic encoder attends over.
+
 Padded positions are masked in self-attention (``src_key_padding_mask``) and excluded from the
 means. The paper writes d_ff = 1028 once in §4; 1024 (its §3.2.1) is used. The optional output
 projections of §3.2 are not explored in the paper and not built here.
@@ -19,6 +23,7 @@ projections of §3.2 are not explored in the paper and not built here.
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import torch
 from torch import nn
@@ -45,6 +50,9 @@ class AWEModelConfig:
     dropout: float = field(0.1, help="dropout on sub-layer outputs and the encoded input")
     pe_base: float = field(5000.0, help="base of the sinusoidal positional encoding, eq. (5)")
     max_len: int = field(1000, help="longest sequence the positional encoding table covers")
+    frame_stack: int = field(
+        1, help="acoustic frames concatenated per input step (paper: 1; >1 shortens for CPU)"
+    )
 
     def __post_init__(self) -> None:
         for name in (
@@ -58,6 +66,7 @@ class AWEModelConfig:
             "phone_heads",
             "phone_ff",
             "max_len",
+            "frame_stack",
         ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -122,6 +131,7 @@ class _Encoder(nn.Module):
         self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
         self.dropout = nn.Dropout(dropout)
         self.register_buffer("pe", pe, persistent=False)
+        self.scale = math.sqrt(d_model)
 
     def encode(self, inputs: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         """(B, T, D) inputs already projected/embedded -> (B, T, D) encoder outputs."""
@@ -130,7 +140,9 @@ class _Encoder(nn.Module):
                 f"sequence of {inputs.shape[1]} steps exceeds the positional encoding table "
                 f"({self.pe.shape[0]}; raise max_len)"
             )
-        h = self.dropout(inputs + self.pe[: inputs.shape[1]])  # (B, T, D)
+        # Inputs are scaled by sqrt(d_model) before the encoding is added (Vaswani et al. 2017,
+        # §3.4); unscaled, the positional encoding dominates and all embeddings start alike.
+        h = self.dropout(inputs * self.scale + self.pe[: inputs.shape[1]])  # (B, T, D)
         return self.encoder(h, src_key_padding_mask=padding_mask(lengths, inputs.shape[1]))
 
 
@@ -139,7 +151,8 @@ class AcousticEncoder(nn.Module):
 
     def __init__(self, config: AWEModelConfig) -> None:
         super().__init__()
-        self.projection = nn.Linear(config.feature_dim, config.d_model)
+        self.frame_stack = config.frame_stack
+        self.projection = nn.Linear(config.feature_dim * config.frame_stack, config.d_model)
         pe = sinusoidal_encoding(config.max_len, config.d_model, config.pe_base)
         self.body = _Encoder(
             config.d_model,
@@ -152,7 +165,15 @@ class AcousticEncoder(nn.Module):
 
     def forward(self, feats: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         """Masked mean of the encoder outputs over the frames."""
-        h = self.body.encode(self.projection(feats), lengths)  # (B, T, D)
+        k = self.frame_stack
+        if k > 1:
+            # Concatenate k consecutive frames (zero-padded at the end): (B, ceil(T/k), kF).
+            b, t, f = feats.shape
+            # Frames past a sequence's end are zeroed, so that padding never enters a step.
+            feats = feats.masked_fill(padding_mask(lengths, t)[..., None], 0.0)
+            feats = nn.functional.pad(feats, (0, 0, 0, (-t) % k)).reshape(b, -1, k * f)
+            lengths = torch.div(lengths + k - 1, k, rounding_mode="floor")
+        h = self.body.encode(self.projection(feats), lengths)  # (B, T', D)
         return masked_mean(h, lengths)  # (B, D)
 
 
