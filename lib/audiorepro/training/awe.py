@@ -40,6 +40,7 @@ from audiorepro.metrics.average_precision import (
 )
 from audiorepro.metrics.dtw import pairwise_dtw
 from audiorepro.models.awe import POOLINGS, AWEModelConfig, MultiViewAWE
+from audiorepro.reporting import PaperRow
 from audiorepro.repro import seed_everything
 from audiorepro.training.loop import TrainConfig, Trainer, TrainResult
 from audiorepro.training.plateau import ReduceLROnPlateauWithReset
@@ -79,9 +80,17 @@ class AWEExperimentConfig:
     min_lr: float = field(1e-7, help="stop when the learning rate falls below (paper: 1e-7)")
     max_grad_norm: float | None = field(None, help="gradient clipping (None: off; agwe: 10)")
     device: str = field("auto", help="auto | cpu | cuda")
+    torch_threads: int | None = field(
+        None,
+        help="torch CPU threads during training and embedding (None: leave torch's setting); "
+        "1 for these small models on a shared CPU, where more threads only wait on each other",
+    )
     sweep_epochs: int = field(15, help="epochs of each sweep run (paper: 15)")
     sweep_layers: tuple[int, ...] = field((1, 4, 8), help="Table 1: phoneme encoder layers")
-    sweep_heads: tuple[int, ...] = field((1, 4, 8, 16, 32), help="Table 2: heads at N = 4")
+    sweep_heads: tuple[int, ...] = field(
+        (1, 4, 8, 16, 32), help="Table 2: heads at N = phone_layers"
+    )
+    table1_heads: int = field(4, help="Table 1: heads of every phoneme encoder (paper: 4)")
     seeds: tuple[int, ...] = field((0, 1, 2), help="seeds of the chosen model (mean ± std)")
     dtw_tokens: int = field(200, help="test tokens of the MFCC + DTW baseline (all pairs)")
     eval_batch_size: int = field(512, help="segments per forward pass when embedding")
@@ -257,6 +266,8 @@ def train_awe(
             ``phone_pooling``) for the sweeps.
     """
     seed = cfg.seed if seed is None else seed
+    if cfg.torch_threads is not None:
+        torch.set_num_threads(cfg.torch_threads)
     seed_everything(seed)
     model_config = cfg.model_config(num_phone_ids(data), **model_overrides)
     model = MultiViewAWE(model_config)
@@ -316,6 +327,42 @@ def train_awe(
     return AWERun(best, result, schedule, seed, model_config)  # type: ignore[arg-type]
 
 
+def sweep(
+    cfg: AWEExperimentConfig,
+    data: dict[str, WordSegments],
+    settings: Sequence[dict[str, Any]],
+    *,
+    num_epochs: int,
+    seed: int | None = None,
+    split: str = "test",
+    cache: dict[tuple, dict[str, Any]] | None = None,
+) -> list[dict[str, Any]]:
+    """Train one model per setting (model overrides such as ``{"phone_layers": 4}``) and score it.
+
+    Returns one row per setting: the setting, ``acoustic_ap`` and ``crossview_ap`` on ``split``,
+    ``dev_crossview_ap`` (best), ``epochs`` and ``seconds``. ``cache`` (keyed by the sorted
+    setting) lets Table 2 reuse Table 1's run of the same configuration.
+    """
+    rows = []
+    for setting in settings:
+        key = tuple(sorted(setting.items()))
+        if cache is not None and key in cache:
+            rows.append(cache[key])
+            continue
+        run = train_awe(cfg, data, seed=seed, num_epochs=num_epochs, **setting)
+        row = dict(setting)
+        row.update(evaluate_awe(run.model, data[split], cfg.eval_batch_size))
+        row.update(
+            dev_crossview_ap=run.best_dev,
+            epochs=run.result.final_epoch,
+            seconds=round(run.result.wall_time_s, 1),
+        )
+        rows.append(row)
+        if cache is not None:
+            cache[key] = row
+    return rows
+
+
 # ------------------------------------------------------------------------------- baselines
 
 
@@ -339,6 +386,115 @@ def dtw_baseline(
     labels = np.asarray([segments.words[k] for k in indices])
     ap = pairs_average_precision(dist, labels[i] == labels[j])
     return {"ap": float(ap), "indices": indices, "num_pairs": int(i.size)}
+
+
+# ------------------------------------------------------------------------------- the paper
+
+PAPER_TABLE1_CROSSVIEW: dict[tuple[int, str], float] = {
+    (1, "avg"): 0.272,
+    (1, "rep"): 0.030,
+    (4, "avg"): 0.298,
+    (4, "rep"): 0.247,
+    (8, "avg"): 0.000,
+    (8, "rep"): 0.000,
+}
+"""Paper Table 1: dev cross-view AP after 15 epochs, by phoneme-encoder depth and pooling."""
+
+PAPER_TABLE2_ACOUSTIC: dict[int, float] = {1: 0.373, 4: 0.425, 8: 0.429, 16: 0.447, 32: 0.413}
+"""Paper Table 2: dev acoustic AP after 15 epochs, N = 4, Avg, by number of heads."""
+
+
+def _says(ok: bool) -> str:
+    return "reproduces" if ok else "does not reproduce"
+
+
+def paper_rows(
+    cfg: AWEExperimentConfig,
+    table1: Sequence[dict[str, Any]],
+    table2: Sequence[dict[str, Any]],
+    chosen_mean: Any,
+    dtw_ap: float,
+    model_ap_on_dtw_pairs: Sequence[float],
+) -> list[PaperRow]:
+    """The paper-vs-ours rows of chapter 04, each finding checked on our numbers.
+
+    Findings: Avg beats Rep at every depth; the middle depth is best; the deepest encoder fails
+    (cross-view AP < 0.05); h = 16 gives the best acoustic AP; every seed of the transformer
+    beats MFCC + DTW on the same pairs; cross-view AP is below acoustic AP (Tables 3-4).
+    """
+    depths = list(cfg.sweep_layers)
+    xv = {(r["phone_layers"], r["phone_pooling"]): r["crossview_ap"] for r in table1}
+    t2 = {r["phone_heads"]: r["acoustic_ap"] for r in table2}
+    avg_beats_rep = all(xv[(n, "avg")] > xv[(n, "rep")] for n in depths)
+    middle = depths[len(depths) // 2]
+    middle_best = len(depths) >= 3 and xv[(middle, "avg")] == max(xv[(n, "avg")] for n in depths)
+    deep_fails = xv[(depths[-1], "avg")] < 0.05
+    best_h = max(t2, key=t2.__getitem__)
+    findings = {
+        (depths[-1], "rep"): f"the deepest encoder fails (AP < 0.05): {_says(deep_fails)}",
+        (middle, "avg"): f"the middle depth is best (Avg): {_says(middle_best)}",
+        (depths[0], "avg"): f"Avg beats Rep at every depth: {_says(avg_beats_rep)}",
+    }
+    rows = [
+        PaperRow(
+            f"Table 1 cross-view AP, N = {n} {p.capitalize()}.",
+            "crossview_ap",
+            PAPER_TABLE1_CROSSVIEW.get((n, p)),
+            "04_awe",
+            {"table": "1", "N": n, "pooling": p},
+            digits=3,
+            finding=findings.get((n, p), ""),
+        )
+        for n in depths
+        for p in ("avg", "rep")
+    ]
+    for h in cfg.sweep_heads:
+        finding = ""
+        if h == cfg.sweep_heads[-1]:
+            finding = f"h = 16 gives the best acoustic AP: {_says(best_h == 16)} (ours: {best_h})"
+        rows.append(
+            PaperRow(
+                f"Table 2 acoustic AP, h = {h}",
+                "acoustic_ap",
+                PAPER_TABLE2_ACOUSTIC.get(h),
+                "04_awe",
+                {"table": "2", "h": h},
+                digits=3,
+                finding=finding,
+            )
+        )
+    beats_dtw = min(model_ap_on_dtw_pairs) > dtw_ap
+    below = float(chosen_mean["crossview_ap"]) < float(chosen_mean["acoustic_ap"])
+    rows += [
+        PaperRow(
+            "Table 3 MFCC + DTW acoustic AP",
+            "acoustic_ap",
+            0.214,
+            "04_awe",
+            {"model": "mfcc-dtw"},
+            digits=3,
+            finding=f"the transformer beats MFCC + DTW on the same pairs: {_says(beats_dtw)}",
+        ),
+        PaperRow(
+            "Table 3 transformer acoustic AP",
+            "acoustic_ap",
+            0.708,
+            "04_awe",
+            {"model": "chosen"},
+            digits=3,
+            finding="mean ± std over seeds",
+        ),
+        PaperRow(
+            "Table 4 transformer cross-view AP",
+            "crossview_ap",
+            0.551,
+            "04_awe",
+            {"model": "chosen"},
+            digits=3,
+            finding=f"cross-view AP is below acoustic AP: {_says(below)}",
+        ),
+    ]
+    return rows
 
 
 # ------------------------------------------------------------------------------- figures
@@ -396,6 +552,8 @@ __all__ = [
     "load_awe_data",
     "nearest_words",
     "num_phone_ids",
+    "paper_rows",
     "project_2d",
+    "sweep",
     "train_awe",
 ]
