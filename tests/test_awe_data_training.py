@@ -169,3 +169,56 @@ def test_plateau_reloads_best_model_and_optimizer_then_decays_and_stops(tmp_path
     assert result.final_step == 10 and result.stopped_early
     assert schedule.decays == 2 and schedule.best == 0.6
     assert (tmp_path / "best" / "best.json").is_file() == on_disk
+
+
+def write_hdf5(root, utterances, dim=39, vocab=VOCAB):
+    """agwe-recipe's layout: fbank.test.hdf5 (utt -> frames) + align-small.test.hdf5."""
+    import h5py
+
+    root.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(1)
+    feats = {}
+    with (
+        h5py.File(root / "fbank.test.hdf5", "w") as ff,
+        h5py.File(root / "align-small.test.hdf5", "w") as af,
+    ):
+        for utt, (frames, words) in utterances.items():
+            feats[utt] = rng.normal(size=(frames, dim)).astype(np.float32)
+            ff[utt] = feats[utt]
+            g = af.create_group(utt)
+            g["words"] = np.array([w.encode() for w, _, _ in words])
+            g["starts"] = np.array([s for _, s, _ in words])
+            g["ends"] = np.array([e for _, _, e in words])
+    (root / "vocab.json").write_text(json.dumps(vocab))
+    return feats
+
+
+UTTERANCES = {
+    "sw02001-A_000100-000300": (200, [("absolutely", 10, 60), ("because", 70, 70)]),
+    "sw02005-B_000050-000250": (200, [("something", 0, 40), ("because", 100, 101)]),
+}
+
+
+def test_hdf5_utterances_with_alignments_give_list_layout_keys(tmp_path):
+    feats = write_hdf5(tmp_path, UTTERANCES)
+    seg = prepare_split(tmp_path, "test", source="hdf5")
+    # Frames are side-relative: utterance start + offset; [start:end) as agwe slices.
+    assert seg.keys == ["absolutely_sw02001-A_000110-000160", "something_sw02005-B_000050-000090"]
+    np.testing.assert_array_equal(seg.feats[0], feats["sw02001-A_000100-000300"][10:60])
+    # One zero-length word and one 1-frame word are short.
+    assert seg.dropped == {"short": 2, "out_of_vocabulary": 0}
+
+
+@pytest.mark.parametrize(
+    "utterances,dim,message",
+    [
+        ({"sw02001A_000100-000300": (50, [("because", 0, 20)])}, 39, "sw02001A_000100-000300"),
+        ({"sw02001-A_000100-000300": (50, [("because", 0, 20)])}, 36, r"\(frames, 39\)"),
+        ({"sw02001-A_000100-000300": (50, [("because", 10, 80)])}, 39, "because_sw02001-A"),
+        ({"sw02001-A_000100-000300": (50, [("because", 30, 20)])}, 39, "before it starts"),
+    ],
+)
+def test_hdf5_bad_input_names_utterance_or_key(tmp_path, utterances, dim, message):
+    write_hdf5(tmp_path, utterances, dim=dim)
+    with pytest.raises(SwitchboardFormatError, match=message):
+        prepare_split(tmp_path, "test", source="hdf5")

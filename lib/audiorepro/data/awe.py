@@ -2,7 +2,9 @@
 
 :func:`prepare_split` reads a split in the Switchboard layout
 (:func:`audiorepro.data.recipes.switchboard.load_word_split`: the embedded corpus of
-:mod:`audiorepro.data.embedded.word_corpus` or the real lists and features) and applies the
+:mod:`audiorepro.data.embedded.word_corpus` or the real lists and features; or agwe-recipe's
+HDF5 utterance features with word alignments,
+:func:`audiorepro.data.recipes.switchboard.load_hdf5_word_split`) and applies the
 paper's selection (§3.1, following Settle et al. 2019): segments shorter than ``min_frames`` = 2
 frames and words outside the training vocabulary are dropped, and both are counted. Each kept
 word gets its phone-id sequence from ``vocab.json``; a word without a pronunciation is an error
@@ -28,11 +30,13 @@ from torch.utils.data import Dataset
 from audiorepro.data.recipes.switchboard import (
     SwitchboardFormatError,
     WordVocab,
+    load_hdf5_word_split,
     load_vocab,
     load_word_split,
 )
 
 UNKNOWN_WORDS = ("error", "symbol")
+FORMATS = ("npz", "hdf5")
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -97,6 +101,7 @@ def prepare_split(
     training_words: Collection[str] | None = None,
     unknown_words: str = "error",
     max_tokens: int | None = None,
+    source: str = "npz",
 ) -> WordSegments:
     """Load one split and apply the paper's selection (module docstring).
 
@@ -111,6 +116,9 @@ def prepare_split(
         unknown_words: a kept word without a pronunciation: ``"error"`` (names the key) or
             ``"symbol"`` (the unknown phone, id ``max(phones_to_ids) + 1``).
         max_tokens: keep only the first this many tokens after selection (smoke runs).
+        source: ``"npz"`` (``<split>.list`` + ``swbd.<split>.npz``) or ``"hdf5"`` (agwe-recipe's
+            ``fbank.<split>.hdf5`` utterance features + ``align-small.<split>.hdf5`` word
+            alignments, :func:`load_hdf5_word_split`; zero-length words count as short).
 
     Raises:
         SwitchboardFormatError: as :func:`load_word_split` (malformed keys name file:line; wrong
@@ -123,12 +131,22 @@ def prepare_split(
     if not isinstance(vocab, WordVocab):
         path = Path(vocab)
         vocab = load_vocab(path if path.is_absolute() else root / path)
-    data = load_word_split(root, split, feature_dim=feature_dim, vocab=None)
+    if source not in FORMATS:
+        raise ValueError(f"source must be one of {FORMATS}, got {source!r}")
+    dropped = {"short": 0, "out_of_vocabulary": 0}
+    if source == "hdf5":
+        data, dropped["short"] = load_hdf5_word_split(
+            root / f"fbank.{split}.hdf5",
+            root / f"align-small.{split}.hdf5",
+            split,
+            feature_dim=feature_dim,
+        )
+    else:
+        data = load_word_split(root, split, feature_dim=feature_dim, vocab=None)
     allowed = set(vocab.words_to_ids if training_words is None else training_words)
     unk_id = max(vocab.phones_to_ids.values()) + 1
     used_unknown = False
     keep: list[int] = []
-    dropped = {"short": 0, "out_of_vocabulary": 0}
     word_phones: dict[str, np.ndarray] = {}
     for i, (key, word, feats) in enumerate(zip(data.keys, data.words, data.feats, strict=True)):
         if feats.shape[0] < min_frames:

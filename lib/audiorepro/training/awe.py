@@ -54,6 +54,7 @@ class AWEExperimentConfig:
 
     corpus: str = field(help="smoke | embedded (generated corpora) | paper (data_root)")
     data_root: str | None = field(None, help="real Switchboard word folder (paper preset)")
+    data_format: str = field("npz", help="npz (lists + npz) | hdf5 (agwe utterance features)")
     corpus_seed: int = field(0, help="seed of the generated corpus")
     seed: int = field(0, help="seed of the main run (initialisation, data order, dropout)")
     feature_dim: int = field(39, help="MFCC + Δ + ΔΔ dimension (39; the paper says 36)")
@@ -147,6 +148,7 @@ def load_awe_data(cfg: AWEExperimentConfig) -> dict[str, WordSegments]:
             feature_dim=cfg.feature_dim,
             min_frames=cfg.min_frames,
             max_tokens=cfg.max_train_tokens if split == "train" else None,
+            source=cfg.data_format,
         )
     return out
 
