@@ -236,3 +236,19 @@ def test_pairs_average_precision_matches_brute_force_and_ties():
     assert pairs_average_precision([0.0, 1.0, 1.0], [False, True, False]) == pytest.approx(5 / 12)
     with pytest.raises(ValueError, match="NaN"):
         pairs_average_precision([np.nan, 1.0], [True, False])
+
+
+def test_prb_treats_a_mixed_tie_group_as_one_threshold():
+    # Pairs: {pos, neg} tied at 0.1, neg at 0.2, pos at 0.3, neg at 0.4. Points after the tie
+    # group (recall 1/2, precision 1/2) and at rank 3 (1/2, interpolated max(1/3, 1/2)): the
+    # first has |R - P| = 0, so PRB = 1/2. Without the group, ranking pos first would give a
+    # point (1/2, 1) at rank 1 and ranking neg first (0, 1/2)...; the policy skips those.
+    d = [0.1, 0.1, 0.2, 0.3, 0.4]
+    pos = [True, False, False, True, False]
+    _, prb = pairs_average_precision(d, pos, return_prb=True)
+    assert prb == pytest.approx(0.5)
+    # Tie-free variant with the positive first: Kamper's per-rank curve, by brute force.
+    d2 = [0.09, 0.1, 0.2, 0.3, 0.4]
+    assert pairs_average_precision(d2, pos, return_prb=True)[1] == pytest.approx(
+        brute_prb_sorted(pos)
+    )

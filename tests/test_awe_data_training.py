@@ -222,3 +222,33 @@ def test_hdf5_bad_input_names_utterance_or_key(tmp_path, utterances, dim, messag
     write_hdf5(tmp_path, utterances, dim=dim)
     with pytest.raises(SwitchboardFormatError, match=message):
         prepare_split(tmp_path, "test", source="hdf5")
+
+
+def test_paper_rows_check_each_finding_on_our_numbers():
+    from audiorepro.training.awe import AWEExperimentConfig, paper_rows
+
+    cfg = AWEExperimentConfig(corpus="smoke", sweep_layers=(1, 4, 8), sweep_heads=(1, 16, 32))
+    xv = {(1, "avg"): 0.3, (1, "rep"): 0.1, (4, "avg"): 0.4, (4, "rep"): 0.2}
+    xv.update({(8, "avg"): 0.01, (8, "rep"): 0.0})
+    table1 = [
+        {"phone_layers": n, "phone_pooling": p, "crossview_ap": v} for (n, p), v in xv.items()
+    ]
+    table2 = [{"phone_heads": h, "acoustic_ap": a} for h, a in ((1, 0.3), (16, 0.5), (32, 0.4))]
+    good = {"acoustic_ap": 0.6, "crossview_ap": 0.5}
+    rows = paper_rows(cfg, table1, table2, good, 0.2, [0.5, 0.55])
+    findings = [r.finding for r in rows if r.finding and "±" not in r.finding]
+    assert len(findings) == 6 and all(
+        f.endswith("reproduces") or "(ours: 16)" in f for f in findings
+    )
+    assert not any("does not" in f for f in findings)
+    # Flip every finding.
+    xv[(4, "rep")], xv[(8, "avg")] = 0.9, 0.6
+    table1 = [
+        {"phone_layers": n, "phone_pooling": p, "crossview_ap": v} for (n, p), v in xv.items()
+    ]
+    table2[1]["acoustic_ap"] = 0.1
+    bad = {"acoustic_ap": 0.4, "crossview_ap": 0.5}
+    rows = paper_rows(cfg, table1, table2, bad, 0.6, [0.5, 0.7])
+    findings = [r.finding for r in rows if r.finding and "±" not in r.finding]
+    assert sum("does not reproduce" in f for f in findings) == 6
+    assert rows[0].paper == 0.272 and rows[0].tags == {"table": "1", "N": 1, "pooling": "avg"}
