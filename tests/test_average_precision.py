@@ -239,10 +239,9 @@ def test_pairs_average_precision_matches_brute_force_and_ties():
 
 
 def test_prb_treats_a_mixed_tie_group_as_one_threshold():
-    # Pairs: {pos, neg} tied at 0.1, neg at 0.2, pos at 0.3, neg at 0.4. Points after the tie
-    # group (recall 1/2, precision 1/2) and at rank 3 (1/2, interpolated max(1/3, 1/2)): the
-    # first has |R - P| = 0, so PRB = 1/2. Without the group, ranking pos first would give a
-    # point (1/2, 1) at rank 1 and ranking neg first (0, 1/2)...; the policy skips those.
+    # Pairs: {pos, neg} tied at 0.1, neg at 0.2, pos at 0.3, neg at 0.4. The tie group gives one
+    # point, after it: recall 1/2, precision 1/2, so |R - P| = 0 and PRB = 1/2. (Ranking the
+    # tied positive first would add a point (1/2, 1) inside the group; the policy has none.)
     d = [0.1, 0.1, 0.2, 0.3, 0.4]
     pos = [True, False, False, True, False]
     _, prb = pairs_average_precision(d, pos, return_prb=True)

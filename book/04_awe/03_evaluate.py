@@ -176,14 +176,18 @@ fig = plotting.two_view_projection(
 # %% [markdown]
 # ## Nearest written words
 #
-# For a few test tokens, the three closest written words among all test word types (cosine
-# similarity in brackets). Words unseen in training are marked: the phoneme encoder has only
-# their phones to go on.
+# For four test tokens of words seen in training and up to four of unseen words, the three
+# closest written words among all test word types (cosine similarity in brackets). For the
+# unseen words the phoneme encoder has only their phones to go on.
 
 # %%
 train_types = set(data["train"].words)
 rng = np.random.default_rng(cfg.seed)
-queries = sorted(rng.choice(len(test), size=min(8, len(test)), replace=False).tolist())
+seen = [i for i, w in enumerate(test.words) if w in train_types]
+unseen = [i for i, w in enumerate(test.words) if w not in train_types]
+queries = sorted(
+    rng.choice(seen, 4, replace=False).tolist() + unseen[:: max(1, len(unseen) // 4)][:4]
+)
 neighbours = pd.DataFrame(nearest_words(emb_x, test.words, words, emb_c, queries))
 neighbours["seen in train"] = [test.words[q] in train_types for q in queries]
 neighbours

@@ -421,7 +421,7 @@ def paper_rows(
     """The paper-vs-ours rows of chapter 04, each finding checked on our numbers.
 
     Findings: Avg beats Rep at every depth; the middle depth is best; the deepest encoder fails
-    (cross-view AP < 0.05); h = 16 gives the best acoustic AP; every seed of the transformer
+    with both poolings (cross-view AP < 0.05); h = 16 gives the best acoustic AP; every seed of the transformer
     beats MFCC + DTW on the same pairs; cross-view AP is below acoustic AP (Tables 3-4).
     """
     depths = list(cfg.sweep_layers)
@@ -430,10 +430,11 @@ def paper_rows(
     avg_beats_rep = all(xv[(n, "avg")] > xv[(n, "rep")] for n in depths)
     middle = depths[len(depths) // 2]
     middle_best = len(depths) >= 3 and xv[(middle, "avg")] == max(xv[(n, "avg")] for n in depths)
-    deep_fails = xv[(depths[-1], "avg")] < 0.05
+    deep_fails = max(xv[(depths[-1], "avg")], xv[(depths[-1], "rep")]) < 0.05
     best_h = max(t2, key=t2.__getitem__)
     findings = {
-        (depths[-1], "rep"): f"the deepest encoder fails (AP < 0.05): {_says(deep_fails)}",
+        (depths[-1], "rep"): f"the deepest encoder fails, Avg and Rep (AP < 0.05): "
+        f"{_says(deep_fails)}",
         (middle, "avg"): f"the middle depth is best (Avg): {_says(middle_best)}",
         (depths[0], "avg"): f"Avg beats Rep at every depth: {_says(avg_beats_rep)}",
     }
