@@ -251,3 +251,18 @@ def test_prb_treats_a_mixed_tie_group_as_one_threshold():
     assert pairs_average_precision(d2, pos, return_prb=True)[1] == pytest.approx(
         brute_prb_sorted(pos)
     )
+
+
+def test_exact_even_when_the_positive_hints_miss_their_bins(monkeypatch):
+    # The blocked pass re-marks the bins where it actually found positives and counts again.
+    import audiorepro.metrics.average_precision as ap_module
+
+    original = ap_module._exact_stats
+    monkeypatch.setattr(
+        ap_module, "_exact_stats", lambda blocks, hint, n: original(blocks, hint[:0], n)
+    )
+    rng = np.random.default_rng(9)
+    x = rng.normal(size=(30, 4))
+    labels = rng.integers(0, 5, size=30)
+    flags = [f for _, f in sorted(brute_pairs_same_different(x, labels))]
+    assert same_different_ap(x, labels) == pytest.approx(brute_ap_sorted(flags), abs=1e-9)

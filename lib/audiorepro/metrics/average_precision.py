@@ -34,7 +34,7 @@ returns, which changes between numpy versions (``shared/reference/awe.md`` §0).
 **How it is fast and exact.** The straightforward way (``pdist``, ``argsort`` of 60.8 M values)
 takes about 28 s and 0.8 GB on the Switchboard test set. Only the ranks of the positives are
 needed, and those are counts of negatives below each positive. So: (1) compute the positives'
-distances (few) and mark the fine histogram bins (2^22 over [0, 2]) that contain one; (2) walk
+distances (few) and mark the fine histogram bins (2^20 over [0, 2]) that contain one; (2) walk
 over blocks of the distance matrix (BLAS), counting every pair into its bin, and keeping only the
 pairs that fall into marked bins; (3) sort those few and count exactly within the marked bins.
 Memory is O(N x block + P + kept pairs); time is one pass of matrix products and integer
@@ -53,7 +53,7 @@ QUANT_BITS = 40
 """Distances are rounded to multiples of 2**-QUANT_BITS (the tie resolution)."""
 _SCALE = float(2**QUANT_BITS)
 _MAX_KEY = 2 ** (QUANT_BITS + 1)  # distance 2
-_BIN_SHIFT = QUANT_BITS + 1 - 22  # 2^22 histogram bins over [0, 2]
+_BIN_SHIFT = QUANT_BITS + 1 - 20  # 2^20 histogram bins over [0, 2]
 _NUM_BINS = (_MAX_KEY >> _BIN_SHIFT) + 1
 _BLOCK_ELEMENTS = 1 << 22  # pairs per block of the distance matrix (32 MB of float64)
 
@@ -89,8 +89,8 @@ def _keys(scaled: np.ndarray) -> np.ndarray:
     The caller multiplies one operand of the dot product by ``-2^40`` (exact: a power of two),
     so that only an addition and a truncation remain here; done in place.
     """
+    # |cos| <= 1 + a few ulps, so the sum is >= 0.4995 and truncation is a floor.
     np.add(scaled, _SCALE + 0.5, out=scaled)
-    np.maximum(scaled, 0.0, out=scaled)
     return scaled.astype(np.int64).reshape(-1)
 
 
