@@ -76,20 +76,6 @@ class WordSegments:
         """The distinct words, sorted."""
         return sorted(self.word_phones)
 
-    def subset(self, indices: Sequence[int]) -> WordSegments:
-        """The tokens at ``indices`` (the word table keeps only their words)."""
-        idx = [int(i) for i in indices]
-        words = [self.words[i] for i in idx]
-        return dataclasses.replace(
-            self,
-            keys=[self.keys[i] for i in idx],
-            words=words,
-            speakers=[self.speakers[i] for i in idx],
-            feats=[self.feats[i] for i in idx],
-            phones=[self.phones[i] for i in idx],
-            word_phones={w: self.word_phones[w] for w in sorted(set(words))},
-        )
-
 
 def prepare_split(
     root: str | os.PathLike[str],

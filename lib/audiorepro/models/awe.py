@@ -15,6 +15,11 @@ For CPU-sized presets, ``frame_stack`` > 1 concatenates that many consecutive fr
 input step before the projection (the paper uses single frames, ``frame_stack = 1``), which
 shortens the sequences the acoustic encoder attends over.
 
+The inputs of both encoders are multiplied by sqrt(d_model) before the positional encoding is
+added, as in Vaswani et al. (2017, §3.4), which the paper's "all of these components work as
+expected" leaves implicit; without it the encoding dominates the mean over positions and all
+embeddings start nearly parallel, where the cosine distance has almost no gradient.
+
 Padded positions are masked in self-attention (``src_key_padding_mask``) and excluded from the
 means. The paper writes d_ff = 1028 once in §4; 1024 (its §3.2.1) is used. The optional output
 projections of §3.2 are not explored in the paper and not built here.
