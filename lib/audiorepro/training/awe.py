@@ -40,6 +40,7 @@ from audiorepro.metrics.average_precision import (
 )
 from audiorepro.metrics.dtw import pairwise_dtw
 from audiorepro.models.awe import POOLINGS, AWEModelConfig, MultiViewAWE
+from audiorepro.paths import data_dir
 from audiorepro.reporting import PaperRow
 from audiorepro.repro import seed_everything
 from audiorepro.training.loop import TrainConfig, Trainer, TrainResult
@@ -53,7 +54,9 @@ class AWEExperimentConfig:
     """Everything a chapter-04 page needs; paper values in ``presets/paper.yaml``."""
 
     corpus: str = field(help="smoke | embedded (generated corpora) | paper (data_root)")
-    data_root: str | None = field(None, help="real Switchboard word folder (paper preset)")
+    data_root: str | None = field(
+        None, help="real Switchboard word folder (paper preset); relative: under $AUDIOREPRO_DATA"
+    )
     data_format: str = field("npz", help="npz (lists + npz) | hdf5 (agwe utterance features)")
     corpus_seed: int = field(0, help="seed of the generated corpus")
     seed: int = field(0, help="seed of the main run (initialisation, data order, dropout)")
@@ -131,7 +134,8 @@ class AWEExperimentConfig:
 def corpus_root(cfg: AWEExperimentConfig) -> Path:
     """The word-corpus folder: generated (and reused) for smoke/embedded, ``data_root`` else."""
     if cfg.corpus == "paper":
-        return Path(str(cfg.data_root))
+        root = Path(str(cfg.data_root)).expanduser()
+        return root if root.is_absolute() else data_dir() / root
     from audiorepro.data.embedded.generate import ensure_corpora
 
     return Path(ensure_corpora(cfg.corpus, cfg.corpus_seed, only=("words",))["words"])
