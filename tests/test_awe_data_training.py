@@ -252,3 +252,33 @@ def test_paper_rows_check_each_finding_on_our_numbers():
     findings = [r.finding for r in rows if r.finding and "±" not in r.finding]
     assert sum("does not reproduce" in f for f in findings) == 6
     assert rows[0].paper == 0.272 and rows[0].tags == {"table": "1", "N": 1, "pooling": "avg"}
+
+
+def test_train_awe_is_reproducible_and_evaluates_both_views(tmp_path):
+    from audiorepro.training.awe import AWEExperimentConfig, evaluate_awe, train_awe
+
+    words = ["absolutely", "because", "something"]
+    data = {}
+    for split in ("train", "dev", "test"):
+        keys = [
+            f"{words[i % 3]}_sw0200{i}-A_{10 * i:06d}-{10 * i + 12 + i % 5:06d}" for i in range(12)
+        ]
+        root = tmp_path / split
+        write_corpus(root, keys, dim=6)
+        (root / f"{split}.list").write_text((root / "test.list").read_text())
+        (root / f"swbd.{split}.npz").write_bytes((root / "swbd.test.npz").read_bytes())
+        data[split] = prepare_split(root, split, feature_dim=6)
+    cfg = AWEExperimentConfig(
+        corpus="smoke", feature_dim=6, d_model=8, acoustic_layers=1, acoustic_heads=2,
+        acoustic_ff=16, phone_layers=1, phone_heads=2, phone_ff=16, batch_size=4, lr=1e-3,
+        num_epochs=2, distance="cos", loss_k=2, device="cpu", torch_threads=1,
+    )  # fmt: skip
+    first = train_awe(cfg, data, seed=5)
+    second = train_awe(cfg, data, seed=5)
+    assert first.result.eval_metrics == second.result.eval_metrics
+    assert len(first.result.eval_metrics) == 2 and first.result.final_step == 6
+    for a, b in zip(first.model.parameters(), second.model.parameters(), strict=True):
+        assert torch.equal(a, b)
+    scores = evaluate_awe(first.model, data["test"])
+    assert set(scores) == {"acoustic_ap", "crossview_ap"}
+    assert all(0.0 < v <= 1.0 for v in scores.values())
