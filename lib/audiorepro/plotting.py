@@ -254,3 +254,51 @@ def histogram(
     if title:
         ax.set_title(title)
     return fig
+
+
+def two_view_projection(
+    acoustic_xy: np.ndarray,
+    acoustic_labels: Sequence[str],
+    word_xy: np.ndarray,
+    word_labels: Sequence[str],
+    *,
+    ax: plt.Axes | None = None,
+    title: str | None = None,
+) -> Figure:
+    """A 2-D projection of two embedding views: acoustic tokens as dots coloured by word,
+    written words as labelled stars in the same colour (multi-view AWE, chapter 04).
+
+    Args:
+        acoustic_xy: (N, 2) projected acoustic embeddings; acoustic_labels: (N,) their words.
+        word_xy: (W, 2) projected written-word embeddings; word_labels: (W,) the words.
+    """
+    fig, ax = _new_axes(ax, (6.5, 5))
+    words = sorted(set(acoustic_labels) | set(word_labels))
+    colour = {w: f"C{k % 10}" for k, w in enumerate(words)}
+    acoustic_xy, word_xy = np.asarray(acoustic_xy), np.asarray(word_xy)
+    ax.scatter(
+        acoustic_xy[:, 0],
+        acoustic_xy[:, 1],
+        c=[colour[w] for w in acoustic_labels],
+        s=14,
+        alpha=0.6,
+        label="acoustic tokens f(x)",
+    )
+    ax.scatter(
+        word_xy[:, 0],
+        word_xy[:, 1],
+        c=[colour[w] for w in word_labels],
+        marker="*",
+        s=160,
+        edgecolors="black",
+        linewidths=0.6,
+        label="written words g(c)",
+    )
+    for (x, y), w in zip(word_xy, word_labels, strict=True):
+        ax.annotate(w, (x, y), textcoords="offset points", xytext=(5, 4), fontsize=8)
+    ax.set_xlabel("component 1")
+    ax.set_ylabel("component 2")
+    ax.legend(loc="best", fontsize=8)
+    if title:
+        ax.set_title(title)
+    return fig

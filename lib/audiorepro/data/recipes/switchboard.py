@@ -416,6 +416,154 @@ def load_word_split(
     )
 
 
+UTTERANCE_PATTERN = re.compile(r"^(?P<side>[A-Za-z0-9]+-[AB])_(?P<start>\d{6,})-(?P<end>\d{6,})$")
+"""Kaldi Switchboard utterance ids: ``sw02001-A_000098-001156`` (side, start and end in 10 ms)."""
+
+
+def load_hdf5_word_split(
+    features_path: str | os.PathLike[str],
+    alignments_path: str | os.PathLike[str],
+    split: str,
+    *,
+    feature_dim: int = 39,
+    speaker_of_side: Mapping[str, str] | Callable[[str], str] | None = None,
+) -> tuple[WordSplit, int]:
+    """Word tokens cut from utterance features with word alignments (agwe-recipe's layout).
+
+    agwe-recipe keeps one HDF5 file of utterance features (``fbank.<split>.hdf5``: utterance id
+    -> (frames, F)) and one of alignments (``align-small.<split>.hdf5``: utterance id -> group
+    with ``words`` (byte strings), ``starts`` and ``ends``, frames from the utterance start).
+    As agwe-recipe's dataset does, a token is ``features[start:end]`` (it counts durations as
+    ``end - start + 1`` but slices ``[start:end]``). The features must already be the model's
+    input (``feature_dim`` columns, e.g. MFCC + Δ + ΔΔ). Each token gets the key of the list
+    layout, ``<word>_<side>_<start>-<end>`` with frames from the start of the side (utterance
+    start + offset), so both layouts give the same keys.
+
+    Returns:
+        ``(split, empty)``: the tokens in file order (utterances sorted by id), and the number
+        of zero-length tokens (``end == start``) skipped.
+
+    Raises:
+        SwitchboardFormatError: naming the file and utterance (and the key where there is one):
+            an utterance id that is not ``<side>_<start>-<end>``, an alignment group without
+            ``words``/``starts``/``ends`` or with lists of different lengths, an utterance
+            without features, features that are not (frames, ``feature_dim``) floats, or a word
+            span outside the utterance or with ``end < start``.
+    """
+    import h5py
+
+    features_path, alignments_path = Path(features_path), Path(alignments_path)
+    for path in (features_path, alignments_path):
+        if not path.is_file():
+            raise SwitchboardFormatError(path, None, "HDF5 file not found")
+    keys, words, sides, starts, ends, feats = [], [], [], [], [], []
+    empty = 0
+
+    def open_hdf5(path: Path) -> h5py.File:
+        try:
+            return h5py.File(path, "r")
+        except OSError as err:
+            raise SwitchboardFormatError(path, None, f"not a readable HDF5 file: {err}") from err
+
+    feat_file = open_hdf5(features_path)
+    align_file = open_hdf5(alignments_path)
+    with feat_file, align_file:
+        for utt in sorted(align_file):
+            match = UTTERANCE_PATTERN.match(utt)
+            if match is None:
+                raise SwitchboardFormatError(
+                    alignments_path,
+                    None,
+                    f"utterance {utt!r}: expected an id like 'sw02001-A_000098-001156'",
+                )
+            group = align_file[utt]
+            missing = [k for k in ("words", "starts", "ends") if k not in group]
+            if missing:
+                raise SwitchboardFormatError(
+                    alignments_path, None, f"utterance {utt!r}: no {', '.join(missing)}"
+                )
+            utt_words = [
+                w.decode("utf-8") if isinstance(w, bytes) else str(w) for w in group["words"][()]
+            ]
+            utt_starts = [int(v) for v in group["starts"][()]]
+            utt_ends = [int(v) for v in group["ends"][()]]
+            if not len(utt_words) == len(utt_starts) == len(utt_ends):
+                raise SwitchboardFormatError(
+                    alignments_path,
+                    None,
+                    f"utterance {utt!r}: {len(utt_words)} words, {len(utt_starts)} starts, "
+                    f"{len(utt_ends)} ends",
+                )
+            if utt not in feat_file:
+                raise SwitchboardFormatError(features_path, None, f"no features for {utt!r}")
+            matrix = feat_file[utt][()]
+            if (
+                matrix.ndim != 2
+                or matrix.shape[1] != feature_dim
+                or not np.issubdtype(matrix.dtype, np.floating)
+            ):
+                raise SwitchboardFormatError(
+                    features_path,
+                    None,
+                    f"utterance {utt!r}: expected float features of shape (frames, "
+                    f"{feature_dim}), got {matrix.dtype} {matrix.shape}",
+                )
+            offset = int(match["start"])
+            for word, start, end in zip(utt_words, utt_starts, utt_ends, strict=True):
+                if end == start:
+                    empty += 1
+                    continue
+                if end < start:
+                    raise SwitchboardFormatError(
+                        alignments_path,
+                        None,
+                        f"utterance {utt!r}: word {word!r} ends (frame {end}) before it starts "
+                        f"(frame {start})",
+                    )
+                try:
+                    key = format_key(word, match["side"], offset + start, offset + end)
+                except ValueError as err:
+                    raise SwitchboardFormatError(
+                        alignments_path, None, f"utterance {utt!r}: {err}"
+                    ) from None
+                if not 0 <= start < end <= matrix.shape[0]:
+                    raise SwitchboardFormatError(
+                        alignments_path,
+                        None,
+                        f"key {key!r} (utterance {utt!r}): span [{start}, {end}) is not inside "
+                        f"its {matrix.shape[0]} frames",
+                    )
+                keys.append(key)
+                words.append(word)
+                sides.append(match["side"])
+                starts.append(offset + start)
+                ends.append(offset + end)
+                feats.append(np.asarray(matrix[start:end], dtype=np.float32))
+    if not keys:
+        raise SwitchboardFormatError(alignments_path, None, "no word token in the alignments")
+
+    def speaker(side: str) -> str:
+        if speaker_of_side is None:
+            return side
+        return speaker_of_side(side) if callable(speaker_of_side) else speaker_of_side[side]
+
+    split_data = WordSplit(
+        split=split,
+        keys=keys,
+        words=words,
+        sides=sides,
+        speakers=[speaker(s) for s in sides],
+        starts=starts,
+        ends=ends,
+        feats=feats,
+        pronunciations=None,
+        word_ids=None,
+        phone_ids=None,
+        vocab=None,
+    )
+    return split_data, empty
+
+
 def key_seconds(entry: WordKey) -> tuple[float, float]:
     """``(start_s, end_s)`` of a key in seconds from the start of its side."""
     return entry.start * FRAME_SHIFT_S, entry.end * FRAME_SHIFT_S
@@ -432,6 +580,7 @@ def word_counts(words: Sequence[str]) -> dict[str, int]:
 __all__ = [
     "FRAME_SHIFT_S",
     "KEY_PATTERN",
+    "UTTERANCE_PATTERN",
     "SPLITS",
     "SwitchboardFormatError",
     "WordKey",
@@ -439,6 +588,7 @@ __all__ = [
     "WordVocab",
     "format_key",
     "key_seconds",
+    "load_hdf5_word_split",
     "load_vocab",
     "load_word_split",
     "parse_key",

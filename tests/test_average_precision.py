@@ -1,0 +1,268 @@
+"""Same-different and cross-view AP against brute force written here, hand cases, ties."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from audiorepro.metrics.average_precision import (
+    cross_view_ap,
+    pairs_average_precision,
+    reference_cross_view_ap,
+    reference_same_different_ap,
+    same_different_ap,
+)
+
+
+def brute_pairs_same_different(x, labels):
+    """Every i < j pair: (cosine distance, positive?)."""
+    out = []
+    for i in range(len(x)):
+        for j in range(i + 1, len(x)):
+            cos = float(np.dot(x[i], x[j]) / (np.linalg.norm(x[i]) * np.linalg.norm(x[j])))
+            out.append((1.0 - cos, labels[i] == labels[j]))
+    return out
+
+
+def brute_pairs_cross(a, a_lab, w, w_lab):
+    out = []
+    for i in range(len(a)):
+        for j in range(len(w)):
+            cos = float(np.dot(a[i], w[j]) / (np.linalg.norm(a[i]) * np.linalg.norm(w[j])))
+            out.append((1.0 - cos, a_lab[i] == w_lab[j]))
+    return out
+
+
+def brute_ap_sorted(flags):
+    """Non-interpolated AP of a ranked list of positive flags."""
+    hits, total = 0, 0.0
+    for rank, positive in enumerate(flags, start=1):
+        if positive:
+            hits += 1
+            total += hits / rank
+    return total / hits
+
+
+def brute_prb_sorted(flags):
+    """Kamper's PRB: interpolated precision (max from the right), first argmin |R - P|."""
+    flags = np.asarray(flags)
+    num_pos = flags.sum()
+    hits = 0
+    precision, recall = [], []
+    for rank, positive in enumerate(flags, start=1):
+        hits += int(positive)
+        precision.append(hits / rank)
+        recall.append(hits / num_pos)
+    for i in range(len(precision) - 2, -1, -1):
+        precision[i] = max(precision[i], precision[i + 1])
+    diffs = [abs(r - p) for r, p in zip(recall, precision, strict=True)]
+    i = int(np.argmin(diffs))
+    return (recall[i] + precision[i]) / 2
+
+
+def brute_expected_ap(pairs, decimals=9):
+    """Expected AP over every ordering of tied pairs, by enumerating positive placements."""
+    pairs = sorted(pairs, key=lambda t: round(t[0], decimals))
+    groups = []
+    for _, grp in itertools.groupby(pairs, key=lambda t: round(t[0], decimals)):
+        flags = [f for _, f in grp]
+        groups.append((len(flags), sum(flags)))
+    choices = [list(itertools.combinations(range(n), p)) for n, p in groups]
+    total, count = 0.0, 0
+    for combo in itertools.product(*choices):
+        flags = []
+        for (n, _), placed in zip(groups, combo, strict=True):
+            flags += [t in placed for t in range(n)]
+        total += brute_ap_sorted(flags)
+        count += 1
+    return total / count
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_same_different_matches_brute_force_tie_free(seed):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(40, 5))
+    labels = rng.integers(0, 6, size=40)
+    pairs = sorted(brute_pairs_same_different(x, labels))
+    flags = [f for _, f in pairs]
+    ap, prb = same_different_ap(x, labels, return_prb=True)
+    assert ap == pytest.approx(brute_ap_sorted(flags), abs=1e-9)
+    assert prb == pytest.approx(brute_prb_sorted(flags), abs=1e-9)
+    assert same_different_ap(x, labels) == pytest.approx(ap, abs=1e-12)
+    assert reference_same_different_ap(x, labels) == pytest.approx(ap, abs=1e-9)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_cross_view_matches_brute_force_tie_free(seed):
+    rng = np.random.default_rng(seed)
+    a = rng.normal(size=(30, 4))
+    a_lab = rng.integers(0, 8, size=30)
+    w = rng.normal(size=(8, 4))
+    w_lab = np.arange(8)
+    flags = [f for _, f in sorted(brute_pairs_cross(a, a_lab, w, w_lab))]
+    ap, prb = cross_view_ap(a, a_lab, w, w_lab, return_prb=True)
+    assert ap == pytest.approx(brute_ap_sorted(flags), abs=1e-9)
+    assert prb == pytest.approx(brute_prb_sorted(flags), abs=1e-9)
+    assert reference_cross_view_ap(a, a_lab, w, w_lab) == pytest.approx(ap, abs=1e-9)
+
+
+def test_blocked_pass_matches_brute_force_over_many_blocks(monkeypatch):
+    # Tiny blocks force the diagonal/rectangle split and many blocks.
+    import audiorepro.metrics.average_precision as ap_module
+
+    monkeypatch.setattr(ap_module, "_BLOCK_ELEMENTS", 37)
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(33, 3))
+    labels = [f"w{k}" for k in rng.integers(0, 5, size=33)]
+    flags = [f for _, f in sorted(brute_pairs_same_different(x, labels))]
+    assert same_different_ap(x, labels) == pytest.approx(brute_ap_sorted(flags), abs=1e-9)
+    a = rng.normal(size=(21, 3))
+    a_lab = rng.integers(0, 4, size=21)
+    w = rng.normal(size=(4, 3))
+    flags = [f for _, f in sorted(brute_pairs_cross(a, a_lab, w, np.arange(4)))]
+    assert cross_view_ap(a, a_lab, w, np.arange(4)) == pytest.approx(
+        brute_ap_sorted(flags), abs=1e-9
+    )
+
+
+def test_hand_computed_perfect_and_worst():
+    # Positives closest: AP = 1. Positive farthest among 3 pairs: AP = 1/3.
+    x = np.array([[1.0, 0.0], [1.0, 0.1], [0.0, 1.0]])
+    assert same_different_ap(x, ["a", "a", "b"]) == pytest.approx(1.0)
+    x = np.array([[1.0, 0.0], [-1.0, 0.0], [0.7, 0.7]])
+    assert same_different_ap(x, ["a", "a", "b"]) == pytest.approx(1 / 3)
+    # Two positives at ranks 1 and 3: (1/1 + 2/3) / 2.
+    x = np.array([[1.0, 0.0], [1.0, 0.05], [0.0, 1.0], [0.2, 1.0], [-1.0, 0.3]])
+    flags = [f for _, f in sorted(brute_pairs_same_different(x, [0, 0, 1, 1, 2]))]
+    assert flags[:3] == [True, False, True] or flags[:3] == [True, True, False]
+    assert same_different_ap(x, [0, 0, 1, 1, 2]) == pytest.approx(brute_ap_sorted(flags))
+
+
+def test_hand_computed_tie_same_different():
+    # d(1,2) = 0 (negative, identical vectors), then a tie at d = 1: {(0,1) pos, (0,2) neg}.
+    # Orderings: neg, neg, pos -> 1/3; neg, pos, neg -> 1/2; expected 5/12.
+    x = np.array([[1.0, 0.0], [0.0, 1.0], [0.0, 1.0]])
+    assert same_different_ap(x, ["a", "a", "b"]) == pytest.approx(5 / 12, abs=1e-12)
+
+
+def test_hand_computed_tie_cross_view():
+    # Two tie groups {pos, neg} at d = 0 and at d = 1. The four orderings give
+    # 5/6, 3/4, 7/12, 1/2; their mean is 2/3.
+    a = np.array([[1.0, 0.0], [0.0, 1.0]])
+    w = np.array([[1.0, 0.0], [1.0, 0.0]])
+    assert cross_view_ap(a, ["a", "b"], w, ["a", "b"]) == pytest.approx(2 / 3, abs=1e-12)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_ties_expected_ap_matches_enumeration(seed):
+    # Integer points on a small grid produce many exactly tied cosine distances.
+    rng = np.random.default_rng(seed)
+    x = rng.integers(-1, 2, size=(7, 2)).astype(float)
+    x[np.all(x == 0, axis=1)] = [1.0, 0.0]
+    labels = rng.integers(0, 2, size=7)
+    pairs = brute_pairs_same_different(x, labels)
+    assert len({round(d, 9) for d, _ in pairs}) < len(pairs)  # there are ties
+    assert same_different_ap(x, labels) == pytest.approx(brute_expected_ap(pairs), abs=1e-9)
+
+
+def test_ties_cross_view_matches_enumeration():
+    rng = np.random.default_rng(7)
+    a = rng.integers(-1, 2, size=(6, 2)).astype(float)
+    a[np.all(a == 0, axis=1)] = [0.0, 1.0]
+    a_lab = rng.integers(0, 3, size=6)
+    w = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    pairs = brute_pairs_cross(a, a_lab, w, np.arange(3))
+    assert cross_view_ap(a, a_lab, w, np.arange(3)) == pytest.approx(
+        brute_expected_ap(pairs), abs=1e-9
+    )
+
+
+def test_all_tied_large_group_uses_closed_form():
+    # Every pair at distance 0; positive fraction q: expected AP -> about q for large groups.
+    x = np.ones((60, 3))
+    labels = np.arange(60) % 3
+    pairs = brute_pairs_same_different(x, labels)
+    p = sum(f for _, f in pairs)
+    n = len(pairs)
+    expected = sum((p / n) * (1 + (t - 1) * (p - 1) / (n - 1)) / t for t in range(1, n + 1)) / p
+    assert same_different_ap(x, labels) == pytest.approx(expected, abs=1e-9)
+    assert math.isclose(expected, p / n, rel_tol=0.1)
+
+
+def test_scale_invariance_and_label_types():
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(25, 4))
+    labels = rng.integers(0, 4, size=25)
+    ap = same_different_ap(x, labels)
+    assert same_different_ap(x * 7.5, labels) == pytest.approx(ap, abs=1e-12)
+    assert same_different_ap(x.astype(np.float32), [str(v) for v in labels]) == pytest.approx(
+        ap, abs=1e-6
+    )
+
+
+def test_bad_inputs_are_named():
+    x = np.eye(3)
+    with pytest.raises(ValueError, match="no two embeddings share a label"):
+        same_different_ap(x, [0, 1, 2])
+    with pytest.raises(ValueError, match="expected 3 labels"):
+        same_different_ap(x, [0, 0])
+    bad = x.copy()
+    bad[1] = 0.0
+    with pytest.raises(ValueError, match="row 1 is all zeros"):
+        same_different_ap(bad, [0, 0, 1])
+    bad[1, 0] = np.nan
+    with pytest.raises(ValueError, match="row 1 holds NaN"):
+        same_different_ap(bad, [0, 0, 1])
+    with pytest.raises(ValueError, match="metric"):
+        same_different_ap(x, [0, 0, 1], metric="euclidean")
+    with pytest.raises(ValueError, match="dimension"):
+        cross_view_ap(np.eye(3), [0, 1, 2], np.eye(2), [0, 1])
+    with pytest.raises(ValueError, match="no positive pair"):
+        cross_view_ap(np.eye(3), [5, 6, 7], np.eye(3), [0, 1, 2])
+
+
+def test_pairs_average_precision_matches_brute_force_and_ties():
+    rng = np.random.default_rng(11)
+    d = rng.uniform(0, 5, size=60)
+    pos = rng.random(60) < 0.3
+    order = np.argsort(d)
+    ap, prb = pairs_average_precision(d, pos, return_prb=True)
+    assert ap == pytest.approx(brute_ap_sorted(list(pos[order])), abs=1e-12)
+    assert prb == pytest.approx(brute_prb_sorted(list(pos[order])), abs=1e-12)
+    # A positive tied with a negative, after one negative: orderings give 1/2 and 1/3.
+    assert pairs_average_precision([0.0, 1.0, 1.0], [False, True, False]) == pytest.approx(5 / 12)
+    with pytest.raises(ValueError, match="NaN"):
+        pairs_average_precision([np.nan, 1.0], [True, False])
+
+
+def test_prb_treats_a_mixed_tie_group_as_one_threshold():
+    # Pairs: {pos, neg} tied at 0.1, neg at 0.2, pos at 0.3, neg at 0.4. The tie group gives one
+    # point, after it: recall 1/2, precision 1/2, so |R - P| = 0 and PRB = 1/2. (Ranking the
+    # tied positive first would add a point (1/2, 1) inside the group; the policy has none.)
+    d = [0.1, 0.1, 0.2, 0.3, 0.4]
+    pos = [True, False, False, True, False]
+    _, prb = pairs_average_precision(d, pos, return_prb=True)
+    assert prb == pytest.approx(0.5)
+    # Tie-free variant with the positive first: Kamper's per-rank curve, by brute force.
+    d2 = [0.09, 0.1, 0.2, 0.3, 0.4]
+    assert pairs_average_precision(d2, pos, return_prb=True)[1] == pytest.approx(
+        brute_prb_sorted(pos)
+    )
+
+
+def test_exact_even_when_the_positive_hints_miss_their_bins(monkeypatch):
+    # The blocked pass re-marks the bins where it actually found positives and counts again.
+    import audiorepro.metrics.average_precision as ap_module
+
+    original = ap_module._exact_stats
+    monkeypatch.setattr(
+        ap_module, "_exact_stats", lambda blocks, hint, n: original(blocks, hint[:0], n)
+    )
+    rng = np.random.default_rng(9)
+    x = rng.normal(size=(30, 4))
+    labels = rng.integers(0, 5, size=30)
+    flags = [f for _, f in sorted(brute_pairs_same_different(x, labels))]
+    assert same_different_ap(x, labels) == pytest.approx(brute_ap_sorted(flags), abs=1e-9)

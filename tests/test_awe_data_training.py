@@ -1,0 +1,284 @@
+"""AWE data selection on small files in the real Switchboard layout, batches, plateau schedule."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from audiorepro.data.awe import MultiViewDataset, collate_multiview, prepare_split
+from audiorepro.data.recipes.switchboard import SwitchboardFormatError
+from audiorepro.training import TrainConfig, Trainer
+from audiorepro.training.plateau import ReduceLROnPlateauWithReset
+
+VOCAB = {
+    "words_to_ids": {"absolutely": 1, "because": 2, "something": 3, "children": 4},
+    "phones_to_ids": {p: i + 1 for i, p in enumerate(["AE", "B", "S", "K", "AH", "Z", "M"])},
+    "word_to_phones": {
+        "absolutely": [["AE", "B", "S"]],
+        "because": [["B", "K", "AH", "Z"], ["B", "K", "Z"]],
+        "something": [["S", "AH", "M"]],
+    },
+}
+
+
+def write_corpus(root, keys, frames=None, dim=39, vocab=VOCAB):
+    """``test.list``, ``swbd.test.npz`` (key -> (frames, dim)) and ``vocab.json``."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "test.list").write_text("".join(k + "\n" for k in keys))
+    rng = np.random.default_rng(0)
+    arrays = {}
+    for k in keys:
+        start, end = (int(v) for v in k.rsplit("_", 1)[1].split("-"))
+        n = (end - start) if frames is None else frames.get(k, end - start)
+        arrays[k] = rng.normal(size=(n, dim)).astype(np.float32)
+    np.savez(root / "swbd.test.npz", **arrays)
+    (root / "vocab.json").write_text(json.dumps(vocab))
+    return arrays
+
+
+KEYS = [
+    "absolutely_sw02001-A_000100-000160",
+    "because_sw02001-A_000200-000201",  # one frame: dropped as short
+    "because_sw02005-B_000300-000350",
+    "elsewhere_sw02005-B_000400-000470",  # not in words_to_ids: out of vocabulary
+    "something_sw02005-B_000500-000540",
+    "because_sw02007-A_000010-000065",
+]
+
+
+def test_selection_drops_and_counts_short_and_out_of_vocabulary(tmp_path):
+    arrays = write_corpus(tmp_path, KEYS)
+    seg = prepare_split(tmp_path, "test")
+    assert seg.dropped == {"short": 1, "out_of_vocabulary": 1}
+    assert seg.words == ["absolutely", "because", "something", "because"]
+    assert seg.keys[1] == "because_sw02005-B_000300-000350"
+    np.testing.assert_array_equal(seg.feats[0], arrays[KEYS[0]])
+    # First pronunciation, ids from phones_to_ids; the word table holds each word once.
+    np.testing.assert_array_equal(seg.phones[1], [2, 4, 5, 6])
+    assert seg.types == ["absolutely", "because", "something"]
+    assert seg.num_phones == 7 and seg.feature_dim == 39
+    # An explicit training vocabulary drops more.
+    seg = prepare_split(tmp_path, "test", training_words={"because"})
+    assert seg.words == ["because", "because"]
+    assert seg.dropped == {"short": 1, "out_of_vocabulary": 3}
+
+
+def test_word_without_pronunciation_is_an_error_or_the_unknown_symbol(tmp_path):
+    write_corpus(tmp_path, KEYS + ["children_sw02009-A_000001-000030"])
+    with pytest.raises(SwitchboardFormatError, match="children_sw02009-A_000001-000030"):
+        prepare_split(tmp_path, "test")
+    seg = prepare_split(tmp_path, "test", unknown_words="symbol")
+    assert seg.num_phones == 8
+    np.testing.assert_array_equal(seg.phones[-1], [8])
+
+
+def test_malformed_key_and_wrong_dimension_name_the_place(tmp_path):
+    write_corpus(tmp_path / "a", KEYS)
+    (tmp_path / "a" / "test.list").write_text(KEYS[0] + "\nbecause_sw02001-A_12-30\n")
+    with pytest.raises(SwitchboardFormatError, match=r"test\.list:2.*because_sw02001-A_12-30"):
+        prepare_split(tmp_path / "a", "test")
+    write_corpus(tmp_path / "b", KEYS, dim=36)
+    with pytest.raises(SwitchboardFormatError, match=r"absolutely_sw02001-A_000100-000160.*39"):
+        prepare_split(tmp_path / "b", "test", feature_dim=39)
+    assert len(prepare_split(tmp_path / "b", "test", feature_dim=36)) == 4
+
+
+def test_collate_deduplicates_words_and_pads(tmp_path):
+    write_corpus(tmp_path, KEYS)
+    ds = MultiViewDataset(prepare_split(tmp_path, "test"))
+    batch = collate_multiview([ds[i] for i in range(4)])
+    assert batch["feats"].shape == (4, 60, 39)
+    assert batch["lengths"].tolist() == [60, 50, 40, 55]
+    assert batch["phones"].tolist() == [[1, 2, 3, 0], [2, 4, 5, 6], [3, 5, 7, 0]]
+    assert batch["phone_lengths"].tolist() == [3, 4, 3]
+    assert batch["inverse"].tolist() == [0, 1, 2, 1]
+    assert torch.all(batch["feats"][2, 40:] == 0)
+
+
+class _Scripted:
+    """eval_fn returning a fixed sequence of values, one per call."""
+
+    def __init__(self, values):
+        self.values, self.calls = list(values), 0
+
+    def __call__(self, model):
+        self.calls += 1
+        return {"crossview_ap": self.values[self.calls - 1]}
+
+
+class _Snapshot:
+    """Records model weights, Adam state and lr after every evaluation (after the schedule)."""
+
+    def __init__(self):
+        self.weights, self.exp_avg, self.lrs = [], [], []
+
+    def on_eval_end(self, trainer, step, metrics):
+        model = trainer.unwrapped_model
+        self.weights.append(model.weight.detach().clone())
+        state = trainer.optimizer.state[model.weight]
+        self.exp_avg.append(state["exp_avg"].clone())
+        self.lrs.append(trainer.optimizer.param_groups[0]["lr"])
+
+
+@pytest.mark.parametrize("on_disk", [False, True])
+def test_plateau_reloads_best_model_and_optimizer_then_decays_and_stops(tmp_path, on_disk):
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 1)
+    x = torch.randn(8, 3)
+    data = [(x[i], x[i].sum()) for i in range(8)]
+
+    def loss_fn(model, batch):
+        inputs, target = batch
+        return ((model(inputs).squeeze(1) - target) ** 2).mean()
+
+    values = [0.5, 0.6] + [0.55] * 4 + [0.55] * 4 + [0.9] * 10
+    schedule = ReduceLROnPlateauWithReset(
+        "crossview_ap",
+        patience=4,
+        factor=0.1,
+        min_lr=0.05e-2,
+        directory=tmp_path / "best" if on_disk else None,
+    )
+    snap = _Snapshot()
+    config = TrainConfig(num_epochs=20, batch_size=8, lr=1e-2, weight_decay=0.0, seed=0)
+    trainer = Trainer(
+        model,
+        loss_fn,
+        data,
+        config,
+        eval_fn=_Scripted(values),
+        optimizer_factory=lambda m, c: torch.optim.Adam(m.parameters(), lr=c.lr),
+        callbacks=[schedule, snap],
+        progress="none",
+    )
+    result = trainer.fit()
+    # Evaluation 2 was the best; evaluation 6 (4th without gain) reloads it and decays.
+    assert schedule.history[:3] == [(1, "best"), (2, "best"), (6, "decay")]
+    assert torch.equal(snap.weights[5], snap.weights[1])
+    assert torch.equal(snap.exp_avg[5], snap.exp_avg[1])
+    assert not torch.equal(snap.weights[4], snap.weights[1])
+    assert snap.lrs[5] == pytest.approx(1e-3)
+    # The steps after the decay train at the new rate (the LambdaLR base was decayed too).
+    assert result.lrs[6] == pytest.approx(1e-3)
+    # Evaluation 10 decays again, from evaluation 2's weights, to 1e-4 < min_lr: stop.
+    assert schedule.history[3:] == [(10, "decay"), (10, "stop")]
+    assert torch.equal(snap.weights[9], snap.weights[1])
+    assert result.final_step == 10 and result.stopped_early
+    assert schedule.decays == 2 and schedule.best == 0.6
+    assert (tmp_path / "best" / "best.json").is_file() == on_disk
+
+
+def write_hdf5(root, utterances, dim=39, vocab=VOCAB):
+    """agwe-recipe's layout: fbank.test.hdf5 (utt -> frames) + align-small.test.hdf5."""
+    import h5py
+
+    root.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(1)
+    feats = {}
+    with (
+        h5py.File(root / "fbank.test.hdf5", "w") as ff,
+        h5py.File(root / "align-small.test.hdf5", "w") as af,
+    ):
+        for utt, (frames, words) in utterances.items():
+            feats[utt] = rng.normal(size=(frames, dim)).astype(np.float32)
+            ff[utt] = feats[utt]
+            g = af.create_group(utt)
+            g["words"] = np.array([w.encode() for w, _, _ in words])
+            g["starts"] = np.array([s for _, s, _ in words])
+            g["ends"] = np.array([e for _, _, e in words])
+    (root / "vocab.json").write_text(json.dumps(vocab))
+    return feats
+
+
+UTTERANCES = {
+    "sw02001-A_000100-000300": (200, [("absolutely", 10, 60), ("because", 70, 70)]),
+    "sw02005-B_000050-000250": (200, [("something", 0, 40), ("because", 100, 101)]),
+}
+
+
+def test_hdf5_utterances_with_alignments_give_list_layout_keys(tmp_path):
+    feats = write_hdf5(tmp_path, UTTERANCES)
+    seg = prepare_split(tmp_path, "test", source="hdf5")
+    # Frames are side-relative: utterance start + offset; [start:end) as agwe slices.
+    assert seg.keys == ["absolutely_sw02001-A_000110-000160", "something_sw02005-B_000050-000090"]
+    np.testing.assert_array_equal(seg.feats[0], feats["sw02001-A_000100-000300"][10:60])
+    # One zero-length word and one 1-frame word are short.
+    assert seg.dropped == {"short": 2, "out_of_vocabulary": 0}
+
+
+@pytest.mark.parametrize(
+    "utterances,dim,message",
+    [
+        ({"sw02001A_000100-000300": (50, [("because", 0, 20)])}, 39, "sw02001A_000100-000300"),
+        ({"sw02001-A_000100-000300": (50, [("because", 0, 20)])}, 36, r"\(frames, 39\)"),
+        ({"sw02001-A_000100-000300": (50, [("because", 10, 80)])}, 39, "because_sw02001-A"),
+        ({"sw02001-A_000100-000300": (50, [("because", 30, 20)])}, 39, "before it starts"),
+    ],
+)
+def test_hdf5_bad_input_names_utterance_or_key(tmp_path, utterances, dim, message):
+    write_hdf5(tmp_path, utterances, dim=dim)
+    with pytest.raises(SwitchboardFormatError, match=message):
+        prepare_split(tmp_path, "test", source="hdf5")
+
+
+def test_paper_rows_check_each_finding_on_our_numbers():
+    from audiorepro.training.awe import AWEExperimentConfig, paper_rows
+
+    cfg = AWEExperimentConfig(corpus="smoke", sweep_layers=(1, 4, 8), sweep_heads=(1, 16, 32))
+    xv = {(1, "avg"): 0.3, (1, "rep"): 0.1, (4, "avg"): 0.4, (4, "rep"): 0.2}
+    xv.update({(8, "avg"): 0.01, (8, "rep"): 0.0})
+    table1 = [
+        {"phone_layers": n, "phone_pooling": p, "crossview_ap": v} for (n, p), v in xv.items()
+    ]
+    table2 = [{"phone_heads": h, "acoustic_ap": a} for h, a in ((1, 0.3), (16, 0.5), (32, 0.4))]
+    good = {"acoustic_ap": 0.6, "crossview_ap": 0.5}
+    rows = paper_rows(cfg, table1, table2, good, 0.2, [0.5, 0.55])
+    findings = [r.finding for r in rows if r.finding and "±" not in r.finding]
+    assert len(findings) == 6 and all(
+        f.endswith("reproduces") or "(ours: 16)" in f for f in findings
+    )
+    assert not any("does not" in f for f in findings)
+    # Flip every finding.
+    xv[(4, "rep")], xv[(8, "avg")] = 0.9, 0.6
+    table1 = [
+        {"phone_layers": n, "phone_pooling": p, "crossview_ap": v} for (n, p), v in xv.items()
+    ]
+    table2[1]["acoustic_ap"] = 0.1
+    bad = {"acoustic_ap": 0.4, "crossview_ap": 0.5}
+    rows = paper_rows(cfg, table1, table2, bad, 0.6, [0.5, 0.7])
+    findings = [r.finding for r in rows if r.finding and "±" not in r.finding]
+    assert sum("does not reproduce" in f for f in findings) == 6
+    assert rows[0].paper == 0.272 and rows[0].tags == {"table": "1", "N": 1, "pooling": "avg"}
+
+
+def test_train_awe_is_reproducible_and_evaluates_both_views(tmp_path):
+    from audiorepro.training.awe import AWEExperimentConfig, evaluate_awe, train_awe
+
+    words = ["absolutely", "because", "something"]
+    data = {}
+    for split in ("train", "dev", "test"):
+        keys = [
+            f"{words[i % 3]}_sw0200{i}-A_{10 * i:06d}-{10 * i + 12 + i % 5:06d}" for i in range(12)
+        ]
+        root = tmp_path / split
+        write_corpus(root, keys, dim=6)
+        (root / f"{split}.list").write_text((root / "test.list").read_text())
+        (root / f"swbd.{split}.npz").write_bytes((root / "swbd.test.npz").read_bytes())
+        data[split] = prepare_split(root, split, feature_dim=6)
+    cfg = AWEExperimentConfig(
+        corpus="smoke", feature_dim=6, d_model=8, acoustic_layers=1, acoustic_heads=2,
+        acoustic_ff=16, phone_layers=1, phone_heads=2, phone_ff=16, batch_size=4, lr=1e-3,
+        num_epochs=2, distance="cos", loss_k=2, device="cpu", torch_threads=1,
+    )  # fmt: skip
+    first = train_awe(cfg, data, seed=5)
+    second = train_awe(cfg, data, seed=5)
+    assert first.result.eval_metrics == second.result.eval_metrics
+    assert len(first.result.eval_metrics) == 2 and first.result.final_step == 6
+    for a, b in zip(first.model.parameters(), second.model.parameters(), strict=True):
+        assert torch.equal(a, b)
+    scores = evaluate_awe(first.model, data["test"])
+    assert set(scores) == {"acoustic_ap", "crossview_ap"}
+    assert all(0.0 < v <= 1.0 for v in scores.values())
