@@ -254,3 +254,24 @@ def histogram(
     if title:
         ax.set_title(title)
     return fig
+
+
+def bars(
+    labels: Sequence[str],
+    values: Sequence[float],
+    *,
+    ylabel: str,
+    ax: plt.Axes | None = None,
+    title: str | None = None,
+    errors: Sequence[float] | None = None,
+    rotate: bool = True,
+) -> Figure:
+    """One bar per label (e.g. tokens per phone, ABX per model), optional error bars."""
+    fig, ax = _new_axes(ax, (max(4.0, 0.22 * len(labels) + 2), 3))
+    x = np.arange(len(labels))
+    ax.bar(x, np.asarray(values, dtype=float), yerr=errors, capsize=2, color="C0")
+    ax.set_xticks(x, labels, rotation=90 if rotate else 0, fontsize=8)
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title)
+    return fig

@@ -21,6 +21,7 @@ import contextlib
 import dataclasses
 import hashlib
 import json
+import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -50,7 +51,7 @@ from audiorepro.metrics.abx import abx
 from audiorepro.metrics.bitrate import bitrate
 from audiorepro.models.inverter import CodebookInverter, InverterConfig, inverter_loss
 from audiorepro.models.vqvae import VQVAE, VQVAEConfig
-from audiorepro.paths import results_dir
+from audiorepro.paths import data_dir, results_dir
 from audiorepro.repro import seed_everything
 from audiorepro.training import TrainConfig, Trainer
 from audiorepro.training.checkpoint import load_model_weights, save_model_weights
@@ -85,7 +86,9 @@ class ZeroSpeechConfig:
     seed: int = field(0, help="seed of single runs")
     main_seeds: tuple[int, ...] = field((0, 1, 2), help="seeds of the main rows (mean ± std)")
     corpus_dir: str | None = field(
-        None, help="a real ZeroSpeech 2019 folder (with english/, surprise/); None: embedded"
+        None,
+        help="a real ZeroSpeech 2019 folder with english/ and surprise/ (relative paths are "
+        "under the data folder); None: the embedded corpus",
     )
     corpus_preset: str = field("embedded", help="embedded corpus to use: smoke | embedded")
     feature: str = field("mfcc", help="input features of the main model: mfcc | logmel")
@@ -156,7 +159,8 @@ def vqvae_config(cfg: ZeroSpeechConfig, **overrides: Any) -> VQVAEConfig:
 def language_dir(cfg: ZeroSpeechConfig, language: str = "english") -> Path:
     """The language folder (``english`` or ``surprise``), generating the embedded corpus if needed."""
     if cfg.corpus_dir is not None:
-        path = Path(cfg.corpus_dir) / language
+        root = Path(cfg.corpus_dir).expanduser()
+        path = (root if root.is_absolute() else data_dir() / root) / language
     else:
         from audiorepro.data.embedded.generate import ensure_corpora
 
@@ -480,17 +484,21 @@ def train_inverter(
     seed: int,
     language: str = "english",
     progress: str = "none",
+    holdout: Sequence[str] = (),
 ) -> TrainedInverter:
     """Train (or load from the cache) the inverter on the target voice's training files.
 
     The frozen VQ-VAE encodes each voice file; the inverter learns to map its codebook vectors
     to the file's linear magnitude spectrogram (same 10 ms frames as the VQ-VAE input).
+    Files named in ``holdout`` are left out (to measure the inverter on unseen speech).
     """
     lang_dir = language_dir(cfg, language)
     feature = "mfcc" if vqvae.model.cfg.input_dim == 39 else "logmel"
     inputs = load_features(lang_dir, "train/voice", feature)
     mags = load_features(lang_dir, "train/voice", "linear")
-    names = sorted(n for n in inputs if speaker_of(n) == cfg.target_voice)
+    names = sorted(
+        n for n in inputs if speaker_of(n) == cfg.target_voice and n not in set(holdout)
+    )
     if not names:
         raise ValueError(f"no training file of voice {cfg.target_voice} in {lang_dir}")
     _, vectors = encode_files(vqvae.model, {n: inputs[n] for n in names})
@@ -528,6 +536,7 @@ def train_inverter(
             {k: v.tolist() for k, v in vqvae.model.state_dict().items() if v.numel() < 5000}
         ),
         "voice": cfg.target_voice,
+        "files": names,
         "version": CACHE_VERSION,
     }
     run_dir = _cache_dir("inverter", _key(ident))
@@ -590,7 +599,8 @@ def _one_hot_lines(codes: np.ndarray, k: int) -> str:
 
 
 def _vector_lines(vectors: np.ndarray) -> str:
-    return "".join(" ".join(f"{v:.6f}" for v in row) + "\n" for row in vectors)
+    # 9 significant digits round-trip float32 exactly, so the file holds the very vectors
+    return "".join(" ".join(f"{v:.9g}" for v in row) + "\n" for row in np.float32(vectors))
 
 
 def export_submission(
@@ -669,3 +679,286 @@ def synthesis_targets(lang_dir: Path, voice: str) -> list[tuple[str, str]]:
 def config_dict(cfg: Any) -> dict[str, Any]:
     """A dataclass configuration as plain values (for the ledger)."""
     return to_dict(cfg) if dataclasses.is_dataclass(cfg) else dict(cfg)
+
+
+# ---------------------------------------------------------------------------------- tables
+
+
+@dataclass(frozen=True)
+class AblationRow:
+    """One row of the paper's Tables 1-3: what to train, and the paper's numbers for it."""
+
+    key: str
+    label: str
+    table: str
+    feature: str
+    overrides: tuple[tuple[str, Any], ...]
+    paper_abx: float | None
+    paper_bitrate: float | None
+    main: bool = False
+
+
+# Tables 1-3 of the paper (English, ABX across %, bitrate b/s); stride 4× throughout.
+_PAPER = {
+    ("logmel", 128): (33.79, 171.05),
+    ("mfcc", 64): (22.72, 141.82),
+    ("mfcc", 128): (21.91, 170.42),
+    ("mfcc", 256): (21.94, 194.69),
+    ("mfcc", 512): (21.6, 217.47),
+    ("conv", 256): (24.17, 184.32),
+    ("smooth", 1e-2): (21.88, 169.02),
+    ("smooth", 5e-3): (21.67, 169.2),
+    ("smooth", 1e-3): (21.75, 169.56),
+    ("jitter", 0.05): (21.57, 166.19),
+    ("jitter", 0.075): (21.70, 164.08),
+    ("combo", (5e-3, 0.05)): (20.71, 171.99),
+    ("combo", (1e-3, 0.05)): (20.14, 167.02),
+}
+
+
+def ablation_rows(cfg: ZeroSpeechConfig) -> list[AblationRow]:
+    """The rows of Tables 1-3 that the preset asks for; main rows run with every main seed."""
+    k0 = cfg.codebook_size
+    rows = [
+        AblationRow(
+            "base",
+            f"TrfVQVAE MFCC K={k0}",
+            "1, 2, 3",
+            "mfcc",
+            (),
+            *_PAPER.get(("mfcc", k0), (None, None)),
+            main=True,
+        ),
+        AblationRow(
+            "logmel",
+            f"TrfVQVAE log-Mel K={k0}",
+            "1",
+            "logmel",
+            (),
+            *_PAPER.get(("logmel", k0), (None, None)),
+            main=True,
+        ),
+        AblationRow(
+            "conv",
+            f"Conv VQVAE K={cfg.conv_codebook_size}",
+            "2",
+            "mfcc",
+            (("encoder", "conv"), ("codebook_size", cfg.conv_codebook_size)),
+            *_PAPER.get(("conv", cfg.conv_codebook_size), (None, None)),
+            main=True,
+        ),
+    ]
+    for k in cfg.codebook_sizes:
+        if k != k0:
+            rows.append(
+                AblationRow(
+                    f"K{k}",
+                    f"TrfVQVAE K={k}",
+                    "2",
+                    "mfcc",
+                    (("codebook_size", k),),
+                    *_PAPER.get(("mfcc", k), (None, None)),
+                )
+            )
+    for lam in cfg.smoothings:
+        rows.append(
+            AblationRow(
+                f"smooth{lam:g}",
+                f"+ temp smooth λ={lam:g}",
+                "3",
+                "mfcc",
+                (("smoothing", lam),),
+                *_PAPER.get(("smooth", lam), (None, None)),
+            )
+        )
+    for p in cfg.jitters:
+        rows.append(
+            AblationRow(
+                f"jitter{p:g}",
+                f"+ temp jitter p={p:g}",
+                "3",
+                "mfcc",
+                (("jitter", p),),
+                *_PAPER.get(("jitter", p), (None, None)),
+            )
+        )
+    for lam, p in cfg.combos:
+        rows.append(
+            AblationRow(
+                f"combo{lam:g}_{p:g}",
+                f"+ smooth λ={lam:g} + jitter p={p:g}",
+                "3",
+                "mfcc",
+                (("smoothing", lam), ("jitter", p)),
+                *_PAPER.get(("combo", (lam, p)), (None, None)),
+                main=True,
+            )
+        )
+    return rows
+
+
+def row_seeds(cfg: ZeroSpeechConfig, row: AblationRow) -> tuple[int, ...]:
+    """Every main seed for a main row, the single ``cfg.seed`` otherwise."""
+    return cfg.main_seeds if row.main else (cfg.seed,)
+
+
+def run_row(
+    cfg: ZeroSpeechConfig,
+    row: AblationRow,
+    seed: int,
+    language: str = "english",
+) -> tuple[TrainedVQVAE, dict[str, float]]:
+    """Train (or load) the row's model for one seed and evaluate its units on ``language``."""
+    model_cfg = vqvae_config(cfg, feature=row.feature, **dict(row.overrides))
+    trained = train_vqvae(cfg, model_cfg, seed, language=language, feature=row.feature)
+    lang_dir = language_dir(cfg, language)
+    metrics = evaluate_units(trained.model, lang_dir, load_features(lang_dir, "test", row.feature))
+    metrics["train_wall_time_s"] = float(trained.history.get("wall_time_s", 0.0))
+    return trained, metrics
+
+
+def _verdict(holds: bool) -> str:
+    return "reproduces" if holds else "does not reproduce"
+
+
+def findings(means: Mapping[str, Mapping[str, float]]) -> dict[str, str]:
+    """Plain sentences on whether each finding of the paper holds in ``means``.
+
+    ``means[row key][metric]`` are our mean values (``abx_across``, ``bitrate``). Keys of the
+    result are row keys; rows without a finding to test get none.
+    """
+    out: dict[str, str] = {}
+    abx = {k: v["abx_across"] for k, v in means.items()}
+    rate = {k: v["bitrate"] for k, v in means.items()}
+    if "base" in abx and "logmel" in abx:
+        holds = abx["base"] < abx["logmel"]
+        out["logmel"] = (
+            f"Paper: MFCC beats log-Mel by 11.9 points; here MFCC {abx['base']:.1f} vs log-Mel "
+            f"{abx['logmel']:.1f}: {_verdict(holds)}."
+        )
+    if "conv" in abx:
+        trf = [k for k in abx if k.startswith("K") or k == "base"]
+        best = min(abx[k] for k in trf) if trf else math.nan
+        holds = best < abx["conv"]
+        out["conv"] = (
+            f"Paper: every Transformer row beats the conv VQ-VAE; here best Transformer "
+            f"{best:.1f} vs conv {abx['conv']:.1f}: {_verdict(holds)}."
+        )
+    ks = sorted((int(k[1:]) if k.startswith("K") else None, k) for k in rate if k.startswith("K"))
+    if ks:
+        order = [k for _, k in ks]
+        rates = [rate[k] for k in order]
+        holds = all(a < b for a, b in zip(rates, rates[1:], strict=False))
+        for k in order:
+            out[k] = f"Paper: bitrate rises with K; here {_verdict(holds)} across the K rows."
+    combos = [k for k in abx if k.startswith("combo")]
+    if "base" in abx:
+        for k in combos:
+            gain = abx["base"] - abx[k]
+            out[k] = (
+                f"Paper: smoothing + jitter lowers ABX by 1.2-1.8 points; here by {gain:+.1f}: "
+                f"{_verdict(gain > 0)}."
+            )
+        for k in abx:
+            if k.startswith(("smooth", "jitter")):
+                gain = abx["base"] - abx[k]
+                out[k] = f"Paper: small gains (0.0-0.3); here {gain:+.1f} points vs the base row."
+    return out
+
+
+def summarize(rows: Sequence[AblationRow], results: Any, cfg: ZeroSpeechConfig) -> Any:
+    """One line per row: means and standard deviations over seeds, usage, cap, paper values.
+
+    ``results`` is a DataFrame with ``row``, ``seed`` and the metrics of :func:`evaluate_units`.
+    Indexed by row key; ``bitrate_cap`` is the most a K-code stream at 25 Hz can carry.
+    """
+    import pandas as pd
+
+    out = []
+    for row in rows:
+        part = results[results["row"] == row.key]
+        if part.empty:
+            continue
+        k = dict(row.overrides).get("codebook_size", cfg.codebook_size)
+        frame_rate = 1.0 / (dict(row.overrides).get("stride", cfg.stride) * HOP_S)
+        std = part.std(ddof=1, numeric_only=True) if len(part) > 1 else part.iloc[0] * 0
+        out.append(
+            {
+                "row": row.key,
+                "label": row.label,
+                "table": row.table,
+                "K": k,
+                "seeds": len(part),
+                "abx": part["abx_across"].mean(),
+                "abx_std": float(std["abx_across"]),
+                "bitrate": part["bitrate"].mean(),
+                "bitrate_std": float(std["bitrate"]),
+                "codes_used": part["codes_used"].mean(),
+                "perplexity": part["perplexity"].mean(),
+                "bitrate_cap": frame_rate * math.log2(k),
+                "paper_abx": row.paper_abx,
+                "paper_bitrate": row.paper_bitrate,
+            }
+        )
+    return pd.DataFrame(out).set_index("row")
+
+
+def paper_rows(rows: Sequence[AblationRow], summary: Any, cfg: ZeroSpeechConfig) -> list:
+    """The :class:`~audiorepro.reporting.PaperRow` list of the evaluation page, with findings."""
+    from audiorepro.reporting import PaperRow
+
+    means = {
+        key: {"abx_across": r["abx"], "bitrate": r["bitrate"]} for key, r in summary.iterrows()
+    }
+    found = findings(means)
+    out = []
+    for row in rows:
+        if row.key not in summary.index:
+            continue
+        tags = {"row": row.key, "language": "english"}
+        out.append(
+            PaperRow(
+                f"{row.label}: ABX %",
+                "abx_across",
+                row.paper_abx,
+                "03_zerospeech",
+                tags,
+                digits=2,
+                finding=found.get(row.key, ""),
+            )
+        )
+        out.append(
+            PaperRow(
+                f"{row.label}: bitrate",
+                "bitrate",
+                row.paper_bitrate,
+                "03_zerospeech",
+                tags,
+                digits=1,
+            )
+        )
+    if cfg.surprise:
+        tags = {"row": "base", "language": "surprise"}
+        # leaderboard 2019_task/12: the 4× system on the surprise language
+        out.append(
+            PaperRow(
+                "Indonesian, main model: ABX %",
+                "abx_across",
+                14.17,
+                "03_zerospeech",
+                tags,
+                digits=2,
+                finding="Leaderboard value of the 4× system.",
+            )
+        )
+        out.append(
+            PaperRow(
+                "Indonesian, main model: bitrate",
+                "bitrate",
+                170.92,
+                "03_zerospeech",
+                tags,
+                digits=1,
+            )
+        )
+    return out
