@@ -599,8 +599,10 @@ def _one_hot_lines(codes: np.ndarray, k: int) -> str:
 
 
 def _vector_lines(vectors: np.ndarray) -> str:
-    # 9 significant digits round-trip float32 exactly, so the file holds the very vectors
-    return "".join(" ".join(f"{v:.9g}" for v in row) + "\n" for row in np.float32(vectors))
+    # the shortest repr of each float32 value widened to float64: read back as float64 (as the
+    # official loader does) it is exactly the vector the model produced
+    rows = np.float32(vectors).astype(np.float64)
+    return "".join(" ".join(repr(v) for v in row.tolist()) + "\n" for row in rows)
 
 
 def export_submission(
