@@ -267,10 +267,13 @@ def bars(
     rotate: bool = True,
 ) -> Figure:
     """One bar per label (e.g. tokens per phone, ABX per model), optional error bars."""
-    fig, ax = _new_axes(ax, (max(4.0, 0.22 * len(labels) + 2), 3))
+    fig, ax = _new_axes(ax, (min(10.0, max(4.0, 0.22 * len(labels) + 2)), 3))
     x = np.arange(len(labels))
     ax.bar(x, np.asarray(values, dtype=float), yerr=errors, capsize=2, color="C0")
-    ax.set_xticks(x, labels, rotation=90 if rotate else 0, fontsize=8)
+    if len(labels) <= 60:  # beyond that the labels would overlap: leave the axis unlabelled
+        ax.set_xticks(x, labels, rotation=90 if rotate else 0, fontsize=8)
+    else:
+        ax.set_xticks([])
     ax.set_ylabel(ylabel)
     if title:
         ax.set_title(title)

@@ -139,7 +139,12 @@ class TransformerLayer(nn.Module):
 
 
 class _StridedConv(nn.Module):
-    """Conv1d, kernel 3, padding 1, then ReLU, on (B, T, D) → (B, ceil(T / stride), D)."""
+    """Conv1d, kernel 3, padding 1, on (B, T, D) → (B, ceil(T / stride), D).
+
+    Linear: a ReLU here can switch off every channel of the encoder's output early in training,
+    after which all frames map to one code (observed with small models); the Transformer layers
+    and residual blocks supply the non-linearity.
+    """
 
     def __init__(self, channels: int, stride: int) -> None:
         super().__init__()
@@ -147,7 +152,7 @@ class _StridedConv(nn.Module):
         self.conv = nn.Conv1d(channels, channels, 3, stride=stride, padding=1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.relu(self.conv(x.transpose(1, 2))).transpose(1, 2)
+        return self.conv(x.transpose(1, 2)).transpose(1, 2)
 
 
 class TransformerEncoder(nn.Module):
