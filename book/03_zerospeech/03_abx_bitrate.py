@@ -67,11 +67,11 @@ pd.DataFrame(
 # ```
 
 # %%
-results = []
+results, records = [], []
 for row in rows:
     for s in zs.row_seeds(cfg, row):
         trained, metrics = zs.run_row(cfg, row, s)
-        reporting.record_result(
+        record = reporting.record_result(
             "03_zerospeech",
             "03_abx_bitrate",
             metrics,
@@ -80,6 +80,7 @@ for row in rows:
             config=zs.config_dict(trained.model.cfg),
             tags={"row": row.key, "language": "english"},
         )
+        records.append(record)
         results.append({"row": row.key, "seed": s, **metrics})
         print(
             f"{row.label:40s} seed {s}: ABX {metrics['abx_across']:5.2f} %, {metrics['bitrate']:6.1f} b/s"
@@ -130,7 +131,7 @@ summary[["K", "codes_used", "perplexity", "bitrate", "bitrate_cap"]]
 if cfg.surprise:
     for s in (cfg.seed,):
         _, surprise = zs.run_row(cfg, rows[0], s, language="surprise")
-        reporting.record_result(
+        record = reporting.record_result(
             "03_zerospeech",
             "03_abx_bitrate",
             surprise,
@@ -139,6 +140,7 @@ if cfg.surprise:
             config=zs.config_dict(zs.vqvae_config(cfg)),
             tags={"row": "base", "language": "surprise"},
         )
+        records.append(record)
     print(f"Indonesian: ABX {surprise['abx_across']:.2f} %, bitrate {surprise['bitrate']:.1f} b/s")
 else:
     print("this preset has no surprise-language corpus")
@@ -173,11 +175,13 @@ pd.DataFrame({"from the submission files": from_files, "in memory": in_memory[li
 # %% [markdown]
 # ## Paper vs ours
 #
-# Every "ours" value below is read back from the results ledger. "finding" says in one sentence
-# whether the paper's conclusion for that row holds on the embedded corpus.
+# Every "ours" value below is read back from the results-ledger records this page wrote (so an
+# older run of the page cannot mix in). "finding" says in one sentence whether the paper's
+# conclusion for that row holds on the embedded corpus.
 
 # %%
-reporting.paper_vs_ours(zs.paper_rows(rows, summary, cfg), preset=preset)
+pd.set_option("display.max_colwidth", None)
+reporting.paper_vs_ours(zs.paper_rows(rows, summary, cfg), preset=preset, records=records)
 
 # %% [markdown]
 # The absolute numbers are not comparable with the paper's: the embedded corpus is synthetic

@@ -93,7 +93,7 @@ for name in holdout:
     )
 
 # %%
-reporting.record_result(
+record = reporting.record_result(
     "03_zerospeech",
     "04_inverter",
     {"spectral_convergence": float(np.mean(convergence))},
@@ -101,6 +101,9 @@ reporting.record_result(
     seed=cfg.seed,
     config=zs.config_dict(inverter.model.cfg),
     tags={"row": "inverter", "language": "english", "voice": cfg.target_voice},
+)
+print(
+    f"mean spectral convergence on held-out {cfg.target_voice} files: {np.mean(convergence):.3f}"
 )
 
 # %% [markdown]
