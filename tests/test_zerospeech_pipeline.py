@@ -5,14 +5,17 @@ import pytest
 import torch
 import yaml
 
+from audiorepro.config import load_preset
 from audiorepro.data.recipes.zerospeech import AbxItem, write_filelist, write_item_file
 from audiorepro.metrics.abx import abx_error, read_submission_folder
 from audiorepro.metrics.bitrate import bitrate, bitrate_from_submission
 from audiorepro.models.vqvae import VQVAE, VQVAEConfig
+from audiorepro.paths import repo_root
 from audiorepro.zerospeech import (
     SegmentDataset,
     ZeroSpeechConfig,
     ablation_rows,
+    code_segments,
     collate_segments,
     encode_files,
     export_submission,
@@ -137,3 +140,18 @@ def test_ablation_rows_and_findings():
     assert "does not reproduce" in found["K64"]  # 90, 100, 80 does not rise with K
     assert "+2.0" in found["combo0.005_0.05"] and found["combo0.005_0.05"].endswith("reproduces.")
     assert "+1.0 vs the main row at the same seed" in found["smooth0.01"]  # 33 - 32
+
+
+@pytest.mark.parametrize("preset", ["smoke", "embedded", "paper"])
+def test_presets_load(preset):
+    cfg = load_preset(ZeroSpeechConfig, repo_root() / "book/03_zerospeech/presets", preset)
+    rows = ablation_rows(cfg)
+    assert rows[0].key == "base" and len({r.key for r in rows}) == len(rows)
+
+
+def test_code_segments_merge_runs():
+    assert code_segments(np.array([3, 3, 5, 3]), 0.04) == [
+        ("3", 0.0, 0.08),
+        ("5", 0.08, 0.12),
+        ("3", 0.12, 0.16),
+    ]

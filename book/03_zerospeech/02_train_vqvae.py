@@ -138,19 +138,14 @@ fig = plotting.bars(
 
 # %%
 name = read_bitrate_filelist(lang / "bitrate_filelist.txt")[0][0].replace(".txt", "")
-sentence_codes = codes[name]
-segments, start = [], 0
-for t in range(1, len(sentence_codes) + 1):
-    if t == len(sentence_codes) or sentence_codes[t] != sentence_codes[start]:
-        segments.append((str(sentence_codes[start]), start * 0.04, t * 0.04))
-        start = t
+segments = zs.code_segments(codes[name], frame_shift=model_cfg.stride * 0.01)
 fig = plotting.spectrogram(
     zs.load_features(lang, "test", "logmel")[name],
     hop_s=0.01,
     tiers={"code": segments},
     title=f"{name} and its codes",
 )
-pd.DataFrame({"codes": [len(sentence_codes)], "segments": [len(segments)]})
+pd.DataFrame({"codes": [len(codes[name])], "segments": [len(segments)]})
 
 # %% [markdown]
 # In this notebook we have

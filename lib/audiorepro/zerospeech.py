@@ -402,6 +402,16 @@ def _encode_batches(model, feats, names, batch_size, codes, vectors) -> None:
             vectors[name] = e[i, :n].numpy().astype(np.float32)
 
 
+def code_segments(codes: np.ndarray, frame_shift: float) -> list[tuple[str, float, float]]:
+    """Runs of one code as ``(code, start_s, end_s)`` intervals (for a spectrogram tier)."""
+    segments, start = [], 0
+    for t in range(1, len(codes) + 1):
+        if t == len(codes) or codes[t] != codes[start]:
+            segments.append((str(codes[start]), start * frame_shift, t * frame_shift))
+            start = t
+    return segments
+
+
 def evaluate_units(
     model: VQVAE,
     lang_dir: Path,
