@@ -126,19 +126,23 @@ def test_ablation_rows_and_findings():
     assert not rows["combo0.001_0.05"].main
     assert vqvae_config(cfg, feature="logmel").input_dim == 80
     means = {
-        "base": {"abx_across": 30.0, "bitrate": 100.0, "abx_seed": 33.0, "K": 128},
+        "base": {"abx_across": 30.0, "bitrate": 100.0, "abx_seed": 33.0, "K": 128, "abx_std": 1.0},
         "logmel": {"abx_across": 35.0, "bitrate": 100.0},
         "conv": {"abx_across": 29.0, "bitrate": 100.0},
         "K64": {"abx_across": 31.0, "bitrate": 90.0, "K": 64},
         "K256": {"abx_across": 31.0, "bitrate": 80.0, "K": 256},
         "smooth0.01": {"abx_across": 32.0, "bitrate": 100.0},
-        "combo0.005_0.05": {"abx_across": 28.0, "bitrate": 100.0},
+        "combo0.005_0.05": {"abx_across": 28.0, "bitrate": 100.0, "seeds": 3, "abx_std": 0.5},
+        "combo0.001_0.05": {"abx_across": 29.5, "bitrate": 100.0, "seeds": 3, "abx_std": 2.0},
+        "combo0.01_0.05": {"abx_across": 31.0, "bitrate": 100.0, "abx_seed": 32.5},
     }
     found = findings(means)
     assert found["logmel"].endswith(": reproduces.")
     assert found["conv"].endswith(": does not reproduce.")
     assert "does not reproduce" in found["K64"]  # 90, 100, 80 does not rise with K
     assert "+2.0" in found["combo0.005_0.05"] and found["combo0.005_0.05"].endswith("reproduces.")
+    assert "within the seed-to-seed spread (±2.0)" in found["combo0.001_0.05"]
+    assert "+0.5 vs the main row at the same seed (one seed)" in found["combo0.01_0.05"]
     assert "+1.0 vs the main row at the same seed" in found["smooth0.01"]  # 33 - 32
 
 
