@@ -26,6 +26,8 @@ preset: str = "embedded"  # smoke | embedded | paper
 seed: int | None = None  # None keeps the preset's
 
 # %%
+import dataclasses
+
 import numpy as np
 import pandas as pd
 from IPython.display import Audio, display
@@ -130,10 +132,22 @@ for k, (name, out_name) in enumerate(targets):
         )
 
 # %% [markdown]
+# The synthesis list also names other target voices (English has `V002` as well). Each gets an
+# inverter of its own, trained the same way on all of its voice files, for its entries:
+
+# %%
+for voice in zs.synthesis_voices(lang):
+    if voice != cfg.target_voice:
+        other = zs.train_inverter(dataclasses.replace(cfg, target_voice=voice), vqvae, cfg.seed)
+        for name, out_name in zs.synthesis_targets(lang, voice):
+            converted[out_name] = zs.resynthesize(
+                vqvae.model, other.model, test_mfcc[name], None, cfg.griffin_lim_iters
+            )[0]
+print(f"{len(converted)} converted sentences for voices {zs.synthesis_voices(lang)}")
+
+# %% [markdown]
 # The converted sentences join the submission folder written by the previous page, named by the
-# target voice and the test file's utterance id. (This embedded corpus also has a second target
-# voice, `V002`; its entries would need an inverter trained on `V002`, which this page does not
-# train.)
+# target voice and the test file's utterance id.
 
 # %%
 codes, vectors = zs.encode_files(vqvae.model, test_mfcc)
@@ -154,5 +168,6 @@ pd.DataFrame({"wav files": [len(wavs)], "embedding files": [len(codes)]})
 # - trained the codebook inverter on the target voice's speech encoded by the VQ-VAE;
 # - resynthesised held-out target-voice speech from its codes and measured how close the
 #   predicted magnitudes are;
-# - converted test sentences of unseen speakers into the target voice;
+# - converted test sentences of unseen speakers into the target voice (and the other voices of
+#   the synthesis list);
 # - completed the ZeroSpeech 2019 submission with the converted audio.

@@ -57,18 +57,33 @@ from audiorepro.training import TrainConfig, Trainer
 from audiorepro.training.checkpoint import load_model_weights, save_model_weights
 
 __all__ = [
+    "AblationRow",
     "FEATURES",
     "SegmentDataset",
+    "TrainedInverter",
+    "TrainedVQVAE",
     "ZeroSpeechConfig",
+    "ablation_rows",
+    "code_segments",
     "collate_segments",
+    "config_dict",
     "encode_files",
     "evaluate_units",
     "export_submission",
+    "findings",
     "language_dir",
     "load_features",
+    "paper_rows",
     "resynthesize",
+    "row_seeds",
+    "run_row",
+    "single_thread",
+    "summarize",
+    "synthesis_targets",
+    "synthesis_voices",
     "train_inverter",
     "train_vqvae",
+    "training_data",
     "vqvae_config",
 ]
 
@@ -582,13 +597,14 @@ def resynthesize(
     vqvae: VQVAE,
     inverter: CodebookInverter,
     feats: np.ndarray,
-    n_samples: int,
+    n_samples: int | None,
     griffin_lim_iters: int = 32,
     seed: int = 0,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Utterance features (T, F) → units → magnitudes → waveform in the inverter's voice.
 
-    Returns ``(wav (n_samples,), predicted magnitudes (S, n_bins), codes (T',))``.
+    Returns ``(wav (n_samples,), predicted magnitudes (S, n_bins), codes (T',))``;
+    ``n_samples=None`` gives ``160 · (S − 1)`` samples.
     """
     vqvae.eval()
     inverter.eval()
@@ -673,6 +689,11 @@ def export_submission(
         "lib/audiorepro/models/inverter.py, lib/audiorepro/zerospeech.py.\n"
     )
     return out
+
+
+def synthesis_voices(lang_dir: Path) -> list[str]:
+    """The target voices named in ``<lang_dir>/synthesis.txt``, sorted."""
+    return sorted({v for _, v in read_synthesis_list(Path(lang_dir) / "synthesis.txt")})
 
 
 def synthesis_targets(lang_dir: Path, voice: str) -> list[tuple[str, str]]:
