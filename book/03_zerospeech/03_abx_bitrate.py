@@ -187,10 +187,10 @@ reporting.paper_vs_ours(zs.paper_rows(rows, summary, cfg), preset=preset, record
 # The absolute numbers are not comparable with the paper's: the embedded corpus is synthetic
 # eSpeak speech from a few dozen voices, its ABX task has a few thousand triplets instead of
 # millions, and the models here are small and trained for minutes on a CPU rather than for days
-# on a GPU. The raw MFCC frames of the previous page set the scale: on this corpus they score
-# far better than any of the small discrete models, which is the opposite of the real data,
-# where frame-level MFCCs are a weak baseline. What can be compared is the *direction* of each
-# finding, which the last column states row by row.
+# on a GPU. The raw MFCC frames measured on the first page of this chapter are a useful scale:
+# eSpeak's voices are so regular that the frames themselves separate phones well, and every
+# discrete model here loses information relative to them. What can be compared with the paper
+# is the *direction* of each finding, which the last column states row by row.
 
 # %% [markdown]
 # In this notebook we have
