@@ -13,7 +13,13 @@ from audiorepro.data.recipes.zerospeech import (
     ZeroSpeechFormatError,
     write_item_file,
 )
-from audiorepro.metrics.abx import abx, abx_error, read_submission_folder, select_frames
+from audiorepro.metrics.abx import (
+    abx,
+    abx_error,
+    read_submission_folder,
+    relative_time_item_file,
+    select_frames,
+)
 from audiorepro.metrics.dtw import dtw_distance
 
 
@@ -218,3 +224,24 @@ def test_bad_inputs_name_the_line_or_file(tmp_path):
         abx_error(feats, _write(tmp_path, good))
     with pytest.raises(ValueError, match="distance must be one of"):
         abx_error(feats, _write(tmp_path, good), distance="dtw")
+
+
+def test_relative_time_items_select_whole_files(tmp_path):
+    items, feats = random_corpus(7, whole_files=False)  # offsets in seconds, some below 1 s
+    path = write_item_file(tmp_path / "t.item", items)
+    rel = relative_time_item_file(path, tmp_path / "rel.item")
+    got = abx_error(feats, rel)
+    want, _ = brute_force(
+        [
+            AbxItem(it.file, 0.0, 1.0, it.phone, it.prev_phone, it.next_phone, it.speaker)
+            for it in items
+        ],
+        feats,
+    )
+    assert got == pytest.approx(want, abs=1e-9)
+    bad = tmp_path / "bad.item"
+    bad.write_text(
+        path.read_text().replace(f"{items[1].file} 0.0000000", f"{items[1].file} 0.0100000")
+    )
+    with pytest.raises(ZeroSpeechFormatError, match=r"bad.item:3.*not a whole-file item"):
+        relative_time_item_file(bad, tmp_path / "x.item")

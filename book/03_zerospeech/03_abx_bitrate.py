@@ -33,7 +33,7 @@ import pandas as pd
 from audiorepro import plotting, reporting
 from audiorepro import zerospeech as zs
 from audiorepro.config import load_preset
-from audiorepro.metrics.abx import abx_error
+from audiorepro.metrics.abx import abx_error, relative_time_item_file
 from audiorepro.metrics.bitrate import bitrate_from_submission
 from audiorepro.paths import repo_root, results_dir
 
@@ -171,6 +171,18 @@ from_files = {
 }
 in_memory = results.query("row == 'base' and seed == @cfg.seed").iloc[0]
 pd.DataFrame({"from the submission files": from_files, "in memory": in_memory[list(from_files)]})
+
+# %% [markdown]
+# The official 2019 evaluation ignores frame times: frame $i$ of an $N$-line file sits at
+# $i/N$. With the item file rewritten in that relative time axis (every whole-file item from 0
+# to 1) the same files are scored on all of their code frames, rather than on the frames the
+# 40 ms rule above selects from the item's seconds:
+
+# %%
+relative = relative_time_item_file(
+    lang / "abx/byCtxt_acSpkr.item", results_dir() / "03_zerospeech" / "relative_time.item"
+)
+print(f"ABX across, 2019 frame rule on whole files: {abx_error(test_dir, relative):.2f} %")
 
 # %% [markdown]
 # ## Paper vs ours

@@ -32,6 +32,7 @@ jitted loop; :func:`abx_error` equals a triplet-by-triplet enumeration to the la
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 from collections.abc import Mapping, Sequence
@@ -46,6 +47,7 @@ from audiorepro.data.recipes.zerospeech import (
     AbxItem,
     ZeroSpeechFormatError,
     read_item_file,
+    write_item_file,
 )
 from audiorepro.metrics.dtw import pairwise_dtw_both
 
@@ -56,6 +58,7 @@ __all__ = [
     "abx_error",
     "item_frames",
     "read_submission_folder",
+    "relative_time_item_file",
     "select_frames",
 ]
 
@@ -148,6 +151,28 @@ def select_frames(
     start = max(math.ceil(onset / frame_shift - 0.5), 0)
     stop = min(math.floor(offset / frame_shift - 0.5), n_frames)
     return slice(start, max(start, stop))
+
+
+def relative_time_item_file(
+    item_file: str | os.PathLike[str], out_path: str | os.PathLike[str]
+) -> Path:
+    """Write whole-file items in the 2019 relative time axis: onset 0, offset 1.
+
+    Under ``frame_shift=None`` an item selects the frames ``i`` with ``onset <= i/N <= offset``,
+    so an item given in seconds selects only a prefix of a file shorter than its offset's worth
+    of frames; written as ``0 .. 1`` it selects every frame, which is what a whole-file item
+    means. Every item must start at 0 (:class:`ZeroSpeechFormatError` otherwise); items
+    starting at 0 are taken to end at the end of their file, as in the embedded item file.
+    """
+    items = read_item_file(item_file)
+    lines = _item_line_numbers(Path(item_file), len(items))
+    for k, item in enumerate(items):
+        if item.onset != 0:
+            raise ZeroSpeechFormatError(
+                item_file, lines[k], f"onset {item.onset} is not 0: not a whole-file item"
+            )
+    rewritten = [dataclasses.replace(it, onset=0.0, offset=1.0) for it in items]
+    return write_item_file(out_path, rewritten)
 
 
 def _item_line_numbers(path: Path, n_items: int) -> list[int]:
