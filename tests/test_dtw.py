@@ -6,7 +6,13 @@ import math
 import numpy as np
 import pytest
 
-from audiorepro.metrics.dtw import dtw, dtw_distance, frame_distances, pairwise_dtw
+from audiorepro.metrics.dtw import (
+    dtw,
+    dtw_distance,
+    frame_distances,
+    pairwise_dtw,
+    pairwise_dtw_both,
+)
 
 
 def ref_angular(a, b):
@@ -190,6 +196,8 @@ def test_bad_arguments_are_named():
         frame_distances(np.ones((1, 2)), np.ones((1, 2)), "manhattan")
     with pytest.raises(ValueError, match="dimensions differ"):
         frame_distances(np.ones((1, 2)), np.ones((1, 3)))
+    with pytest.raises(ValueError, match="both must have shape"):
+        pairwise_dtw_both(np.ones((3, 2)), np.array([0, 1, 3]), np.array([[0, 1]]), np.ones(2))
     with pytest.raises(ValueError, match="offsets"):
         pairwise_dtw(np.ones((3, 2)), np.array([0, 2]), np.array([[0, 0]]))
     with pytest.raises(ValueError, match="pairs index"):
@@ -211,3 +219,15 @@ def test_pairwise_is_bit_identical_to_single_pairs(distance):
     np.testing.assert_array_equal(got, want)
     want_via_matrix = [dtw(frame_distances(items[i], items[j], distance)) for i, j in pairs]
     np.testing.assert_array_equal(got, want_via_matrix)
+    both = pairs[:, 0] < pairs[:, 1]
+    d_ij, d_ji = pairwise_dtw_both(frames, offsets, pairs, both, distance)
+    np.testing.assert_array_equal(d_ij, want)
+    mirrored = [dtw_distance(items[j], items[i], distance) for i, j in pairs[both]]
+    np.testing.assert_array_equal(d_ji[both], mirrored)
+    assert np.isnan(d_ji[~both]).all()
+    # the frame matrices are exactly symmetric, so both orders come from one computation
+    for i, j in pairs[:20]:
+        np.testing.assert_array_equal(
+            frame_distances(items[i], items[j], distance),
+            frame_distances(items[j], items[i], distance).T,
+        )

@@ -302,3 +302,27 @@ def two_view_projection(
     if title:
         ax.set_title(title)
     return fig
+
+
+def bars(
+    labels: Sequence[str],
+    values: Sequence[float],
+    *,
+    ylabel: str,
+    ax: plt.Axes | None = None,
+    title: str | None = None,
+    errors: Sequence[float] | None = None,
+    rotate: bool = True,
+) -> Figure:
+    """One bar per label (e.g. tokens per phone, ABX per model), optional error bars."""
+    fig, ax = _new_axes(ax, (min(10.0, max(4.0, 0.22 * len(labels) + 2)), 3))
+    x = np.arange(len(labels))
+    ax.bar(x, np.asarray(values, dtype=float), yerr=errors, capsize=2, color="C0")
+    if len(labels) <= 60:  # beyond that the labels would overlap: leave the axis unlabelled
+        ax.set_xticks(x, labels, rotation=90 if rotate else 0, fontsize=8)
+    else:
+        ax.set_xticks([])
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title)
+    return fig

@@ -3,8 +3,9 @@
 The definitions follow ABXpy, the scorer behind the ZeroSpeech 2019/2020 ABX
 (``shared/reference/zerospeech.md`` §1.4):
 
-- ``"angular"`` (the official ``cosine``): ``arccos(x·y / (‖x‖‖y‖)) / π`` in [0, 1]. A zero vector
-  is at distance 1 from every non-zero vector and at distance 0 from another zero vector;
+- ``"angular"`` (the official ``cosine``): ``arccos(x·y / (‖x‖‖y‖)) / π`` in [0, 1], the cosine
+  taken as the dot product of the unit-normalised frames. A zero vector is at distance 1 from
+  every non-zero vector and at distance 0 from another zero vector;
   cosines that rounding pushes outside [-1, 1] are clipped (ABXpy takes the real part of a
   complex arccos, which is the same thing).
 - ``"kl"``: symmetrised Kullback-Leibler ``0.5·(KL(x‖y) + KL(y‖x))`` after each row is
@@ -37,7 +38,7 @@ __all__ = [
     "dtw_distance",
     "frame_distances",
     "pairwise_dtw",
-    "prepare_frames",
+    "pairwise_dtw_both",
 ]
 
 #: Frame distances understood by :func:`frame_distances` and :func:`pairwise_dtw`.
@@ -56,78 +57,121 @@ def _distance_code(distance: str) -> int:
 
 @numba.njit(cache=True)
 def _prepare(x, code):  # pragma: no cover - jitted
-    """Per-frame side information: (n,) norms for angular, (n,) Σ p log p plus log p for KL."""
+    """Row-wise preprocessing → ``(p, q, aux)``, each frame independently of the others.
+
+    angular: ``p`` the unit-norm rows (zero rows stay zero), ``aux`` 1 for a zero row else 0.
+    kl: ``p`` the rows normalised, ε-smoothed and renormalised, ``q = log p``, ``aux = Σ p log p``.
+    euclidean: ``p = x``.
+    """
     n, d = x.shape
+    p = x.copy()
+    q = np.zeros((n, d)) if code == 1 else np.zeros((0, d))
     aux = np.zeros(n)
-    out = x.copy()
-    if code == 0:
-        for i in range(n):
+    for i in range(n):
+        if code == 0:
             s = 0.0
             for k in range(d):
                 s += x[i, k] * x[i, k]
-            aux[i] = math.sqrt(s)
-    elif code == 1:
-        for i in range(n):
+            norm = math.sqrt(s)
+            if norm == 0.0:
+                aux[i] = 1.0
+            else:
+                for k in range(d):
+                    p[i, k] = x[i, k] / norm
+        elif code == 1:
             s = 0.0
             for k in range(d):
                 s += x[i, k]
             for k in range(d):
-                out[i, k] = x[i, k] / s + _EPS
+                p[i, k] = x[i, k] / s + _EPS
             s = 0.0
             for k in range(d):
-                s += out[i, k]
+                s += p[i, k]
             h = 0.0
             for k in range(d):
-                out[i, k] = out[i, k] / s
-                h += out[i, k] * np.log(out[i, k])
+                p[i, k] = p[i, k] / s
+                q[i, k] = np.log(p[i, k])
+                h += p[i, k] * q[i, k]
             aux[i] = h
-    return out, aux
+    return p, q, aux
+
+
+@numba.njit(cache=True, inline="always")
+def _dot(x, y):  # pragma: no cover - jitted
+    """Σ x_k y_k in a fixed order: four interleaved partial sums, then the tail.
+
+    The order does not depend on the compiler (no fast-math), so every caller gets the same bits,
+    and ``_dot(x, y) == _dot(y, x)`` exactly; the four independent chains run in parallel.
+    """
+    d = x.shape[0]
+    s0 = s1 = s2 = s3 = 0.0
+    k = 0
+    while k + 4 <= d:
+        s0 += x[k] * y[k]
+        s1 += x[k + 1] * y[k + 1]
+        s2 += x[k + 2] * y[k + 2]
+        s3 += x[k + 3] * y[k + 3]
+        k += 4
+    s = (s0 + s1) + (s2 + s3)
+    while k < d:
+        s += x[k] * y[k]
+        k += 1
+    return s
+
+
+@numba.njit(cache=True, inline="always")
+def _sqdist(x, y):  # pragma: no cover - jitted
+    """Σ (x_k − y_k)² in the fixed order of :func:`_dot`."""
+    d = x.shape[0]
+    s0 = s1 = s2 = s3 = 0.0
+    k = 0
+    while k + 4 <= d:
+        t0 = x[k] - y[k]
+        t1 = x[k + 1] - y[k + 1]
+        t2 = x[k + 2] - y[k + 2]
+        t3 = x[k + 3] - y[k + 3]
+        s0 += t0 * t0
+        s1 += t1 * t1
+        s2 += t2 * t2
+        s3 += t3 * t3
+        k += 4
+    s = (s0 + s1) + (s2 + s3)
+    while k < d:
+        t = x[k] - y[k]
+        s += t * t
+        k += 1
+    return s
 
 
 @numba.njit(cache=True)
-def _matrix(x, ax, y, ay, code, out):  # pragma: no cover - jitted
-    """Fill ``out`` (n, m) with the frame distances between prepared frames ``x`` and ``y``."""
-    n, d = x.shape
-    m = y.shape[0]
-    for i in range(n):
-        for j in range(m):
+def _matrix(p, q, aux, a0, a1, b0, b1, code, out):  # pragma: no cover - jitted
+    """``out[i, j]`` = distance between prepared frames ``a0 + i`` and ``b0 + j``.
+
+    Every entry is a function of the two frames alone, computed by the same arithmetic in either
+    order, so the matrix of (b, a) is exactly the transpose of the matrix of (a, b).
+    """
+    for i in range(a1 - a0):
+        x = p[a0 + i]
+        ax = aux[a0 + i]
+        for j in range(b1 - b0):
+            y = p[b0 + j]
+            ay = aux[b0 + j]
             if code == 0:
-                if ax[i] == 0.0 or ay[j] == 0.0:
-                    out[i, j] = 0.0 if (ax[i] == 0.0 and ay[j] == 0.0) else 1.0
+                if ax != 0.0 or ay != 0.0:
+                    out[i, j] = 0.0 if (ax != 0.0 and ay != 0.0) else 1.0
                 else:
-                    s = 0.0
-                    for k in range(d):
-                        s += x[i, k] * y[j, k]
-                    c = s / (ax[i] * ay[j])
-                    if c > 1.0:
-                        c = 1.0
-                    elif c < -1.0:
-                        c = -1.0
+                    c = min(max(_dot(x, y), -1.0), 1.0)
                     out[i, j] = math.acos(c) / math.pi
             elif code == 1:
-                sxy = 0.0
-                syx = 0.0
-                for k in range(d):
-                    sxy += x[i, k] * np.log(y[j, k])
-                    syx += y[j, k] * np.log(x[i, k])
-                out[i, j] = 0.5 * (ax[i] - sxy) + 0.5 * (ay[j] - syx)
+                out[i, j] = 0.5 * (ax - _dot(x, q[b0 + j])) + 0.5 * (ay - _dot(y, q[a0 + i]))
             else:
-                s = 0.0
-                for k in range(d):
-                    t = x[i, k] - y[j, k]
-                    s += t * t
-                out[i, j] = math.sqrt(s)
+                out[i, j] = math.sqrt(_sqdist(x, y))
 
 
 @numba.njit(cache=True)
-def _dtw(dist, normalized):  # pragma: no cover - jitted
+def _accumulate(dist):  # pragma: no cover - jitted
+    """Accumulated cost (n, m); the accumulated cost of ``dist.T`` is exactly its transpose."""
     n, m = dist.shape
-    if n == 0 or m == 0:
-        return 0.0 if (n == 0 and m == 0) else np.inf
-    for i in range(n):
-        for j in range(m):
-            if np.isnan(dist[i, j]):
-                return np.nan
     cost = np.empty((n, m))
     cost[0, 0] = dist[0, 0]
     for i in range(1, n):
@@ -137,12 +181,16 @@ def _dtw(dist, normalized):  # pragma: no cover - jitted
     for i in range(1, n):
         for j in range(1, m):
             cost[i, j] = dist[i, j] + min(cost[i - 1, j], cost[i - 1, j - 1], cost[i, j - 1])
-    final = cost[n - 1, m - 1]
-    if not normalized:
-        return final
+    return cost
+
+
+@numba.njit(cache=True)
+def _path_length(cost, transposed):  # pragma: no cover - jitted
+    """Cells on the backtracked path: diag if diag <= left and diag <= up, else left if
+    left <= up, else up. ``transposed`` backtracks ``cost.T`` (left and up swap roles)."""
+    i = cost.shape[0] - 1
+    j = cost.shape[1] - 1
     length = 1
-    i = n - 1
-    j = m - 1
     while i > 0 and j > 0:
         up = cost[i - 1, j]
         left = cost[i, j - 1]
@@ -150,25 +198,67 @@ def _dtw(dist, normalized):  # pragma: no cover - jitted
         if diag <= left and diag <= up:
             i -= 1
             j -= 1
+        elif transposed:
+            if up <= left:
+                i -= 1
+            else:
+                j -= 1
         elif left <= up:
             j -= 1
         else:
             i -= 1
         length += 1
-    length += i + j
-    return final / length
+    return length + i + j
+
+
+@numba.njit(cache=True)
+def _has_nan(dist):  # pragma: no cover - jitted
+    for i in range(dist.shape[0]):
+        for j in range(dist.shape[1]):
+            if np.isnan(dist[i, j]):
+                return True
+    return False
+
+
+@numba.njit(cache=True)
+def _dtw(dist, normalized):  # pragma: no cover - jitted
+    n, m = dist.shape
+    if n == 0 or m == 0:
+        return 0.0 if (n == 0 and m == 0) else np.inf
+    if _has_nan(dist):
+        return np.nan
+    cost = _accumulate(dist)
+    if not normalized:
+        return cost[n - 1, m - 1]
+    return cost[n - 1, m - 1] / _path_length(cost, False)
 
 
 @numba.njit(cache=True, parallel=True)
-def _pairwise(frames, aux, offsets, pairs, code, normalized):  # pragma: no cover - jitted
-    out = np.empty(pairs.shape[0])
-    for p in numba.prange(pairs.shape[0]):
-        a0, a1 = offsets[pairs[p, 0]], offsets[pairs[p, 0] + 1]
-        b0, b1 = offsets[pairs[p, 1]], offsets[pairs[p, 1] + 1]
+def _pairwise(p, q, aux, offsets, pairs, both, code, normalized):  # pragma: no cover - jitted
+    """d(i, j) for every pair and, where ``both``, d(j, i) from the same frame matrix and the
+    same accumulated cost (only the backtracking differs between the two orders)."""
+    n = pairs.shape[0]
+    d_ij = np.empty(n)
+    d_ji = np.full(n, np.nan)
+    for r in numba.prange(n):
+        a0, a1 = offsets[pairs[r, 0]], offsets[pairs[r, 0] + 1]
+        b0, b1 = offsets[pairs[r, 1]], offsets[pairs[r, 1] + 1]
+        if a1 == a0 or b1 == b0:
+            d_ij[r] = 0.0 if (a1 == a0 and b1 == b0) else np.inf
+            if both[r]:
+                d_ji[r] = d_ij[r]
+            continue
         dist = np.empty((a1 - a0, b1 - b0))
-        _matrix(frames[a0:a1], aux[a0:a1], frames[b0:b1], aux[b0:b1], code, dist)
-        out[p] = _dtw(dist, normalized)
-    return out
+        _matrix(p, q, aux, a0, a1, b0, b1, code, dist)
+        if _has_nan(dist):
+            d_ij[r] = np.nan
+            continue
+        cost = _accumulate(dist)
+        final = cost[a1 - a0 - 1, b1 - b0 - 1]
+        d_ij[r] = final / _path_length(cost, False) if normalized else final
+        if both[r]:
+            d_ji[r] = final / _path_length(cost, True) if normalized else final
+    return d_ij, d_ji
 
 
 def _as_frames(x: np.ndarray, name: str) -> np.ndarray:
@@ -176,17 +266,6 @@ def _as_frames(x: np.ndarray, name: str) -> np.ndarray:
     if x.ndim != 2:
         raise ValueError(f"{name} must be a (frames, dim) array, got shape {x.shape}")
     return np.ascontiguousarray(x)
-
-
-def prepare_frames(frames: np.ndarray, distance: str = "angular") -> tuple[np.ndarray, np.ndarray]:
-    """Preprocess (N, D) frames once for :func:`pairwise_dtw`.
-
-    Returns ``(prepared, aux)``: for ``"angular"`` the frames unchanged and their (N,) L2 norms;
-    for ``"kl"`` the rows normalised, ε-smoothed and renormalised, and their (N,) Σ p log p;
-    for ``"euclidean"`` the frames unchanged and zeros.
-    """
-    code = _distance_code(distance)
-    return _prepare(_as_frames(frames, "frames"), code)
 
 
 def frame_distances(a: np.ndarray, b: np.ndarray, distance: str = "angular") -> np.ndarray:
@@ -199,10 +278,11 @@ def frame_distances(a: np.ndarray, b: np.ndarray, distance: str = "angular") -> 
     a, b = _as_frames(a, "a"), _as_frames(b, "b")
     if a.shape[1] != b.shape[1]:
         raise ValueError(f"frame dimensions differ: a has {a.shape[1]}, b has {b.shape[1]}")
-    pa, aa = _prepare(a, code)
-    pb, ab = _prepare(b, code)
+    pa, qa, aa = _prepare(a, code)
+    pb, qb, ab = _prepare(b, code)
+    p, q, aux = np.concatenate([pa, pb]), np.concatenate([qa, qb]), np.concatenate([aa, ab])
     out = np.empty((a.shape[0], b.shape[0]))
-    _matrix(pa, aa, pb, ab, code, out)
+    _matrix(p, q, aux, 0, len(a), len(a), len(a) + len(b), code, out)
     return out
 
 
@@ -228,36 +308,52 @@ def dtw_distance(
     return dtw(frame_distances(a, b, distance), normalized)
 
 
+def pairwise_dtw_both(
+    frames: np.ndarray,
+    offsets: np.ndarray,
+    pairs: np.ndarray,
+    both: np.ndarray | None = None,
+    distance: str = "angular",
+    normalized: bool = True,
+) -> tuple[np.ndarray, np.ndarray]:
+    """DTW distances for many item pairs at once, in parallel threads, in one or both orders.
+
+    Args:
+        frames: (N, D) frames of all items, concatenated.
+        offsets: (I + 1,) item ``i`` is ``frames[offsets[i]:offsets[i + 1]]``.
+        pairs: (P, 2) item indices ``(i, j)``.
+        both: (P,) bool; where true d(j, i) is computed too, from the same frame matrix
+            (the DTW tie-breaking makes it differ from d(i, j) in general). Default all false.
+        distance: one of :data:`DISTANCES`.
+        normalized: divide by the path length (the ZeroSpeech default).
+
+    Returns:
+        ``(d_ij, d_ji)``, each (P,) float64, bit-identical to :func:`dtw_distance` pair by pair;
+        ``d_ji`` is NaN where ``both`` is false.
+    """
+    code = _distance_code(distance)
+    frames = _as_frames(frames, "frames")
+    offsets = np.ascontiguousarray(offsets, dtype=np.int64)
+    pairs = np.ascontiguousarray(pairs, dtype=np.int64).reshape(-1, 2)
+    if offsets.ndim != 1 or len(offsets) < 1 or offsets[0] != 0 or offsets[-1] != len(frames):
+        raise ValueError("offsets must start at 0 and end at len(frames)")
+    if np.any(np.diff(offsets) < 0):
+        raise ValueError("offsets must be non-decreasing")
+    if len(pairs) and (pairs.min() < 0 or pairs.max() >= len(offsets) - 1):
+        raise ValueError(f"pairs index items 0..{len(offsets) - 2}")
+    both = np.zeros(len(pairs), dtype=np.bool_) if both is None else np.asarray(both, np.bool_)
+    if both.shape != (len(pairs),):
+        raise ValueError(f"both must have shape ({len(pairs)},), got {both.shape}")
+    p, q, aux = _prepare(frames, code)
+    return _pairwise(p, q, aux, offsets, pairs, both, code, bool(normalized))
+
+
 def pairwise_dtw(
     frames: np.ndarray,
     offsets: np.ndarray,
     pairs: np.ndarray,
     distance: str = "angular",
     normalized: bool = True,
-    prepared: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> np.ndarray:
-    """DTW distances for many item pairs at once, in parallel threads.
-
-    Args:
-        frames: (N, D) frames of all items, concatenated.
-        offsets: (I + 1,) item ``i`` is ``frames[offsets[i]:offsets[i + 1]]``.
-        pairs: (P, 2) item indices; distance ``i`` is ``dtw_distance(item[p0], item[p1])``.
-        distance: one of :data:`DISTANCES`.
-        normalized: divide by the path length (the ZeroSpeech default).
-        prepared: the output of :func:`prepare_frames` for ``frames``, to reuse it.
-
-    Returns:
-        (P,) float64 distances, bit-identical to :func:`dtw_distance` pair by pair.
-    """
-    code = _distance_code(distance)
-    frames = _as_frames(frames, "frames")
-    offsets = np.ascontiguousarray(offsets, dtype=np.int64)
-    pairs = np.ascontiguousarray(pairs, dtype=np.int64).reshape(-1, 2)
-    if offsets.ndim != 1 or offsets[0] != 0 or offsets[-1] != len(frames):
-        raise ValueError("offsets must start at 0 and end at len(frames)")
-    if np.any(np.diff(offsets) < 0):
-        raise ValueError("offsets must be non-decreasing")
-    if len(pairs) and (pairs.min() < 0 or pairs.max() >= len(offsets) - 1):
-        raise ValueError(f"pairs index items 0..{len(offsets) - 2}")
-    prep, aux = prepare_frames(frames, distance) if prepared is None else prepared
-    return _pairwise(prep, aux, offsets, pairs, code, bool(normalized))
+    """(P,) DTW distances ``d(item[i], item[j])`` for (P, 2) ``pairs``; see :func:`pairwise_dtw_both`."""
+    return pairwise_dtw_both(frames, offsets, pairs, None, distance, normalized)[0]

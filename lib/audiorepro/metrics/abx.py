@@ -1,0 +1,534 @@
+"""The ZeroSpeech 2019 ABX discriminability error, computed exactly as the official scorer.
+
+Definition (ABXpy as driven by ``zerospeech2020``; ``shared/reference/zerospeech.md`` §1.2-1.6):
+
+- **Items** come from an item file ``#file onset offset #phone prev-phone next-phone speaker``.
+  The frames of an item are selected from its file's features by one of two conventions:
+
+  - ``frame_shift=None``, the 2019 one: frame ``i`` of an ``N``-frame file sits at the relative
+    time ``i / N`` and the item takes the frames with ``onset <= i / N <= offset``. Items must
+    then be whole files given in relative time (onset 0, offset >= (N - 1) / N, e.g. 1).
+  - ``frame_shift`` in seconds, libri-light's rule: frames
+    ``[ceil(onset / frame_shift - 0.5), floor(offset / frame_shift - 0.5))``.
+
+- **Triplets** (A, B, X): A and X have the same phone, B another phone, and all three the same
+  context (previous and next phone). ``across``: A and B from one speaker, X from another;
+  ``within``: all from one speaker and X is not A. Every triplet is enumerated.
+- **Distance**: DTW of the frame distances, path-normalised, computed as d(A, X) and d(B, X)
+  (:mod:`audiorepro.metrics.dtw`): ``angular`` (the official ``cosine``), ``kl``, or
+  ``levenshtein`` (the unnormalised edit distance between the sequences of frames, frames equal
+  only when all their values are).
+- **Score**: 1 if d(A, X) < d(B, X), 1/2 on a tie (including NaN distances, which compare as
+  neither smaller nor larger), 0 otherwise; averaged over the triplets of a cell (phone of A,
+  phone of B, speaker of A/B, speaker of X, context), then over contexts within (speakers,
+  phones), then over speaker pairs within an ordered phone pair, then over ordered phone pairs.
+  The error is ``100 * (1 - mean)``.
+
+The fast path computes every DTW distance that some triplet needs once (the frame-distance
+matrix of a pair of items is shared by its two orders) and scores all triplets of a cell in a
+jitted loop; :func:`abx_error` equals a triplet-by-triplet enumeration to the last bit
+(``tests/test_abx.py``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numba
+import numpy as np
+import pandas as pd
+
+from audiorepro.data.recipes.zerospeech import (
+    AbxItem,
+    ZeroSpeechFormatError,
+    read_item_file,
+    write_item_file,
+)
+from audiorepro.metrics.dtw import pairwise_dtw_both
+
+__all__ = [
+    "ABX_DISTANCES",
+    "AbxResult",
+    "abx",
+    "abx_error",
+    "item_frames",
+    "read_submission_folder",
+    "relative_time_item_file",
+    "select_frames",
+]
+
+#: Distances of :func:`abx_error`; ``"cosine"`` is the official name of ``"angular"``.
+ABX_DISTANCES = ("angular", "cosine", "kl", "levenshtein")
+MODES = ("across", "within")
+
+
+# ----------------------------------------------------------------------------- inputs
+
+
+def _parse_txt(path: Path) -> np.ndarray:
+    """One ZeroSpeech 2019 embedding file → (N, D) float64.
+
+    Like the official loader (``zerospeech2020`` ``_load_features_2019``), lines with a single
+    column are dropped, and blank lines are ignored.
+    """
+    rows = []
+    width = None
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, start=1):
+            fields = line.split()
+            if len(fields) <= 1:
+                continue
+            try:
+                row = [float(v) for v in fields]
+            except ValueError:
+                raise ZeroSpeechFormatError(
+                    path, number, f"expected space-separated numbers, got {line.strip()!r}"
+                ) from None
+            if width is None:
+                width = len(row)
+            elif len(row) != width:
+                raise ZeroSpeechFormatError(
+                    path, number, f"expected {width} columns as on the first frame, got {len(row)}"
+                )
+            rows.append(row)
+    if not rows:
+        raise ZeroSpeechFormatError(
+            path,
+            None,
+            "no frame with more than one column: the official 2019 loader drops single-column "
+            "lines, so write one-hot or codebook vectors, not one integer per line",
+        )
+    return np.asarray(rows, dtype=np.float64)
+
+
+def read_submission_folder(
+    folder: str | os.PathLike[str], files: Sequence[str] | None = None
+) -> dict[str, np.ndarray]:
+    """Read a ZeroSpeech 2019 submission folder (one ``<file>.txt`` per test file).
+
+    Args:
+        folder: e.g. ``submission/2019/english/test``.
+        files: file ids to read (without ``.txt``); default every ``.txt`` in the folder.
+
+    Returns:
+        ``{file id: (frames, dim) float64}``. Raises :class:`ZeroSpeechFormatError` naming the
+        file (and line) for a missing file or a malformed line.
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise ZeroSpeechFormatError(folder, None, "not a directory")
+    if files is None:
+        files = sorted(p.stem for p in folder.glob("*.txt"))
+    out = {}
+    for name in files:
+        path = folder / f"{name}.txt"
+        if not path.is_file():
+            raise ZeroSpeechFormatError(path, None, f"missing embedding file for {name}")
+        out[name] = _parse_txt(path)
+    return out
+
+
+def select_frames(
+    n_frames: int, onset: float, offset: float, frame_shift: float | None = None
+) -> slice:
+    """The frames of an item as a slice of ``range(n_frames)``.
+
+    ``frame_shift=None``: frame ``i`` at relative time ``i / n_frames``, kept when
+    ``onset <= i / n_frames <= offset`` (the 2019 convention). Otherwise libri-light's
+    ``[ceil(onset / frame_shift - 0.5), floor(offset / frame_shift - 0.5))``, clipped to the file.
+    """
+    if frame_shift is None:
+        times = np.arange(n_frames) / n_frames
+        kept = np.flatnonzero((onset <= times) & (times <= offset))
+        if len(kept) == 0:
+            return slice(0, 0)
+        return slice(int(kept[0]), int(kept[-1]) + 1)
+    start = max(math.ceil(onset / frame_shift - 0.5), 0)
+    stop = min(math.floor(offset / frame_shift - 0.5), n_frames)
+    return slice(start, max(start, stop))
+
+
+def relative_time_item_file(
+    item_file: str | os.PathLike[str], out_path: str | os.PathLike[str]
+) -> Path:
+    """Write whole-file items in the 2019 relative time axis: onset 0, offset 1.
+
+    Under ``frame_shift=None`` an item selects the frames ``i`` with ``onset <= i/N <= offset``,
+    so an item given in seconds selects only a prefix of a file shorter than its offset's worth
+    of frames; written as ``0 .. 1`` it selects every frame, which is what a whole-file item
+    means. Every item must start at 0 (:class:`ZeroSpeechFormatError` otherwise); items
+    starting at 0 are taken to end at the end of their file, as in the embedded item file.
+    """
+    items = read_item_file(item_file)
+    lines = _item_line_numbers(Path(item_file), len(items))
+    for k, item in enumerate(items):
+        if item.onset != 0:
+            raise ZeroSpeechFormatError(
+                item_file, lines[k], f"onset {item.onset} is not 0: not a whole-file item"
+            )
+    rewritten = [dataclasses.replace(it, onset=0.0, offset=1.0) for it in items]
+    return write_item_file(out_path, rewritten)
+
+
+def _item_line_numbers(path: Path, n_items: int) -> list[int]:
+    """1-based line numbers of the items of an item file (the non-blank lines after the header)."""
+    with open(path, encoding="utf-8") as f:
+        numbers = [k for k, line in enumerate(f, start=1) if line.strip()][1:]
+    return numbers if len(numbers) == n_items else list(range(2, n_items + 2))
+
+
+def item_frames(
+    features: Mapping[str, np.ndarray] | str | os.PathLike[str],
+    item_file: str | os.PathLike[str],
+    frame_shift: float | None = None,
+) -> tuple[list[AbxItem], list[np.ndarray]]:
+    """Read an item file and cut each item's frames out of ``features``.
+
+    Returns ``(items, frames)`` with ``frames[k]`` the (n_k, D) float64 frames of item ``k``.
+
+    Raises:
+        ZeroSpeechFormatError: naming the item file and line for a malformed line, an
+            ``onset >= offset``, a file missing from ``features`` or an item selecting no frame;
+            naming the feature file for NaN/inf values or a dimension that differs from the
+            other files.
+    """
+    item_file = Path(item_file)
+    items = read_item_file(item_file)
+    if not items:
+        raise ZeroSpeechFormatError(item_file, None, "the item file has no items")
+    lines = _item_line_numbers(item_file, len(items))
+    if isinstance(features, (str, os.PathLike)):
+        wanted = sorted({it.file for it in items})
+        folder = Path(features)
+        missing = [k for k, it in enumerate(items) if not (folder / f"{it.file}.txt").is_file()]
+        if missing:
+            k = missing[0]
+            raise ZeroSpeechFormatError(
+                item_file,
+                lines[k],
+                f"unknown file {items[k].file!r}: no {items[k].file}.txt in {folder}",
+            )
+        features = read_submission_folder(folder, wanted)
+    arrays: dict[str, np.ndarray] = {}
+    dim_file = None
+    for k, item in enumerate(items):
+        if item.file not in arrays:
+            if item.file not in features:
+                raise ZeroSpeechFormatError(
+                    item_file, lines[k], f"unknown file {item.file!r}: not in the features"
+                )
+            x = np.asarray(features[item.file], dtype=np.float64)
+            x = x[:, None] if x.ndim == 1 else x
+            if x.ndim != 2:
+                raise ZeroSpeechFormatError(
+                    item.file, None, f"features must be (frames, dim), got shape {x.shape}"
+                )
+            if not np.all(np.isfinite(x)):
+                bad = int(np.flatnonzero(~np.isfinite(x).all(axis=1))[0])
+                raise ZeroSpeechFormatError(
+                    item.file, None, f"features contain NaN or inf (first at frame {bad})"
+                )
+            if dim_file is None:
+                dim_file = (x.shape[1], item.file)
+            elif x.shape[1] != dim_file[0]:
+                raise ZeroSpeechFormatError(
+                    item.file,
+                    None,
+                    f"features have dimension {x.shape[1]}, but {dim_file[1]} has {dim_file[0]}",
+                )
+            arrays[item.file] = x
+    frames = []
+    for k, item in enumerate(items):
+        x = arrays[item.file]
+        cut = x[select_frames(len(x), item.onset, item.offset, frame_shift)]
+        if len(cut) == 0:
+            rule = "i/N" if frame_shift is None else f"frame shift {frame_shift} s"
+            raise ZeroSpeechFormatError(
+                item_file,
+                lines[k],
+                f"item {item.file} {item.onset}-{item.offset} selects no frame of the "
+                f"{len(x)} frames of its file ({rule})",
+            )
+        frames.append(np.ascontiguousarray(cut))
+    return items, frames
+
+
+# ----------------------------------------------------------------------------- kernels
+
+
+@numba.njit(cache=True)
+def _cells(g_start, g_end, g_ctx, g_spk, g_phone, ctx_start, within):  # pragma: no cover
+    """Enumerate cells (A group, B group, X group) and mark the distances they need."""
+    n_groups = len(g_start)
+    out = []
+    for ga in range(n_groups):
+        c = g_ctx[ga]
+        lo, hi = ctx_start[c], ctx_start[c + 1]
+        for gb in range(lo, hi):
+            if g_spk[gb] != g_spk[ga] or g_phone[gb] == g_phone[ga]:
+                continue
+            for gx in range(lo, hi):
+                if g_phone[gx] != g_phone[ga]:
+                    continue
+                if within:
+                    if g_spk[gx] != g_spk[ga]:
+                        continue
+                    # X must differ from A, so a one-item A group has no triplet
+                    if g_end[ga] - g_start[ga] < 2:
+                        continue
+                elif g_spk[gx] == g_spk[ga]:
+                    continue
+                out.append((ga, gb, gx))
+    cells = np.empty((len(out), 3), dtype=np.int64)
+    for k in range(len(out)):
+        cells[k, 0], cells[k, 1], cells[k, 2] = out[k]
+    return cells
+
+
+@numba.njit(cache=True)
+def _mark_needed(cells, g_start, g_end, g_ctx, item_ctx_lo, c_base, need):  # pragma: no cover
+    """Mark d(i, x) for every A or B item i and X item x of every cell (i != x)."""
+    for k in range(cells.shape[0]):
+        ga, gb, gx = cells[k, 0], cells[k, 1], cells[k, 2]
+        c = g_ctx[ga]
+        lo = item_ctx_lo[c]
+        n = item_ctx_lo[c + 1] - lo
+        for x in range(g_start[gx], g_end[gx]):
+            for i in range(g_start[ga], g_end[ga]):
+                if i != x:
+                    need[c_base[c] + (i - lo) * n + (x - lo)] = True
+            for i in range(g_start[gb], g_end[gb]):
+                need[c_base[c] + (i - lo) * n + (x - lo)] = True
+
+
+@numba.njit(cache=True, parallel=True)
+def _edit_distances(symbols, offsets, pairs):  # pragma: no cover - jitted
+    """Unnormalised edit distance between the symbol sequences of each pair of items."""
+    out = np.empty(pairs.shape[0])
+    for r in numba.prange(pairs.shape[0]):
+        i, j = pairs[r, 0], pairs[r, 1]
+        out[r] = _edit_distance(
+            symbols[offsets[i] : offsets[i + 1]], symbols[offsets[j] : offsets[j + 1]]
+        )
+    return out
+
+
+@numba.njit(cache=True)
+def _edit_distance(a, b):  # pragma: no cover - jitted
+    n, m = len(a), len(b)
+    prev = np.arange(m + 1).astype(np.float64)
+    cur = np.empty(m + 1)
+    for i in range(1, n + 1):
+        cur[0] = i
+        for j in range(1, m + 1):
+            sub = prev[j - 1] + (0.0 if a[i - 1] == b[j - 1] else 1.0)
+            cur[j] = min(prev[j] + 1.0, cur[j - 1] + 1.0, sub)
+        prev, cur = cur, prev
+    return prev[m]
+
+
+@numba.njit(cache=True, parallel=True)
+def _score_cells(cells, g_start, g_end, lookup_start, lookup_n, dmat, within):  # pragma: no cover
+    """Mean triplet score of each cell; ``dmat`` holds d(i, x) of context-local indices."""
+    n_cells = cells.shape[0]
+    scores = np.empty(n_cells)
+    counts = np.empty(n_cells, dtype=np.int64)
+    for k in numba.prange(n_cells):
+        ga, gb, gx = cells[k, 0], cells[k, 1], cells[k, 2]
+        base = lookup_start[k]
+        n = lookup_n[k]
+        total = 0.0
+        count = 0
+        for x in range(g_start[gx], g_end[gx]):
+            for a in range(g_start[ga], g_end[ga]):
+                if within and a == x:
+                    continue
+                dax = dmat[base + a * n + x]
+                for b in range(g_start[gb], g_end[gb]):
+                    dbx = dmat[base + b * n + x]
+                    if dax < dbx:
+                        total += 1.0
+                    elif dax > dbx:
+                        pass
+                    else:
+                        total += 0.5
+                    count += 1
+        scores[k] = total / count
+        counts[k] = count
+    return scores, counts
+
+
+# ----------------------------------------------------------------------------- scoring
+
+
+@dataclass(frozen=True)
+class AbxResult:
+    """An ABX evaluation.
+
+    Attributes:
+        error: the ABX error in percent, ``100 * (1 - mean score)``.
+        cells: one row per cell (``phone_1``, ``phone_2``, ``speaker_1``, ``speaker_2``,
+            ``context``, ``score``, ``n_triplets``); ``speaker_1`` is the speaker of A and B.
+        by_phone_pair: mean score per ordered phone pair (``phone_1``, ``phone_2``, ``score``).
+        n_triplets: the number of triplets scored.
+        n_items: the number of items.
+    """
+
+    error: float
+    cells: pd.DataFrame
+    by_phone_pair: pd.DataFrame
+    n_triplets: int
+    n_items: int
+
+
+def _encode(values: Sequence[str]) -> np.ndarray:
+    _, codes = np.unique(np.asarray(values, dtype=object).astype(str), return_inverse=True)
+    return codes.astype(np.int64)
+
+
+def abx(
+    features: Mapping[str, np.ndarray] | str | os.PathLike[str],
+    item_file: str | os.PathLike[str],
+    distance: str = "angular",
+    mode: str = "across",
+    frame_shift: float | None = None,
+) -> AbxResult:
+    """ABX error with its per-cell and per-phone-pair breakdown; see :func:`abx_error`."""
+    if distance not in ABX_DISTANCES:
+        raise ValueError(f"distance must be one of {ABX_DISTANCES}, got {distance!r}")
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    if frame_shift is not None and not frame_shift > 0:
+        raise ValueError(f"frame_shift must be > 0 seconds or None, got {frame_shift!r}")
+    items, frames = item_frames(features, item_file, frame_shift)
+    return _abx_from_frames(items, frames, distance, mode)
+
+
+def _abx_from_frames(
+    items: Sequence[AbxItem], frames: Sequence[np.ndarray], distance: str, mode: str
+) -> AbxResult:
+    within = mode == "within"
+    ctx = _encode([f"{it.prev_phone} {it.next_phone}" for it in items])
+    spk = _encode([it.speaker for it in items])
+    phone = _encode([it.phone for it in items])
+    order = np.lexsort((phone, spk, ctx))
+    ctx, spk, phone = ctx[order], spk[order], phone[order]
+    frames = [frames[k] for k in order]
+    n_items = len(order)
+
+    key = np.stack([ctx, spk, phone], axis=1)
+    change = np.ones(n_items, dtype=bool)
+    change[1:] = np.any(key[1:] != key[:-1], axis=1)
+    g_start = np.flatnonzero(change).astype(np.int64)
+    g_end = np.append(g_start[1:], n_items).astype(np.int64)
+    g_ctx, g_spk, g_phone = ctx[g_start], spk[g_start], phone[g_start]
+    n_ctx = int(ctx.max()) + 1
+    ctx_start = np.searchsorted(g_ctx, np.arange(n_ctx + 1)).astype(np.int64)
+
+    cells = _cells(g_start, g_end, g_ctx, g_spk, g_phone, ctx_start, within)
+    if len(cells) == 0:
+        raise ValueError(f"the item file defines no {mode}-speaker ABX triplet")
+
+    # Every needed d(i, x): i from the A/B groups, x from the X group of a cell. Items are
+    # sorted by context, so a context's items are contiguous; the distance of items i and x
+    # of context c lives at dmat[c_base + (i - c_lo) * n_c + (x - c_lo)].
+    item_ctx_lo = np.searchsorted(ctx, np.arange(n_ctx + 1)).astype(np.int64)
+    n_c = np.diff(item_ctx_lo)
+    c_base = np.concatenate([[0], np.cumsum(n_c * n_c)]).astype(np.int64)
+    need = np.zeros(int(c_base[-1]), dtype=np.bool_)
+    _mark_needed(cells, g_start, g_end, g_ctx, item_ctx_lo, c_base, need)
+    flat = np.flatnonzero(need)
+    c_of = np.searchsorted(c_base, flat, side="right") - 1
+    local = flat - c_base[c_of]
+    li, lj = local // n_c[c_of], local % n_c[c_of]
+    i_glob, j_glob = li + item_ctx_lo[c_of], lj + item_ctx_lo[c_of]
+    # Pair each needed (i, j) with its mirror (j, i) so that one frame matrix serves both.
+    mirror = need[c_base[c_of] + lj * n_c[c_of] + li]
+    first = (i_glob < j_glob) | ~mirror
+    pairs = np.stack([i_glob[first], j_glob[first]], axis=1)
+    both = (mirror[first] & (i_glob[first] != j_glob[first])).astype(np.bool_)
+
+    lengths = np.array([len(f) for f in frames], dtype=np.int64)
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    stacked = np.ascontiguousarray(np.concatenate(frames))
+    if distance == "levenshtein":
+        # frames are symbols, equal only when every value is: number the distinct rows
+        _, symbols = np.unique(stacked, axis=0, return_inverse=True)
+        d_ij = _edit_distances(symbols.reshape(-1).astype(np.int64), offsets, pairs)
+        d_ji = d_ij  # the edit distance is symmetric
+    else:
+        d_ij, d_ji = pairwise_dtw_both(stacked, offsets, pairs, both, distance)
+    dmat = np.full(len(need), np.nan)
+    pc = ctx[pairs[:, 0]]
+    pl, pn = item_ctx_lo[pc], n_c[pc]
+    dmat[c_base[pc] + (pairs[:, 0] - pl) * pn + (pairs[:, 1] - pl)] = d_ij
+    dmat[
+        c_base[pc[both]] + (pairs[both, 1] - pl[both]) * pn[both] + (pairs[both, 0] - pl[both])
+    ] = d_ji[both]
+
+    # Each cell reads its context's block; shift the group indices to context-local ones.
+    cell_ctx = g_ctx[cells[:, 0]]
+    local_start = g_start - item_ctx_lo[g_ctx]
+    local_end = g_end - item_ctx_lo[g_ctx]
+    scores, counts = _score_cells(
+        cells, local_start, local_end, c_base[cell_ctx], n_c[cell_ctx], dmat, within
+    )
+
+    phones = np.unique(np.asarray([it.phone for it in items], dtype=object).astype(str))
+    speakers = np.unique(np.asarray([it.speaker for it in items], dtype=object).astype(str))
+    contexts = np.unique(
+        np.asarray([f"{it.prev_phone} {it.next_phone}" for it in items], dtype=object).astype(str)
+    )
+    table = pd.DataFrame(
+        {
+            "phone_1": phones[g_phone[cells[:, 0]]],
+            "phone_2": phones[g_phone[cells[:, 1]]],
+            "speaker_1": speakers[g_spk[cells[:, 0]]],
+            "speaker_2": speakers[g_spk[cells[:, 2]]],
+            "context": contexts[cell_ctx],
+            "score": scores,
+            "n_triplets": counts,
+        }
+    )
+    by_speakers = table.groupby(["phone_1", "phone_2", "speaker_1", "speaker_2"], sort=True)[
+        "score"
+    ].mean()
+    by_pair = by_speakers.groupby(level=["phone_1", "phone_2"]).mean()
+    error = 100.0 * (1.0 - float(by_pair.mean()))
+    return AbxResult(
+        error=error,
+        cells=table,
+        by_phone_pair=by_pair.rename("score").reset_index(),
+        n_triplets=int(counts.sum()),
+        n_items=n_items,
+    )
+
+
+def abx_error(
+    features: Mapping[str, np.ndarray] | str | os.PathLike[str],
+    item_file: str | os.PathLike[str],
+    distance: str = "angular",
+    mode: str = "across",
+    frame_shift: float | None = None,
+) -> float:
+    """ZeroSpeech 2019 ABX error in percent (module docstring; reference §1.2-1.5).
+
+    Args:
+        features: ``{file id: (frames, dim) array}`` keyed by the item file's ``#file`` column
+            (1-D arrays are one-column frames), or a ZeroSpeech 2019 submission folder with one
+            ``<file id>.txt`` per file (single-column lines dropped, as the official loader does).
+        item_file: ``#file onset offset #phone prev-phone next-phone speaker``.
+        distance: ``"angular"`` (alias ``"cosine"``), ``"kl"`` or ``"levenshtein"``.
+        mode: ``"across"`` (A, B one speaker, X another) or ``"within"`` (one speaker).
+        frame_shift: ``None`` for the 2019 relative-time convention, else the frame shift in
+            seconds for libri-light's frame rule.
+
+    Returns:
+        The error in percent, ``100 * (1 - mean score)``; 50 is chance.
+    """
+    return abx(features, item_file, distance, mode, frame_shift).error

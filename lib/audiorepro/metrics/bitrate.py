@@ -1,0 +1,132 @@
+"""The ZeroSpeech 2019 bitrate of a discrete representation: B = N·H / D.
+
+As in ``zerospeech2020/evaluation/bitrate.py`` (``shared/reference/zerospeech.md`` §2.1): every
+frame (line) of every file is one symbol occurrence; the symbols are the *distinct frames*, so a
+one-hot vector, an integer id and a codebook vector of the same unit are the same symbol. ``N``
+is the number of frames, ``H = −Σ p_s log2 p_s`` the entropy of the pooled symbol distribution in
+bits and ``D`` the total duration in seconds (the sum of the wav durations of the listed files).
+Continuous features make every frame distinct, so ``H = log2 N``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from audiorepro.data.recipes.zerospeech import ZeroSpeechFormatError, read_bitrate_filelist
+
+__all__ = ["bitrate", "bitrate_from_submission", "entropy_bits", "read_embedding_file"]
+
+
+def entropy_bits(symbols: np.ndarray) -> float:
+    """Entropy in bits of the distribution of the distinct rows of ``symbols`` (N, D)."""
+    if len(symbols) == 0:
+        return 0.0
+    _, counts = np.unique(symbols, axis=0, return_counts=True)
+    p = counts / counts.sum()
+    return float(-(p * np.log2(p)).sum())
+
+
+def _frames(x: np.ndarray, name: str) -> np.ndarray:
+    x = np.asarray(x)
+    if x.ndim == 1:
+        x = x[:, None]
+    if x.ndim != 2:
+        raise ValueError(f"{name}: expected (frames, dim) or 1-D symbol ids, got shape {x.shape}")
+    x = x.astype(np.float64)
+    if not np.all(np.isfinite(x)):
+        raise ValueError(f"{name}: contains NaN or inf")
+    return x + 0.0  # -0.0 and 0.0 are the same number on a line, and so the same symbol
+
+
+def bitrate(sequences: Sequence[np.ndarray], total_duration_s: float) -> float:
+    """Bitrate in bits per second, B = N·H/D.
+
+    Args:
+        sequences: one array per file: (frames, dim) vectors (one-hot, codebook vectors, any
+            features) or 1-D symbol ids. All files must have the same dimension.
+        total_duration_s: D, the total duration of the files in seconds (> 0).
+
+    Returns:
+        ``N * H / D``; 0 when there are no frames.
+    """
+    if not total_duration_s > 0:
+        raise ValueError(f"total_duration_s must be > 0, got {total_duration_s!r}")
+    arrays = [_frames(x, f"sequence {k}") for k, x in enumerate(sequences)]
+    arrays = [x for x in arrays if len(x)]
+    if not arrays:
+        return 0.0
+    dims = {x.shape[1] for x in arrays}
+    if len(dims) > 1:
+        first = next(k for k, x in enumerate(arrays) if x.shape[1] != arrays[0].shape[1])
+        raise ValueError(
+            f"sequence {first} has dimension {arrays[first].shape[1]}, "
+            f"the first has {arrays[0].shape[1]}: all files must have the same dimension"
+        )
+    stacked = np.concatenate(arrays)
+    return len(stacked) * entropy_bits(stacked) / total_duration_s
+
+
+def read_embedding_file(path: str | os.PathLike[str]) -> np.ndarray:
+    """One embedding ``.txt`` as the bitrate reads it: every non-blank line is a frame.
+
+    Unlike the ABX loader, single-column lines count. Raises :class:`ZeroSpeechFormatError`
+    naming ``file:line`` for a non-numeric value or a line whose width differs from the first.
+    """
+    path = Path(path)
+    rows, width = [], None
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        fields = line.split()
+        if not fields:
+            continue
+        try:
+            row = [float(v) for v in fields]
+        except ValueError:
+            raise ZeroSpeechFormatError(
+                path, number, f"expected space-separated numbers, got {line.strip()!r}"
+            ) from None
+        if width is None:
+            width = len(row)
+        elif len(row) != width:
+            raise ZeroSpeechFormatError(
+                path, number, f"vector dimension {len(row)} differs from the first line's {width}"
+            )
+        rows.append(row)
+    return np.asarray(rows, dtype=np.float64).reshape(len(rows), width or 0)
+
+
+def bitrate_from_submission(
+    folder: str | os.PathLike[str], filelist: str | os.PathLike[str]
+) -> float:
+    """Bitrate of a submission folder over a bitrate file list (``<name>.txt <duration>``).
+
+    As the official evaluation: the files of the list that are missing from ``folder`` are
+    skipped for both N and D; D is the sum of the durations of the files that are present. A
+    file whose vector dimension differs from the others raises :class:`ZeroSpeechFormatError`.
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise ZeroSpeechFormatError(folder, None, "not a directory")
+    arrays, duration, first = [], 0.0, None
+    for name, seconds in read_bitrate_filelist(filelist):
+        path = folder / name
+        if not path.is_file():
+            continue
+        x = read_embedding_file(path)
+        if len(x):
+            if first is None:
+                first = (x.shape[1], name)
+            elif x.shape[1] != first[0]:
+                raise ZeroSpeechFormatError(
+                    path,
+                    None,
+                    f"vector dimension {x.shape[1]} does not match {first[1]} ({first[0]})",
+                )
+        arrays.append(x)
+        duration += seconds
+    if duration == 0.0:
+        raise ZeroSpeechFormatError(folder, None, f"none of the files listed in {filelist} exist")
+    return bitrate(arrays, duration)

@@ -1,0 +1,247 @@
+"""ABX error against a brute-force enumeration of every triplet written here."""
+
+import itertools
+import math
+from collections import defaultdict
+from statistics import mean
+
+import numpy as np
+import pytest
+
+from audiorepro.data.recipes.zerospeech import (
+    AbxItem,
+    ZeroSpeechFormatError,
+    write_item_file,
+)
+from audiorepro.metrics.abx import (
+    abx,
+    abx_error,
+    read_submission_folder,
+    relative_time_item_file,
+    select_frames,
+)
+from audiorepro.metrics.dtw import dtw_distance
+
+
+def ref_levenshtein(a, b):
+    a, b = [tuple(r) for r in a], [tuple(r) for r in b]
+    prev = list(range(len(b) + 1))
+    for i in range(1, len(a) + 1):
+        cur = [i] + [0] * len(b)
+        for j in range(1, len(b) + 1):
+            cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1]))
+        prev = cur
+    return float(prev[-1])
+
+
+def ref_select(n, onset, offset, frame_shift):
+    if frame_shift is None:
+        return [i for i in range(n) if onset <= i / n <= offset]
+    lo, hi = math.ceil(onset / frame_shift - 0.5), math.floor(offset / frame_shift - 0.5)
+    return [i for i in range(n) if lo <= i < hi]
+
+
+def brute_force(items, feats, distance="angular", mode="across", frame_shift=None):
+    """Every (A, B, X) triplet, scored one by one, averaged as ABXpy + zerospeech2020 do."""
+    frames = [
+        feats[it.file][ref_select(len(feats[it.file]), it.onset, it.offset, frame_shift)]
+        for it in items
+    ]
+
+    def d(i, j):
+        if distance == "levenshtein":
+            return ref_levenshtein(frames[i], frames[j])
+        return dtw_distance(frames[i], frames[j], distance)
+
+    cells = defaultdict(list)
+    for (ia, a), (ib, b), (ix, x) in itertools.product(enumerate(items), repeat=3):
+        if b.phone == a.phone or b.speaker != a.speaker or x.phone != a.phone:
+            continue
+        if not a.context == b.context == x.context:
+            continue
+        if mode == "across" and x.speaker == a.speaker:
+            continue
+        if mode == "within" and (x.speaker != a.speaker or ix == ia):
+            continue
+        dax, dbx = d(ia, ix), d(ib, ix)
+        score = 1.0 if dax < dbx else 0.0 if dax > dbx else 0.5
+        cells[(a.phone, b.phone, a.speaker, x.speaker, a.context)].append(score)
+    by_speakers = defaultdict(list)
+    for (p1, p2, s1, s2, _), scores in cells.items():
+        by_speakers[(p1, p2, s1, s2)].append(mean(scores))
+    by_pair = defaultdict(list)
+    for (p1, p2, _, _), scores in by_speakers.items():
+        by_pair[(p1, p2)].append(mean(scores))
+    cell_means = {k: mean(v) for k, v in cells.items()}
+    return 100.0 * (1.0 - mean(mean(v) for v in by_pair.values())), cell_means
+
+
+def random_corpus(seed, one_hot=False, whole_files=True):
+    """Items over 2 contexts x 3 phones x 3 speakers, 0-3 tokens each; random frames."""
+    rng = np.random.default_rng(seed)
+    items, feats = [], {}
+    for ctx, phone, spk in itertools.product(["a_b", "c_d"], ["p", "q", "r"], ["S1", "S2", "S3"]):
+        for _ in range(rng.integers(0, 4)):
+            name = f"{spk}_{len(feats):04d}"
+            n = int(rng.integers(2, 7))
+            if one_hot:
+                feats[name] = np.eye(4)[rng.integers(0, 4, size=n)]
+            else:
+                feats[name] = rng.normal(size=(n, 5))
+            prev, nxt = ctx.split("_")
+            if whole_files:
+                items.append(AbxItem(name, 0.0, 1.0, phone, prev, nxt, spk))
+            else:  # seconds inside the file at a 10 ms frame shift
+                items.append(AbxItem(name, 0.0, round(0.01 * n, 3), phone, prev, nxt, spk))
+    return items, feats
+
+
+def test_hand_computed_with_ties(tmp_path):
+    # A1 = A2 = [1, 0] (phone p), B1 = [0, 1], B2 = [1, 1] (phone q); one context.
+    # (p, q): X = A2 -> d(A1, X) = 0 < d(B1, X) = .5: 1; X = A1 -> 0 < d(B2, A1) = .25: 1.
+    # (q, p): A = B1, X = B2: .25 vs d(A1, B2) = .25: tie .5; A = B2, X = B1: .25 < .5: 1.
+    # Mean over phone pairs of speaker-pair means: (1 + .75) / 2 = .875 -> 12.5 %.
+    feats = {
+        "S1_1": np.array([[1.0, 0.0]]),
+        "S1_2": np.array([[0.0, 1.0]]),
+        "S2_1": np.array([[1.0, 0.0]]),
+        "S2_2": np.array([[1.0, 1.0]]),
+    }
+    items = [
+        AbxItem("S1_1", 0, 1, "p", "x", "y", "S1"),
+        AbxItem("S1_2", 0, 1, "q", "x", "y", "S1"),
+        AbxItem("S2_1", 0, 1, "p", "x", "y", "S2"),
+        AbxItem("S2_2", 0, 1, "q", "x", "y", "S2"),
+    ]
+    path = write_item_file(tmp_path / "t.item", items)
+    result = abx(feats, path)
+    assert result.error == pytest.approx(12.5)
+    assert result.n_triplets == 4 and len(result.cells) == 4
+    assert brute_force(items, feats)[0] == pytest.approx(12.5)
+
+
+@pytest.mark.parametrize("mode", ["across", "within"])
+@pytest.mark.parametrize("one_hot", [False, True])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_matches_brute_force_every_cell(tmp_path, mode, one_hot, seed):
+    items, feats = random_corpus(seed, one_hot)
+    path = write_item_file(tmp_path / "t.item", items)
+    result = abx(feats, path, mode=mode)
+    want, cells = brute_force(items, feats, mode=mode)
+    got = {
+        (r.phone_1, r.phone_2, r.speaker_1, r.speaker_2, tuple(r.context.split())): r.score
+        for r in result.cells.itertuples()
+    }
+    assert got == cells  # every cell bit-identical, ties included
+    assert result.error == pytest.approx(want, abs=1e-9)
+    assert abx_error(feats, path, mode=mode) == result.error
+
+
+@pytest.mark.parametrize("distance", ["kl", "levenshtein"])
+def test_other_distances_match_brute_force(tmp_path, distance):
+    items, feats = random_corpus(3, one_hot=distance == "levenshtein")
+    if distance == "kl":
+        feats = {k: np.abs(v) + 0.1 for k, v in feats.items()}
+    path = write_item_file(tmp_path / "t.item", items)
+    got = abx_error(feats, path, distance=distance)
+    assert got == pytest.approx(brute_force(items, feats, distance)[0], abs=1e-9)
+
+
+def test_kl_on_negative_features_is_chance(tmp_path):
+    items, feats = random_corpus(4)
+    path = write_item_file(tmp_path / "t.item", items)
+    assert abx_error(feats, path, distance="kl") == 50.0
+
+
+def test_frame_shift_rule_matches_brute_force_and_differs_from_2019(tmp_path):
+    items, feats = random_corpus(5, whole_files=False)
+    path = write_item_file(tmp_path / "t.item", items)
+    got = abx_error(feats, path, frame_shift=0.01)
+    assert got == pytest.approx(brute_force(items, feats, frame_shift=0.01)[0], abs=1e-9)
+    # With the 2019 rule the same seconds select only the frames at i/N <= offset.
+    assert abx_error(feats, path) == pytest.approx(brute_force(items, feats)[0], abs=1e-9)
+
+
+def test_select_frames_hand_values():
+    # 2019: N = 4 frames at 0, .25, .5, .75; [0, .5] keeps frames 0..2 (both ends inclusive).
+    assert select_frames(4, 0.0, 0.5) == slice(0, 3)
+    assert select_frames(4, 0.3, 0.7) == slice(2, 3)
+    assert select_frames(4, 0.0, 1.0) == slice(0, 4)
+    # libri-light: [ceil(1 - .5), floor(3.5 - .5)) = [1, 3).
+    assert select_frames(10, 0.01, 0.035, frame_shift=0.01) == slice(1, 3)
+    assert select_frames(3, 0.0, 0.5, frame_shift=0.01) == slice(0, 3)  # clipped to the file
+
+
+def test_submission_folder_equals_dict_and_drops_single_columns(tmp_path):
+    items, feats = random_corpus(6, one_hot=True)
+    folder = tmp_path / "test"
+    folder.mkdir()
+    for name, x in feats.items():
+        lines = [" ".join(str(int(v)) for v in row) for row in x]
+        (folder / f"{name}.txt").write_text("\n".join(lines) + "\n\n")
+    path = write_item_file(tmp_path / "t.item", items)
+    assert abx_error(folder, path) == abx_error(feats, path)
+    assert set(read_submission_folder(folder)) == set(feats)
+    one = tmp_path / "ints"
+    one.mkdir()
+    (one / "S1_0000.txt").write_text("3\n1\n")
+    with pytest.raises(ZeroSpeechFormatError, match="single-column"):
+        read_submission_folder(one)
+
+
+def _write(tmp_path, text):
+    path = tmp_path / "bad.item"
+    path.write_text("#file onset offset #phone prev-phone next-phone speaker\n" + text)
+    return path
+
+
+def test_bad_inputs_name_the_line_or_file(tmp_path):
+    feats = {"S1_1": np.ones((4, 2)), "S2_1": np.ones((4, 2))}
+    good = "S2_1 0 1 p x y S2\n"
+    with pytest.raises(ZeroSpeechFormatError, match=r"bad.item:2.*expected 7 fields"):
+        abx_error(feats, _write(tmp_path, "S1_1 0 1 p x y\n" + good))
+    with pytest.raises(ZeroSpeechFormatError, match=r"bad.item:3.*unknown file 'S9_9'"):
+        abx_error(feats, _write(tmp_path, good + "S9_9 0 1 p x y S9\n"))
+    with pytest.raises(ZeroSpeechFormatError, match=r"bad.item:2.*onset must be < offset"):
+        abx_error(feats, _write(tmp_path, "S1_1 0.5 0.5 p x y S1\n" + good))
+    with pytest.raises(ZeroSpeechFormatError, match=r"bad.item:3.*selects no frame"):
+        abx_error(feats, _write(tmp_path, good + "S1_1 0.8 0.9 p x y S1\n"))
+    odd = dict(feats, S1_1=np.ones((4, 3)))
+    with pytest.raises(ZeroSpeechFormatError, match=r"S1_1.*dimension 3, but S2_1 has 2"):
+        abx_error(odd, _write(tmp_path, good + "S1_1 0 1 p x y S1\n"))
+    nan = dict(feats, S1_1=np.array([[1.0, 1.0], [np.nan, 0.0]]))
+    with pytest.raises(ZeroSpeechFormatError, match=r"S1_1.*NaN or inf \(first at frame 1\)"):
+        abx_error(nan, _write(tmp_path, good + "S1_1 0 1 p x y S1\n"))
+    folder = tmp_path / "sub"
+    folder.mkdir()
+    (folder / "S2_1.txt").write_text("1 0\n0 x\n")
+    with pytest.raises(ZeroSpeechFormatError, match=r"S2_1.txt:2.*numbers"):
+        abx_error(folder, _write(tmp_path, good))
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ZeroSpeechFormatError, match=r"bad.item:2.*unknown file 'S2_1'"):
+        abx_error(tmp_path / "empty", _write(tmp_path, good))
+    with pytest.raises(ValueError, match="no across-speaker ABX triplet"):
+        abx_error(feats, _write(tmp_path, good))
+    with pytest.raises(ValueError, match="distance must be one of"):
+        abx_error(feats, _write(tmp_path, good), distance="dtw")
+
+
+def test_relative_time_items_select_whole_files(tmp_path):
+    items, feats = random_corpus(7, whole_files=False)  # offsets in seconds, some below 1 s
+    path = write_item_file(tmp_path / "t.item", items)
+    rel = relative_time_item_file(path, tmp_path / "rel.item")
+    got = abx_error(feats, rel)
+    want, _ = brute_force(
+        [
+            AbxItem(it.file, 0.0, 1.0, it.phone, it.prev_phone, it.next_phone, it.speaker)
+            for it in items
+        ],
+        feats,
+    )
+    assert got == pytest.approx(want, abs=1e-9)
+    bad = tmp_path / "bad.item"
+    bad.write_text(
+        path.read_text().replace(f"{items[1].file} 0.0000000", f"{items[1].file} 0.0100000")
+    )
+    with pytest.raises(ZeroSpeechFormatError, match=r"bad.item:3.*not a whole-file item"):
+        relative_time_item_file(bad, tmp_path / "x.item")

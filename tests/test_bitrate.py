@@ -1,0 +1,81 @@
+"""Bitrate B = N·H/D against hand values and a Counter-based reference."""
+
+import math
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from audiorepro.data.recipes.zerospeech import ZeroSpeechFormatError, write_filelist
+from audiorepro.metrics.bitrate import bitrate, bitrate_from_submission, entropy_bits
+
+
+def ref_bitrate(files, duration):
+    lines = [tuple(float(v) for v in np.atleast_1d(row)) for f in files for row in f]
+    counts = Counter(lines)
+    n = len(lines)
+    h = -sum(c / n * math.log2(c / n) for c in counts.values())
+    return n * h / duration
+
+
+def test_hand_values():
+    # 4 frames, two symbols equally likely: H = 1 bit, N = 4, D = 2 s -> 2 b/s.
+    assert bitrate([np.array([0, 1]), np.array([1, 0])], 2.0) == pytest.approx(2.0)
+    # one symbol: H = 0
+    assert bitrate([np.array([3, 3, 3])], 1.0) == 0.0
+    # no frames at all
+    assert bitrate([np.zeros((0, 4))], 1.0) == 0.0
+    # continuous features: every frame distinct, H = log2 N
+    x = np.random.default_rng(0).normal(size=(8, 3))
+    assert bitrate([x], 4.0) == pytest.approx(8 * 3 / 4.0)
+
+
+def test_one_hot_integer_and_codebook_encodings_agree():
+    rng = np.random.default_rng(1)
+    codes = [rng.integers(0, 16, size=n) for n in (5, 9, 1, 13)]
+    codebook = rng.normal(size=(16, 8))
+    as_ids = bitrate(codes, 3.7)
+    as_one_hot = bitrate([np.eye(16)[c] for c in codes], 3.7)
+    as_vectors = bitrate([codebook[c] for c in codes], 3.7)
+    assert as_ids == pytest.approx(as_one_hot) == pytest.approx(as_vectors)
+    assert as_ids == pytest.approx(ref_bitrate(codes, 3.7))
+    assert as_ids <= sum(map(len, codes)) * math.log2(16) / 3.7
+
+
+def test_entropy_bits_matches_counter():
+    rng = np.random.default_rng(2)
+    x = rng.integers(0, 3, size=(50, 2))
+    counts = Counter(map(tuple, x))
+    want = -sum(c / 50 * math.log2(c / 50) for c in counts.values())
+    assert entropy_bits(x) == pytest.approx(want)
+
+
+def test_submission_folder_with_file_list(tmp_path):
+    rng = np.random.default_rng(3)
+    folder = tmp_path / "test"
+    folder.mkdir()
+    codes = {f"S1_{k}": rng.integers(0, 4, size=int(rng.integers(1, 9))) for k in range(5)}
+    for name, c in codes.items():
+        lines = [" ".join(str(int(v)) for v in np.eye(4)[i]) for i in c]
+        (folder / f"{name}.txt").write_text("\n".join(lines) + "\n\n")
+    durations = {name: 0.5 + k for k, name in enumerate(codes)}
+    entries = [(f"{n}.txt", d) for n, d in durations.items()] + [("S1_missing.txt", 9.0)]
+    filelist = write_filelist(tmp_path / "bitrate_filelist.txt", entries)
+    got = bitrate_from_submission(folder, filelist)
+    # the missing file counts for neither N nor D
+    assert got == pytest.approx(ref_bitrate(list(codes.values()), sum(durations.values())))
+    (folder / "S1_3.txt").write_text("1 0 0\n")
+    with pytest.raises(ZeroSpeechFormatError, match=r"S1_3.txt.*dimension 3 does not match S1_0"):
+        bitrate_from_submission(folder, filelist)
+    (folder / "S1_0.txt").write_text("1 0 0 0\n1 0\n")
+    with pytest.raises(ZeroSpeechFormatError, match=r"S1_0.txt:2.*dimension 2 differs"):
+        bitrate_from_submission(folder, filelist)
+
+
+def test_bad_inputs():
+    with pytest.raises(ValueError, match="total_duration_s must be > 0"):
+        bitrate([np.array([1])], 0.0)
+    with pytest.raises(ValueError, match="sequence 1 has dimension 3"):
+        bitrate([np.ones((2, 2)), np.ones((2, 3))], 1.0)
+    with pytest.raises(ValueError, match="sequence 0: contains NaN"):
+        bitrate([np.array([[np.nan, 1.0]])], 1.0)

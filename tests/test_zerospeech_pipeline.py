@@ -1,0 +1,161 @@
+"""Chapter 03 experiment steps that need no training: segments, export, findings, tables."""
+
+import numpy as np
+import pytest
+import torch
+import yaml
+
+from audiorepro.config import load_preset
+from audiorepro.data.recipes.zerospeech import AbxItem, write_filelist, write_item_file
+from audiorepro.metrics.abx import abx_error, read_submission_folder
+from audiorepro.metrics.bitrate import bitrate, bitrate_from_submission
+from audiorepro.models.vqvae import VQVAE, VQVAEConfig
+from audiorepro.paths import repo_root
+from audiorepro.zerospeech import (
+    SegmentDataset,
+    ZeroSpeechConfig,
+    ablation_rows,
+    code_segments,
+    collate_segments,
+    encode_files,
+    export_submission,
+    findings,
+    synthesis_targets,
+    vqvae_config,
+)
+
+
+def test_segments_tile_utterances_and_collate_pads():
+    a, b = np.ones((10, 3), np.float32), np.zeros((4, 3), np.float32)
+    ds = SegmentDataset([a, b], [0, 1], segment_frames=4, min_frames=2)
+    assert [len(x) for x, _ in ds.items] == [4, 4, 2, 4]
+    assert [s for _, s in ds.items] == [0, 0, 0, 1]
+    feats, lengths, speakers = collate_segments([ds[2], ds[3]])
+    assert feats.shape == (2, 4, 3) and lengths.tolist() == [2, 4] and speakers.tolist() == [0, 1]
+    assert feats[0, 2:].abs().sum() == 0
+
+
+def test_export_round_trips_through_abx_and_bitrate(tmp_path):
+    rng = np.random.default_rng(0)
+    k = 8
+    codebook = rng.normal(size=(k, 4)).astype(np.float32)
+    codes = {
+        f"S{s}_{i}": rng.integers(0, k, size=int(rng.integers(2, 6)))
+        for s in (1, 2)
+        for i in range(6)
+    }
+    vectors = {n: codebook[c] for n, c in codes.items()}
+    items = [
+        AbxItem(n, 0.0, 1.0, "ab"[i % 2], "x", "yz"[i // 3 % 2], f"S{n[1]}")
+        for n in codes
+        for i in [int(n.split("_")[1])]
+    ]
+    item_file = write_item_file(tmp_path / "t.item", items)
+    for name, kwargs in {"vec": {"vectors": vectors}, "hot": {"codebook_size": k}}.items():
+        out = export_submission(tmp_path / name, "english", codes, **kwargs)
+        test = out / "2019/english/test"
+        lines = (test / "S1_0.txt").read_text().splitlines()
+        assert len(lines) == len(codes["S1_0"])
+        assert all(len(line.split()) == (4 if name == "vec" else k) for line in lines)
+        read = read_submission_folder(test)
+        if name == "vec":
+            for n in codes:  # the float32 vectors come back exactly
+                np.testing.assert_array_equal(read[n], vectors[n].astype(np.float64))
+            assert abx_error(test, item_file) == abx_error(vectors, item_file)
+        else:
+            np.testing.assert_array_equal(read["S2_3"].argmax(1), codes["S2_3"])
+        meta = yaml.safe_load((out / "2019/metadata.yaml").read_text())
+        assert meta["abx distance"] == "dtw_cosine" and meta["using parallel train"] is False
+        assert yaml.safe_load((out / "metadata.yaml").read_text())["open source"] is True
+        durations = [(f"{n}.txt", 0.5) for n in codes]
+        filelist = write_filelist(tmp_path / f"{name}.list", durations)
+        assert bitrate_from_submission(test, filelist) == pytest.approx(
+            bitrate(list(codes.values()), 0.5 * len(codes))
+        )
+    with pytest.raises(ValueError, match="codebook vectors or the codebook size"):
+        export_submission(tmp_path / "x", "english", codes)
+
+
+def test_export_writes_wavs(tmp_path):
+    out = export_submission(
+        tmp_path,
+        "english",
+        {"S1_0": np.array([0])},
+        codebook_size=2,
+        wavs={"V001_0": np.zeros(1600, np.float32)},
+    )
+    assert (out / "2019/english/test/V001_0.wav").is_file()
+
+
+def test_synthesis_targets_name_outputs_by_voice(tmp_path):
+    (tmp_path / "synthesis.txt").write_text("test/S025_0008 V001\ntest/S026_0011 V002\n")
+    assert synthesis_targets(tmp_path, "V001") == [("S025_0008", "V001_0008")]
+
+
+def test_encode_files_returns_unpadded_codes_and_codebook_vectors():
+    torch.manual_seed(0)
+    model = VQVAE(
+        VQVAEConfig(
+            input_dim=5,
+            d_model=16,
+            ffn_dim=16,
+            code_dim=4,
+            codebook_size=8,
+            decoder_channels=8,
+            speaker_dim=4,
+        ),
+        n_speakers=1,
+    )
+    feats = {
+        "a": np.random.rand(9, 5).astype(np.float32),
+        "b": np.random.rand(20, 5).astype(np.float32),
+    }
+    codes, vectors = encode_files(model, feats, batch_size=2)
+    assert len(codes["a"]) == 3 and len(codes["b"]) == 5
+    np.testing.assert_array_equal(vectors["b"], model.quantizer.codebook[codes["b"]].numpy())
+
+
+def test_ablation_rows_and_findings():
+    cfg = ZeroSpeechConfig()
+    rows = {r.key: r for r in ablation_rows(cfg)}
+    assert {"base", "logmel", "conv", "K64", "K256", "K512", "smooth0.01", "jitter0.05"} <= set(
+        rows
+    )
+    assert rows["base"].paper_abx == 21.91 and rows["conv"].paper_bitrate == 184.32
+    assert rows["combo0.005_0.05"].main and not rows["K64"].main
+    assert not rows["combo0.001_0.05"].main
+    assert vqvae_config(cfg, feature="logmel").input_dim == 80
+    means = {
+        "base": {"abx_across": 30.0, "bitrate": 100.0, "abx_seed": 33.0, "K": 128, "abx_std": 1.0},
+        "logmel": {"abx_across": 35.0, "bitrate": 100.0},
+        "conv": {"abx_across": 29.0, "bitrate": 100.0},
+        "K64": {"abx_across": 31.0, "bitrate": 90.0, "K": 64},
+        "K256": {"abx_across": 31.0, "bitrate": 80.0, "K": 256},
+        "smooth0.01": {"abx_across": 32.0, "bitrate": 100.0},
+        "combo0.005_0.05": {"abx_across": 28.0, "bitrate": 100.0, "seeds": 3, "abx_std": 0.5},
+        "combo0.001_0.05": {"abx_across": 29.5, "bitrate": 100.0, "seeds": 3, "abx_std": 2.0},
+        "combo0.01_0.05": {"abx_across": 31.0, "bitrate": 100.0, "abx_seed": 32.5},
+    }
+    found = findings(means)
+    assert found["logmel"].endswith(": reproduces.")
+    assert found["conv"].endswith(": does not reproduce.")
+    assert "does not reproduce" in found["K64"]  # 90, 100, 80 does not rise with K
+    assert "+2.0" in found["combo0.005_0.05"] and found["combo0.005_0.05"].endswith("reproduces.")
+    assert "within the seed-to-seed spread (±2.0)" in found["combo0.001_0.05"]
+    assert "+0.5 vs the main row at the same seed (one seed)" in found["combo0.01_0.05"]
+    assert "+1.0 vs the main row at the same seed" in found["smooth0.01"]  # 33 - 32
+
+
+@pytest.mark.parametrize("preset", ["smoke", "embedded", "paper"])
+def test_presets_load(preset):
+    cfg = load_preset(ZeroSpeechConfig, repo_root() / "book/03_zerospeech/presets", preset)
+    rows = ablation_rows(cfg)
+    assert rows[0].key == "base" and len({r.key for r in rows}) == len(rows)
+
+
+def test_code_segments_merge_runs():
+    assert code_segments(np.array([3, 3, 5, 3]), 0.04) == [
+        ("3", 0.0, 0.08),
+        ("5", 0.08, 0.12),
+        ("3", 0.12, 0.16),
+    ]
