@@ -55,7 +55,7 @@ def test_failing_page_names_page_and_error(tmp_path):
 
 
 @pytest.mark.notebook
-@pytest.mark.parametrize("page", PAGES, ids=[p.stem for p in PAGES])
+@pytest.mark.parametrize("page", PAGES, ids=[f"{p.parent.name}/{p.stem}" for p in PAGES])
 def test_page_runs_under_smoke(page, tmp_path):
     out = tmp_path / page.with_suffix(".ipynb").name
     execute_page(REPO / page, out, preset="smoke")
