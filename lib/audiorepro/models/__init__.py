@@ -1,0 +1,52 @@
+"""Models, one module per family.
+
+Audio encoders share one interface: ``forward(feats (B, 1, F, T)) -> (logits, features)``, the
+feature size in ``num_features`` (also ``embed_dim``), and ``max_frames`` (the longest input;
+``None`` for the CNNs, the time-encoding length for PaSST; longer audio goes through
+:func:`embed_snippets`).
+
+- :mod:`~audiorepro.models.passt`: PaSST audio spectrogram transformer (variants N, S, L, S20 of
+  paper (a) Table 2 and small CPU configurations).
+- :mod:`~audiorepro.models.panns`: CNN14 and CNN10 of PANNs.
+- :mod:`~audiorepro.models.snippets`: long audio as the mean embedding of fixed-length snippets.
+- :mod:`~audiorepro.models.pretrained`: released weights from local files, strict key checks.
+"""
+
+from audiorepro.models.panns import CNN, cnn10, cnn14, load_panns_checkpoint
+from audiorepro.models.passt import (
+    PASST_CONFIGS,
+    PaSST,
+    count_parameters,
+    load_passt_checkpoint,
+    passt,
+    passt_l,
+    passt_n,
+    passt_s,
+    passt_s20,
+    passt_small,
+    passt_tiny,
+)
+from audiorepro.models.pretrained import load_pretrained, load_state_dict_file
+from audiorepro.models.snippets import embed_snippets, snippet_mask
+
+__all__ = [
+    "CNN",
+    "PASST_CONFIGS",
+    "PaSST",
+    "cnn10",
+    "cnn14",
+    "count_parameters",
+    "embed_snippets",
+    "load_panns_checkpoint",
+    "load_passt_checkpoint",
+    "load_pretrained",
+    "load_state_dict_file",
+    "passt",
+    "passt_l",
+    "passt_n",
+    "passt_s",
+    "passt_s20",
+    "passt_small",
+    "passt_tiny",
+    "snippet_mask",
+]
