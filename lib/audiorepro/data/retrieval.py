@@ -149,9 +149,7 @@ def load_caption_items(
                 f"{rec_path}: recording {rec.id!r} points at a missing file {audio}"
             )
         paraphrases = tuple((sup.custom or {}).get("paraphrases", ()))
-        items.append(
-            CaptionItem(corpus, rec.id, str(audio), sup.text, paraphrases, rec.duration)
-        )
+        items.append(CaptionItem(corpus, rec.id, str(audio), sup.text, paraphrases, rec.duration))
     return items
 
 
@@ -256,7 +254,9 @@ class CaptionDataset(Dataset):
             raise RetrievalDataError("no caption items")
         missing = sorted({i.key for i in items if i.key not in features})
         if missing:
-            raise RetrievalDataError(f"no features for {len(missing)} recordings, e.g. {missing[0]}")
+            raise RetrievalDataError(
+                f"no features for {len(missing)} recordings, e.g. {missing[0]}"
+            )
         if not 0.0 <= paraphrase_prob <= 1.0:
             raise RetrievalDataError(f"paraphrase_prob must be in [0, 1], got {paraphrase_prob}")
         self.items = list(items)
@@ -338,6 +338,39 @@ class EvaluationSet:
         )
 
 
+def caption_statistics(corpora: Mapping[str, Sequence[CaptionItem]]) -> Any:
+    """One row per named item list: clips, captions, captions per clip, words per caption
+    (mean), clip duration (mean, max, s) and paraphrases per caption (mean)."""
+    import pandas as pd
+
+    rows = []
+    for name, items in corpora.items():
+        clips = {i.key: i.duration for i in items}
+        words = [len(i.caption.split()) for i in items]
+        rows.append(
+            {
+                "corpus": name,
+                "clips": len(clips),
+                "captions": len(items),
+                "captions/clip": round(len(items) / max(1, len(clips)), 2),
+                "words/caption": round(float(np.mean(words)), 1) if words else 0.0,
+                "mean duration (s)": round(float(np.mean(list(clips.values()))), 1),
+                "max duration (s)": round(float(np.max(list(clips.values()))), 1),
+                "paraphrases/caption": round(
+                    float(np.mean([len(i.paraphrases) for i in items])), 1
+                ),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def manifest_counts(corpora_dir: str | os.PathLike[str]) -> dict[str, Any]:
+    """What the recipes reported when they wrote the manifests of ``corpora_dir`` (counts per
+    corpus and split, WavCaps clips excluded for overlapping the Clotho evaluation split)."""
+    path = prepare_caption_manifests(corpora_dir) / ".complete"
+    return json.loads(path.read_text())
+
+
 def check_items(items: Sequence[CaptionItem]) -> list[str]:
     """Every problem of a list of items at once: empty captions and missing audio files."""
     problems = []
@@ -360,6 +393,8 @@ __all__ = [
     "check_items",
     "collate_captions",
     "caption_items",
+    "caption_statistics",
+    "manifest_counts",
     "load_caption_items",
     "log_mel_features",
     "prepare_caption_manifests",

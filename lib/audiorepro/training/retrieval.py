@@ -69,6 +69,9 @@ class RetrievalConfig:
     s_patchout_f: int | None = field(
         None, help="Structured patchout, frequency rows (None: the variant's; Table 2)."
     )
+    cnn_base_channels: int = field(
+        64, help="CNN14/CNN10 channels of the first block (PANNs: 64; smaller on CPU)."
+    )
     # text encoder
     text_model: str = field(
         DEFAULT_TEXT_MODEL,
@@ -157,9 +160,8 @@ def build_audio_encoder(cfg: RetrievalConfig) -> tuple[torch.nn.Module, int, int
         return model, int(model.num_features), cfg.snippet_frames
     from audiorepro.models import panns
 
-    model = panns.Cnn14(num_classes=0) if cfg.audio_encoder == "cnn14" else panns.Cnn10(
-        num_classes=0
-    )
+    make = panns.cnn14 if cfg.audio_encoder == "cnn14" else panns.cnn10
+    model = make(mel_bins=128, classes_num=0, base_channels=cfg.cnn_base_channels)
     return model, int(model.num_features), None
 
 
@@ -389,7 +391,8 @@ def trained_model(
         preset: the page's preset (keeps scales apart).
         cfg: the run's configuration (part of the cache key).
         seed: the run's seed.
-        train: ``train(model) -> None`` trains the model in place.
+        train: ``train(model) -> TrainResult`` trains the model in place; its history is kept
+            next to the weights and set as ``model.train_history`` (a dict).
         init: start from a copy of these weights instead of a fresh model.
         extra: anything else that defines the run (part of the cache key).
     """
@@ -397,15 +400,19 @@ def trained_model(
     model = build_dual_encoder(cfg, seed)
     if init is not None:
         model.load_state_dict(init.state_dict())
-    if path.is_file():
+    history_path = path.with_suffix(".json")
+    if path.is_file() and history_path.is_file():
         load_trained_state(model, torch.load(path, map_location="cpu"))
+        model.train_history = json.loads(history_path.read_text())
         return model
-    train(model)
+    result = train(model)
+    model.train_history = result.to_dict() if result is not None else {}
     save_text_caches()
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
     torch.save(trained_state(model), tmp)
     os.replace(tmp, path)
+    history_path.write_text(json.dumps(model.train_history))
     return model
 
 
@@ -530,8 +537,8 @@ def run_training(
 ) -> DualEncoder:
     """Train (or reload) one run; the cache key covers the config, seed, data and schedule."""
 
-    def train(model: DualEncoder) -> None:
-        train_dual_encoder(
+    def train(model: DualEncoder) -> Any:
+        return train_dual_encoder(
             model,
             items,
             data.features,
@@ -601,3 +608,120 @@ def finetune(
         init_name="pretrain",
         **kwargs,
     )
+
+
+ABLATIONS = ("audio_encoder", "text_encoder", "corpora", "snippet_s")
+"""The chapter's ablations: PaSST vs CNN14 (Table 3), pretrained vs random text encoder,
+pretraining corpora (Table 4), snippet length (Figure 1)."""
+
+
+def ablation_config(cfg: RetrievalConfig, kind: str, setting: str) -> RetrievalConfig:
+    """``cfg`` with one factor changed. ``setting``: ``passt``/``cnn14``/``cnn10``,
+    ``pretrained``/``random``, ``+``-joined corpora, or a snippet length in seconds."""
+    if kind == "audio_encoder":
+        return dataclasses.replace(cfg, audio_encoder=setting)
+    if kind == "text_encoder":
+        if setting not in ("pretrained", "random"):
+            raise ValueError(f"text_encoder setting must be pretrained or random, got {setting!r}")
+        return dataclasses.replace(cfg, text_pretrained=setting == "pretrained")
+    if kind == "corpora":
+        return dataclasses.replace(cfg, pretrain_corpora=tuple(setting.split("+")))
+    if kind == "snippet_s":
+        return dataclasses.replace(cfg, snippet_s=float(setting))
+    raise ValueError(f"unknown ablation {kind!r}; known: {', '.join(ABLATIONS)}")
+
+
+def run_ablation(
+    preset: str,
+    cfg: RetrievalConfig,
+    data: RetrievalData,
+    kind: str,
+    setting: str,
+    seed: int,
+    **kwargs: Any,
+) -> dict[str, float]:
+    """Train one ablation run from scratch (``ablation_epochs`` on at most
+    ``ablation_max_train_items`` captions per corpus) and return its evaluation metrics."""
+    run_cfg = ablation_config(cfg, kind, setting)
+    items = data.training_items(run_cfg.pretrain_corpora, cfg.ablation_max_train_items)
+    model = run_training(
+        f"ablation-{kind}",
+        preset,
+        run_cfg,
+        seed,
+        data,
+        items=items,
+        num_epochs=cfg.ablation_epochs,
+        lr=cfg.lr,
+        **kwargs,
+    )
+    return evaluate_retrieval(model, data.eval_set, data.features, run_cfg)
+
+
+def ledger_values(
+    records: Sequence[Mapping[str, Any]],
+    tags: Mapping[str, Any],
+    *,
+    chapter: str,
+    preset: str,
+    metric: str = "mAP@10",
+) -> list[float]:
+    """``metric`` in % of the newest record per seed with these tags."""
+    from audiorepro.reporting import select
+
+    hits = select(records, chapter=chapter, preset=preset, tags=tags, metric=metric)
+    return [100 * r["metrics"][metric] for r in hits]
+
+
+def seed_table(
+    records: Sequence[Mapping[str, Any]],
+    rows: Sequence[tuple[str, Mapping[str, Any]]],
+    *,
+    chapter: str,
+    preset: str,
+    metrics: Sequence[str] = ("mAP@10", "R@1", "R@5", "R@10"),
+) -> Any:
+    """A table of ``label``, then each metric as mean ± std (in %) over the seeds, read from
+    ledger ``records`` picked by each row's tags."""
+    import pandas as pd
+
+    from audiorepro.reporting import format_mean_std, select
+
+    out = []
+    for label, tags in rows:
+        hits = select(records, chapter=chapter, preset=preset, tags=tags)
+        row: dict[str, Any] = {"setting": label, "seeds": len(hits)}
+        for m in metrics:
+            vals = [100 * r["metrics"][m] for r in hits if m in r["metrics"]]
+            row[m] = format_mean_std(vals, 2) if vals else "not run"
+        out.append(row)
+    return pd.DataFrame(out)
+
+
+def compare_settings(
+    records: Sequence[Mapping[str, Any]],
+    better: Mapping[str, Any],
+    worse: Mapping[str, Any],
+    *,
+    chapter: str,
+    preset: str,
+    claim: str,
+    metric: str = "mAP@10",
+) -> str:
+    """One plain sentence: does the paper's claim "``better`` beats ``worse``" hold here?
+
+    It reproduces when the mean over seeds is higher; it is called within noise when the
+    difference is smaller than the larger of the two standard deviations.
+    """
+    a = ledger_values(records, better, chapter=chapter, preset=preset, metric=metric)
+    b = ledger_values(records, worse, chapter=chapter, preset=preset, metric=metric)
+    if not a or not b:
+        return f"{claim}: not run"
+    (ma, sa), (mb, sb) = seed_stats(a), seed_stats(b)
+    diff = ma - mb
+    noise = diff != 0 and abs(diff) < max(sa, sb)
+    if diff > 0:
+        verdict = "reproduces" + (" (but within seed noise)" if noise else "")
+    else:
+        verdict = "does not reproduce" + (" (difference within seed noise)" if noise else "")
+    return f"{claim}: {verdict}, {metric} {ma:.2f} vs {mb:.2f} ({diff:+.2f} pp, {len(a)}/{len(b)} seeds)"
