@@ -192,7 +192,8 @@ class TextEncoder(nn.Module):
         """
         if self.trainable_layers != 0:
             return self._embed(captions)
-        missing = list(dict.fromkeys(c for c in captions if c not in self._cache))
+        # sorted by length, so that each chunk pads little
+        missing = sorted(set(c for c in captions if c not in self._cache), key=len)
         if missing:
             was_training = self.model.training
             self.model.eval()

@@ -72,6 +72,10 @@ class RetrievalConfig:
     cnn_base_channels: int = field(
         64, help="CNN14/CNN10 channels of the first block (PANNs: 64; smaller on CPU)."
     )
+    cnn_mel_bins: int = field(
+        64,
+        help="Mel bands the CNNs see (PANNs: 64); the 128 PaSST bands are averaged in pairs.",
+    )
     # text encoder
     text_model: str = field(
         DEFAULT_TEXT_MODEL,
@@ -103,6 +107,9 @@ class RetrievalConfig:
     ablation_epochs: int = field(16, help="Training epochs of each ablation run.")
     ablation_max_train_items: int | None = field(
         None, help="Captions per corpus in the ablation runs (None: all)."
+    )
+    ablation_max_audio_s: float | None = field(
+        None, help="Training crop of the ablation runs (None: max_audio_s); evaluation is not cut."
     )
     corpus_combinations: tuple[str, ...] = field(
         ("audiocaps", "wavcaps", "clotho", "audiocaps+wavcaps", "wavcaps+clotho",
@@ -161,8 +168,28 @@ def build_audio_encoder(cfg: RetrievalConfig) -> tuple[torch.nn.Module, int, int
     from audiorepro.models import panns
 
     make = panns.cnn14 if cfg.audio_encoder == "cnn14" else panns.cnn10
-    model = make(mel_bins=128, classes_num=0, base_channels=cfg.cnn_base_channels)
+    model = make(mel_bins=cfg.cnn_mel_bins, classes_num=0, base_channels=cfg.cnn_base_channels)
+    if cfg.cnn_mel_bins != 128:
+        model = MelBinPool(model, 128 // cfg.cnn_mel_bins)
     return model, int(model.num_features), None
+
+
+class MelBinPool(torch.nn.Module):
+    """Averages groups of adjacent mel bands before an encoder: 128 PaSST bands → 64 for a CNN
+    built, as PANNs, for 64 (an approximation of PANNs' own 64-band front end)."""
+
+    def __init__(self, encoder: torch.nn.Module, factor: int) -> None:
+        super().__init__()
+        if factor < 1 or 128 % factor:
+            raise ValueError(f"mel pooling factor must divide 128, got {factor}")
+        self.encoder = encoder
+        self.factor = factor
+        self.num_features = encoder.num_features
+
+    def forward(self, x: torch.Tensor) -> Any:
+        """(B, 1, 128, T) → the encoder's output on (B, 1, 128 / factor, T)."""
+        pooled = torch.nn.functional.avg_pool2d(x, (self.factor, 1))  # (B, 1, F', T)
+        return self.encoder(pooled)
 
 
 def build_dual_encoder(cfg: RetrievalConfig, seed: int) -> DualEncoder:
@@ -517,6 +544,14 @@ def load_retrieval_data(
     evaluation = caption_items(root, "clotho", ["evaluation"])[: cfg.max_eval_items]
     everything = [i for items in pretrain.values() for i in items] + evaluation
     features = log_mel_features(everything)
+    if cfg.trainable_layers == 0 and cfg.text_pretrained:
+        # a frozen pretrained text encoder embeds every caption once, here, for all pages
+        captions = [i.caption for i in everything] + [p for i in finetune for p in i.paraphrases]
+        text = TextEncoder(cfg.text_model, trainable_layers=0)
+        text._cache = _text_cache(cfg, 0)
+        with torch.no_grad():
+            text(captions)
+        save_text_caches()
     return RetrievalData(pretrain, finetune, evaluation, features, root)
 
 
@@ -641,11 +676,18 @@ def run_ablation(
     **kwargs: Any,
 ) -> dict[str, float]:
     """Train one ablation run from scratch (``ablation_epochs`` on at most
-    ``ablation_max_train_items`` captions per corpus) and return its evaluation metrics."""
-    run_cfg = ablation_config(cfg, kind, setting)
+    ``ablation_max_train_items`` captions per corpus, crops of ``ablation_max_audio_s``) and
+    return its evaluation metrics (clips cut at ``max_audio_s`` as in the main runs).
+
+    The run's name is the same for every ablation, so settings that coincide (the reference
+    setting appears in all four ablations) train once."""
+    eval_cfg = ablation_config(cfg, kind, setting)
+    run_cfg = dataclasses.replace(
+        eval_cfg, max_audio_s=cfg.ablation_max_audio_s or cfg.max_audio_s
+    )
     items = data.training_items(run_cfg.pretrain_corpora, cfg.ablation_max_train_items)
     model = run_training(
-        f"ablation-{kind}",
+        "ablation",
         preset,
         run_cfg,
         seed,
@@ -655,7 +697,7 @@ def run_ablation(
         lr=cfg.lr,
         **kwargs,
     )
-    return evaluate_retrieval(model, data.eval_set, data.features, run_cfg)
+    return evaluate_retrieval(model, data.eval_set, data.features, eval_cfg)
 
 
 def ledger_values(
