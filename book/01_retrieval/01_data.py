@@ -122,7 +122,7 @@ fig = plotting.spectrogram(mel, hop_s=0.01, title=f"PaSST log-mel of {first.reco
 # data they came from.
 
 # %%
-reporting.record_result(
+_ = reporting.record_result(
     "01_retrieval",
     "01_data",
     {f"{row['corpus']}: captions": row["captions"] for _, row in stats.iterrows()}

@@ -88,7 +88,7 @@ rows = []
 for seed in cfg.seeds:
     models[seed] = pretrain(preset, cfg, seed, data)
     metrics = evaluate_retrieval(models[seed], data.eval_set, data.features, cfg)
-    reporting.record_result(
+    _ = reporting.record_result(
         "01_retrieval",
         "02_pretrain",
         metrics,

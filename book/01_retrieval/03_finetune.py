@@ -75,7 +75,7 @@ for seed in cfg.seeds:
     for stage, model in stages.items():
         metrics = evaluate_retrieval(model, data.eval_set, data.features, cfg)
         if stage != "pretrain":  # page 02 records the pretrained models
-            reporting.record_result(
+            _ = reporting.record_result(
                 "01_retrieval",
                 "03_finetune",
                 metrics,

@@ -30,6 +30,7 @@ preset: str = "embedded"  # smoke | embedded | paper
 # %%
 import tempfile
 
+import pandas as pd
 from IPython.display import Audio, display
 
 from audiorepro import plotting, reporting
@@ -53,6 +54,7 @@ from audiorepro.training.retrieval import (
 )
 
 CHAPTER = "01_retrieval"
+pd.set_option("display.max_colwidth", None)  # the finding sentences are long
 cfg = load_preset(RetrievalConfig, repo_root() / "book/01_retrieval/presets", preset)
 data = load_retrieval_data(preset, cfg)
 cfg
@@ -73,7 +75,7 @@ for seed in cfg.seeds:
     }
     for stage, model in stages.items():
         metrics = evaluate_retrieval(model, data.eval_set, data.features, cfg)
-        reporting.record_result(
+        _ = reporting.record_result(
             CHAPTER, "04_evaluate", metrics, preset=preset, seed=seed,
             config=to_dict(cfg), tags={"stage": stage},
         )  # fmt: skip
@@ -109,7 +111,7 @@ for kind, values in settings.items():
     for value in values:
         for seed in cfg.seeds:
             metrics = run_ablation(preset, cfg, data, kind, value, seed)
-            reporting.record_result(
+            _ = reporting.record_result(
                 CHAPTER, "04_evaluate", metrics, preset=preset, seed=seed,
                 config=to_dict(cfg), tags={"ablation": kind, "setting": value},
             )  # fmt: skip

@@ -221,7 +221,7 @@ _TEXT_CACHE_SIZES: dict[str, int] = {}
 
 
 def _text_cache_path(cfg: RetrievalConfig, seed: int) -> Path:
-    key = {"model": cfg.text_model, "pretrained": cfg.text_pretrained, "v": 1}
+    key = {"model": cfg.text_model, "pretrained": cfg.text_pretrained, "v": 2}
     if not cfg.text_pretrained:
         key["seed"] = seed  # a random encoder differs per seed
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
