@@ -91,13 +91,31 @@ def gather_with_grad(x: torch.Tensor) -> torch.Tensor:
         pad = x.new_zeros((longest - x.shape[0], *x.shape[1:]))
         x = torch.cat([x, pad])
     if x.is_floating_point():
-        from torch.distributed.nn.functional import all_gather
-
-        parts = all_gather(x)
+        gathered = _AllGatherWithGrad.apply(x)  # (world * longest, ...)
     else:
         parts = [torch.zeros_like(x) for _ in range(world)]
         dist.all_gather(parts, x)
+        gathered = torch.cat(parts)
+    parts = gathered.split(longest)
     return torch.cat([p[:n] for p, n in zip(parts, sizes_int, strict=True)])
+
+
+class _AllGatherWithGrad(torch.autograd.Function):
+    """All-gather of equal-sized shards whose backward returns to each process the gradient of
+    its own shard summed over all processes (each process computed the loss from all shards)."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor) -> torch.Tensor:
+        ctx.rank, ctx.size = dist.get_rank(), x.shape[0]
+        parts = [torch.empty_like(x) for _ in range(dist.get_world_size())]
+        dist.all_gather(parts, x.contiguous())
+        return torch.cat(parts)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:
+        grad = grad.contiguous()
+        dist.all_reduce(grad, op=dist.ReduceOp.SUM)
+        return grad[ctx.rank * ctx.size : (ctx.rank + 1) * ctx.size]
 
 
 class NTXentLoss(nn.Module):
