@@ -84,6 +84,22 @@ def test_paper_size_s_grid_matches_the_reference_formula():
     assert (s.s_patchout_f, s.s_patchout_t, s20.s_patchout_t) == (4, 50, 80)
 
 
+@pytest.mark.parametrize(
+    ("factory", "frames", "train_tokens", "eval_tokens"),
+    [(passt_n, 1000, 6 * 47, 8 * 62), (passt_s, 998, 8 * 49, 12 * 99)],
+)
+def test_paper_size_sequence_lengths_with_patchout(factory, frames, train_tokens, eval_tokens):
+    # Shapes only, on the meta device: PaSST-N 8 x 62 patches, 6 x 47 after patchout (2; 15);
+    # PaSST-S 12 x 99, 8 x 49 after patchout (4; 50) (reference notes §3, paper (a) Table 2).
+    with torch.device("meta"):
+        model = factory()
+        x = torch.empty(2, 1, 128, frames)
+        assert sequence_length(model.train(), x) == 2 + train_tokens
+        assert sequence_length(model.eval(), x) == 2 + eval_tokens
+        logits, features = model(x)
+    assert tuple(logits.shape) == (2, 527) and tuple(features.shape) == (2, 768)
+
+
 def small_model(**kw) -> PaSST:
     torch.manual_seed(0)
     cfg = dict(
@@ -238,7 +254,13 @@ def test_load_checkpoint_formats(tmp_path):
     expected = source.eval()(x)[1]
     files = {
         "plain.pt": state,
-        "lightning.ckpt": {"state_dict": {"net." + k: v for k, v in state.items()}, "epoch": 3},
+        # The PaSST framework's Lightning module: the encoder under "net.", the front end
+        # under "mel." (ignored: outside the detected prefix).
+        "lightning.ckpt": {
+            "state_dict": {"net." + k: v for k, v in state.items()}
+            | {"mel.window": torch.ones(3)},
+            "epoch": 3,
+        },
         "ddp.pth": {"module." + k: v for k, v in state.items()},
     }
     for name, obj in files.items():
@@ -279,3 +301,17 @@ def test_checkpoint_file_errors(tmp_path):
     torch.save({"epoch": 1}, tmp_path / "empty.pt")
     with pytest.raises(CheckpointError, match="no tensors found"):
         load_passt_checkpoint(small_model(), tmp_path / "empty.pt")
+
+
+def test_cut_time_encoding_on_load_equals_the_full_model_on_short_inputs(tmp_path):
+    full = small_model().eval()  # 100 frames, 10 time positions
+    torch.save(full.state_dict(), tmp_path / "full.pt")
+    short = small_model(img_size=(32, 60))  # 6 time positions
+    with pytest.raises(CheckpointError, match="time_new_pos_embed: checkpoint"):
+        load_passt_checkpoint(short, tmp_path / "full.pt")
+    load_passt_checkpoint(short, tmp_path / "full.pt", cut_time_pos_embed=True)
+    x = torch.randn(2, 1, 32, 60)
+    torch.testing.assert_close(short.eval()(x), full(x))
+    longer = small_model(img_size=(32, 150))  # cannot grow an encoding
+    with pytest.raises(CheckpointError, match="time_new_pos_embed"):
+        load_passt_checkpoint(longer, tmp_path / "full.pt", cut_time_pos_embed=True)

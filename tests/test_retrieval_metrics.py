@@ -10,6 +10,8 @@ import torch
 
 from audiorepro.metrics.retrieval import (
     audio_to_text_metrics,
+    jackknife_ci,
+    per_query_metrics,
     read_submission_csv,
     relevant_ranks,
     retrieval_metrics,
@@ -298,3 +300,47 @@ def test_submission_errors(tmp_path):
     write_gt(gt, ["f0"], ["c0", "c1", "c2", "c3", "c4"])
     with pytest.raises(ValueError, match="3 ground-truth caption"):
         score_submission(gt, sub)
+
+
+def test_scoring_cli(tmp_path, capsys):
+    from audiorepro.metrics.retrieval import main
+
+    names = [f"f{i}.wav" for i in range(10)]
+    captions = [f"caption {c}" for c in range(50)]
+    scores = np.zeros((50, 10))
+    scores[np.arange(50), np.arange(50) // 5] = 1.0  # every caption finds its audio first
+    sub = write_submission_csv(tmp_path / "sub.csv", captions, names, scores)
+    gt = tmp_path / "gt.csv"
+    write_gt(gt, names, captions)
+    assert main([str(gt), str(sub)]) == 0
+    out = capsys.readouterr().out.split()
+    assert out == ["mAP@10", "100.00", "R@1", "100.00", "R@5", "100.00", "R@10", "100.00"]
+    assert main([str(gt), str(tmp_path / "missing.csv")]) == 1
+    assert "missing.csv" in capsys.readouterr().err
+
+
+def test_per_query_metrics_average_to_retrieval_metrics():
+    rng = np.random.default_rng(4)
+    scores = rng.integers(0, 5, size=(40, 12)).astype(np.float32)
+    targets = rng.integers(0, 12, size=40)
+    per_query = per_query_metrics(scores, targets, ties="pessimistic")
+    ranks = relevant_ranks(scores, targets, ties="pessimistic")
+    np.testing.assert_array_equal(per_query["R@5"], (ranks <= 5).astype(float))
+    assert {k: v.mean() for k, v in per_query.items()} == pytest.approx(
+        retrieval_metrics(scores, targets, ties="pessimistic")
+    )
+
+
+def test_jackknife_ci_matches_leave_one_out():
+    from scipy.stats import norm
+
+    values = np.random.default_rng(0).random(25)
+    n = values.size
+    loo = np.array([np.delete(values, i).mean() for i in range(n)])
+    estimate = n * values.mean() - (n - 1) * loo.mean()
+    se = np.sqrt((n - 1) / n * np.sum((loo - loo.mean()) ** 2))
+    z = norm.ppf(0.975)
+    got = jackknife_ci(values)
+    assert got == pytest.approx((estimate, estimate - z * se, estimate + z * se))
+    with pytest.raises(ValueError, match="at least 2 values"):
+        jackknife_ci(np.ones(1))

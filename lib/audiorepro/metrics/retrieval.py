@@ -5,7 +5,9 @@ every caption is a query with exactly one relevant audio. With ``r`` the 1-based
 audio, ``R@k = [r <= k]`` and ``AP@10 = 1 / r if r <= 10 else 0``, each averaged over the
 queries. This is the official scorer ``eval_script.py`` of xieh97/dcase2022-audio-retrieval
 (``shared/reference/retrieval.md`` §2), which reads the submission CSV that
-:func:`write_submission_csv` writes; :func:`score_submission` reproduces it on files.
+:func:`write_submission_csv` writes; :func:`score_submission` reproduces it on files, also as a
+command: ``python -m audiorepro.metrics.retrieval GT_CSV SUBMISSION_CSV``. The 2022 scorer also
+prints jackknife 95% intervals: :func:`per_query_metrics` and :func:`jackknife_ci`.
 
 Audio-to-text (:func:`audio_to_text_metrics`): each audio has several relevant captions (five in
 ClothoV2). The definition is the DCASE 2023 baseline's ``measure`` (xieh97/dcase2023-audio-
@@ -39,6 +41,8 @@ import torch
 __all__ = [
     "TIES",
     "audio_to_text_metrics",
+    "jackknife_ci",
+    "per_query_metrics",
     "read_submission_csv",
     "relevant_ranks",
     "retrieval_metrics",
@@ -54,7 +58,8 @@ _BLOCK = 128
 
 
 def _as_scores(scores: np.ndarray | torch.Tensor) -> np.ndarray:
-    """(n_queries, n_items) numpy view of ``scores``; bfloat16 goes to float32 (exact)."""
+    """(n_queries, n_items) numpy array of ``scores``; bfloat16 and float16 go to float32
+    (exact, so ties are kept)."""
     if isinstance(scores, torch.Tensor):
         scores = scores.detach().cpu()
         if scores.dtype == torch.bfloat16:
@@ -69,6 +74,10 @@ def _as_scores(scores: np.ndarray | torch.Tensor) -> np.ndarray:
         raise ValueError(f"scores must have at least one query and one item, got {scores.shape}")
     if not (np.issubdtype(scores.dtype, np.floating) or np.issubdtype(scores.dtype, np.integer)):
         raise ValueError(f"scores must be real numbers, got dtype {scores.dtype}")
+    if scores.dtype == np.float16:
+        # float16 -> float32 is exact and order-preserving (ties stay ties) and numpy compares
+        # float32 several times faster.
+        scores = scores.astype(np.float32)
     if np.issubdtype(scores.dtype, np.floating):
         nan_rows = np.flatnonzero(np.isnan(scores).any(axis=1))
         if nan_rows.size:
@@ -176,12 +185,54 @@ def retrieval_metrics(
         ``{"mAP@10": float, "R@1": float, ...}`` (one ``R@k`` per k in ``ks``), fractions in
         [0, 1].
     """
+    return {
+        name: float(values.mean())
+        for name, values in per_query_metrics(scores, targets, ks, ties).items()
+    }
+
+
+def per_query_metrics(
+    scores: np.ndarray | torch.Tensor,
+    targets: np.ndarray | torch.Tensor | Sequence[int],
+    ks: Sequence[int] = (1, 5, 10),
+    ties: str = "index",
+) -> dict[str, np.ndarray]:
+    """The per-query values that :func:`retrieval_metrics` averages: ``AP@10`` under the key
+    ``"mAP@10"`` and ``[r <= k]`` under ``"R@k"``, each a float64 array (n_queries,). For
+    confidence intervals (:func:`jackknife_ci`) or paired comparisons of two systems."""
     ks = _check_ks(ks)
     ranks = relevant_ranks(scores, targets, ties=ties)
-    out = {"mAP@10": float(np.mean(np.where(ranks <= 10, 1.0 / ranks, 0.0)))}
+    out = {"mAP@10": np.where(ranks <= 10, 1.0 / ranks, 0.0)}
     for k in ks:
-        out[f"R@{k}"] = float(np.mean(ranks <= k))
+        out[f"R@{k}"] = (ranks <= k).astype(np.float64)
     return out
+
+
+def jackknife_ci(values: np.ndarray, confidence: float = 0.95) -> tuple[float, float, float]:
+    """Mean of per-query values with its jackknife confidence interval, as the DCASE 2022
+    scorer prints (``astropy.stats.jackknife_stats(values, np.mean, 0.95)``).
+
+    The leave-one-out means ``m_i`` give the standard error
+    ``sqrt((n - 1) / n * sum_i (m_i - mean(m))^2)`` (for the mean this is ``std(values, ddof=1)
+    / sqrt(n)``) and the interval ``estimate ± z * se`` with the normal quantile ``z`` of
+    ``(1 + confidence) / 2``; the estimate is bias-corrected, ``n * mean - (n - 1) *
+    mean(m)``, which equals the mean for this statistic.
+
+    Returns:
+        ``(estimate, low, high)``.
+    """
+    from scipy.stats import norm
+
+    values = np.asarray(values, dtype=np.float64)
+    if values.ndim != 1 or values.size < 2:
+        raise ValueError(f"need a 1-D array of at least 2 values, got shape {values.shape}")
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    n = values.size
+    estimate = float(values.mean())
+    se = float(values.std(ddof=1) / np.sqrt(n))
+    z = float(norm.ppf(0.5 + confidence / 2))
+    return estimate, estimate - z * se, estimate + z * se
 
 
 def _as_relevance_mask(
@@ -455,3 +506,33 @@ def score_submission(
     for cut in (1, 5, 10):
         out[f"R@{cut}"] = float(np.mean(ranks <= cut))
     return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m audiorepro.metrics.retrieval GT_CSV SUBMISSION_CSV``: score a submission.
+
+    Prints mAP@10, R@1, R@5 and R@10 × 100 (:func:`score_submission`); a malformed or incomplete
+    file prints the error and exits with status 1.
+    """
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser(
+        prog="python -m audiorepro.metrics.retrieval",
+        description="Score a DCASE text-to-audio submission CSV against Clotho-format captions.",
+    )
+    parser.add_argument("gt_csv", help="file_name,caption_1,...,caption_5")
+    parser.add_argument("submission_csv", help="caption,file_name_1,...,file_name_10")
+    args = parser.parse_args(argv)
+    try:
+        metrics = score_submission(args.gt_csv, args.submission_csv)
+    except (OSError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    for name, value in metrics.items():
+        print(f"{name:7s} {100 * value:6.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

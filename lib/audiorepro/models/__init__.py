@@ -5,6 +5,7 @@ feature size in ``num_features`` (also ``embed_dim``), and ``max_frames`` (the l
 ``None`` for the CNNs, the time-encoding length for PaSST; longer audio goes through
 :func:`embed_snippets`).
 
+- :mod:`~audiorepro.models.audio_encoders`: the encoders by name (``audio_encoder("cnn14")``).
 - :mod:`~audiorepro.models.passt`: PaSST audio spectrogram transformer (variants N, S, L, S20 of
   paper (a) Table 2 and small CPU configurations).
 - :mod:`~audiorepro.models.panns`: CNN14 and CNN10 of PANNs.
@@ -12,6 +13,7 @@ feature size in ``num_features`` (also ``embed_dim``), and ``max_frames`` (the l
 - :mod:`~audiorepro.models.pretrained`: released weights from local files, strict key checks.
 """
 
+from audiorepro.models.audio_encoders import AUDIO_ENCODERS, audio_encoder
 from audiorepro.models.panns import CNN, cnn10, cnn14, load_panns_checkpoint
 from audiorepro.models.passt import (
     PASST_CONFIGS,
@@ -30,9 +32,11 @@ from audiorepro.models.pretrained import load_pretrained, load_state_dict_file
 from audiorepro.models.snippets import embed_snippets, snippet_mask
 
 __all__ = [
+    "AUDIO_ENCODERS",
     "CNN",
     "PASST_CONFIGS",
     "PaSST",
+    "audio_encoder",
     "cnn10",
     "cnn14",
     "count_parameters",

@@ -469,15 +469,15 @@ def passt(name: str, **overrides) -> PaSST:
 
 
 def passt_n(**overrides) -> PaSST:
-    """PaSST-N: stride 16 (no overlap), 128 × 1000 frames (10 s), patchout f=2, t=15, 86.2M
-    parameters; the default audio encoder of paper (a) (Table 2, Table 3). Checkpoint
+    """PaSST-N: stride 16 (no overlap), 128 × 1000 frames (10 s), patchout f=2, t=15, 86.1M
+    parameters (Table 2: 86.2M); the default audio encoder of paper (a) (Table 2, Table 3). Checkpoint
     ``passt_s_p16_s16_128_ap468`` (``passt-s-f128-p16-s16-ap.468.pt``)."""
     return passt("n", **overrides)
 
 
 def passt_s(**overrides) -> PaSST:
     """PaSST-S: stride 10 (overlapping patches), 128 × 998 frames, patchout f=4, t=50, 86.2M
-    parameters (paper (a) Table 2). Checkpoints ``passt_s_swa_p16_128_ap476``,
+    parameters (paper (a) Table 2: 86.2M). Checkpoints ``passt_s_swa_p16_128_ap476``,
     ``passt_s_kd_p16_128_ap486``."""
     return passt("s", **overrides)
 
@@ -511,16 +511,41 @@ def passt_small(**overrides) -> PaSST:
 # checkpoints and sizes
 
 
-def load_passt_checkpoint(model: PaSST, path: str | PathLike, prefix: str | None = None) -> PaSST:
+def load_passt_checkpoint(
+    model: PaSST,
+    path: str | PathLike,
+    prefix: str | None = None,
+    cut_time_pos_embed: bool = False,
+) -> PaSST:
     """Load a released PaSST checkpoint (e.g. ``passt-s-f128-p16-s16-ap.468.pt`` into
     :func:`passt_n`) or one of ours from a local ``.pt`` / ``.ckpt`` / ``.safetensors`` file,
     strictly. Wrapper prefixes (``net.``, ``module.``, ...) are stripped, see
     :func:`audiorepro.models.pretrained.load_pretrained`.
 
+    Args:
+        model: the PaSST to load into.
+        path: checkpoint file.
+        prefix: wrapper prefix to strip (``None``: detected).
+        cut_time_pos_embed: for a model built with a shorter time encoding than the checkpoint
+            (e.g. ``img_size=(128, 400)`` for 4 s snippets), keep the checkpoint's first time
+            positions. The forward pass cuts the encoding from the start for short inputs
+            anyway, so the loaded model computes exactly what the full one computes on inputs
+            of its length.
+
     Raises:
         CheckpointError: unreadable file, or missing / unexpected / mismatched keys (all listed).
     """
-    return load_pretrained(model, path, prefix=prefix)
+    grid_t = model.time_new_pos_embed.shape[-1]
+
+    def cut(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        pos = state.get("time_new_pos_embed")
+        if pos is not None and pos.ndim == 4 and pos.shape[-1] > grid_t:
+            state = state | {"time_new_pos_embed": pos[..., :grid_t].contiguous()}
+        return state
+
+    return load_pretrained(
+        model, path, prefix=prefix, transform=cut if cut_time_pos_embed else None
+    )
 
 
 def count_parameters(model: nn.Module) -> int:

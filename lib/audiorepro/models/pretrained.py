@@ -11,7 +11,7 @@ all (:func:`audiorepro.training.checkpoint.check_state_dict`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from os import PathLike
 from pathlib import Path
 
@@ -67,6 +67,7 @@ def load_pretrained(
     path: str | PathLike,
     prefix: str | None = None,
     ignore_prefixes: Sequence[str] = (),
+    transform: Callable[[dict[str, torch.Tensor]], dict[str, torch.Tensor]] | None = None,
 ) -> nn.Module:
     """Load a local checkpoint into ``model`` with ``load_state_dict(strict=True)``.
 
@@ -77,6 +78,7 @@ def load_pretrained(
             the most keys match the model, and keys outside the chosen prefix are ignored.
         ignore_prefixes: keys (after stripping) starting with any of these are dropped before
             the strict check, e.g. ``("spectrogram_extractor.", "logmel_extractor.")``.
+        transform: applied to the (prefix-stripped, filtered) tensors before the check.
 
     Returns:
         ``model``, loaded in place.
@@ -94,6 +96,8 @@ def load_pretrained(
     if prefix:
         state = {k[len(prefix) :]: v for k, v in state.items() if k.startswith(prefix)}
     state = {k: v for k, v in state.items() if not k.startswith(tuple(ignore_prefixes))}
+    if transform is not None:
+        state = transform(state)
     check_state_dict(model_state, state, source=str(path))
     model.load_state_dict(state, strict=True)
     return model
