@@ -201,7 +201,7 @@ class TextEncoder(nn.Module):
                 for start in range(0, len(missing), 128):
                     chunk = missing[start : start + 128]
                     for caption, emb in zip(chunk, self._embed(chunk).cpu(), strict=True):
-                        self._cache[caption] = emb
+                        self._cache[caption] = emb.clone()  # not a view of the batch
             self.model.train(was_training)
         device = next(self.model.parameters()).device
         return torch.stack([self._cache[c] for c in captions]).to(device).float()  # (B, dim)
