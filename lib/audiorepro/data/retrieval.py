@@ -176,47 +176,69 @@ def _cache_key(paths: Sequence[str], config: Mapping[str, Any]) -> str:
     return digest.hexdigest()[:20]
 
 
+FRONT_ENDS = ("passt", "atst")
+"""Front ends of the retrieval audio encoders: PaSST's 128-band log-mel at 32 kHz (PaSST, the
+CNNs, MobileNet) and ATST-Frame's 64-band scaled log-mel at 16 kHz."""
+
+
 def log_mel_features(
     items: Sequence[CaptionItem],
     *,
     max_seconds: float | None = None,
     cache_dir: str | os.PathLike[str] | None = None,
     verbose: bool = False,
+    front_end: str = "passt",
 ) -> dict[str, torch.Tensor]:
-    """PaSST log-mel of every distinct recording: ``{item.key: (T, 128) float16}``.
+    """Log-mel of every distinct recording: ``{item.key: (T, F) float16}``.
 
-    Computed once (eval-mode :class:`PasstMel`, 32 kHz) and cached in
-    ``<cache_dir or data dir/cache/retrieval>/<hash>.pt``, the hash covering the files (path,
-    size, modification time) and ``max_seconds``. ``max_seconds`` keeps only the start of
-    longer recordings (saves memory when training crops shorter windows anyway).
+    ``front_end="passt"`` (default): eval-mode :class:`PasstMel` at 32 kHz, F = 128.
+    ``front_end="atst"``: ATST-Frame's :class:`~audiorepro.models.atst.AtstMel` at 16 kHz,
+    F = 64 (paper (b) §4.4: each model's own spectrogram recipe).
+
+    Computed once and cached in ``<cache_dir or data dir/cache/retrieval>/<hash>.pt``, the hash
+    covering the files (path, size, modification time), the front end and ``max_seconds``.
+    ``max_seconds`` keeps only the start of longer recordings (saves memory when training crops
+    shorter windows anyway).
 
     Raises:
         RetrievalDataError: audio that cannot be read, or shorter than one 16-frame patch.
+        ValueError: an unknown front end.
     """
+    if front_end not in FRONT_ENDS:
+        raise ValueError(f"unknown front end {front_end!r}; known: {', '.join(FRONT_ENDS)}")
     by_key: dict[str, str] = {}
     for item in items:
         by_key.setdefault(item.key, item.audio)
     keys = sorted(by_key)
     cache = Path(cache_dir) if cache_dir is not None else data_dir() / "cache" / "retrieval"
-    key = _cache_key([by_key[k] for k in keys], {"max_seconds": max_seconds, "v": 1})
-    path = cache / f"{key}.pt"
+    config: dict[str, Any] = {"max_seconds": max_seconds, "v": 1}
+    if front_end != "passt":  # the PaSST cache keeps its earlier name
+        config["front_end"] = front_end
+    path = cache / f"{_cache_key([by_key[k] for k in keys], config)}.pt"
     if path.is_file():
         return torch.load(path)
-    mel = PasstMel().eval()
+    if front_end == "atst":
+        from audiorepro.models.atst import AtstMel
+
+        mel, sample_rate, n_fft, bands = AtstMel().eval(), 16_000, 1024, 64
+    else:
+        mel, sample_rate, bands = PasstMel().eval(), SAMPLE_RATE, 128
+        n_fft = mel.n_fft
     feats: dict[str, torch.Tensor] = {}
     with torch.no_grad():
         for i, k in enumerate(keys):
-            wav, _ = load_audio(by_key[k], sr=SAMPLE_RATE, duration=max_seconds)
-            if wav.size <= mel.n_fft // 2 + 1:
-                x = torch.zeros(128, 0)
+            wav, _ = load_audio(by_key[k], sr=sample_rate, duration=max_seconds)
+            if wav.size <= n_fft // 2 + 1:
+                x = torch.zeros(bands, 0)
             else:
-                x = mel(torch.from_numpy(np.ascontiguousarray(wav, dtype=np.float32))[None])[0]
+                x = mel(torch.from_numpy(np.ascontiguousarray(wav, dtype=np.float32))[None])
+                x = x.reshape(x.shape[-2], x.shape[-1])  # (F, T)
             if x.shape[-1] < 16:
                 raise RetrievalDataError(
-                    f"{by_key[k]}: {x.shape[-1]} frames of log-mel ({wav.size / SAMPLE_RATE:.3f} s)"
+                    f"{by_key[k]}: {x.shape[-1]} frames of log-mel ({wav.size / sample_rate:.3f} s)"
                     " is shorter than one 16-frame patch"
                 )
-            feats[k] = x.T.to(torch.float16).contiguous()  # (T, 128)
+            feats[k] = x.T.to(torch.float16).contiguous()  # (T, F)
             if verbose and (i + 1) % 500 == 0:
                 print(f"log-mel: {i + 1}/{len(keys)} recordings", flush=True)
     cache.mkdir(parents=True, exist_ok=True)
@@ -230,7 +252,8 @@ def log_mel_features(
 
 
 class CaptionDataset(Dataset):
-    """Caption-level training items: ``{"feats": (T, F), "caption": str, "audio_id": int}``.
+    """Caption-level training items: ``{"feats": (T, F), "caption": str, "audio_id": int,
+    "key": str}`` (``key``: the recording's :attr:`CaptionItem.key`).
 
     Args:
         items: caption items (one or several corpora concatenated).
@@ -285,22 +308,29 @@ class CaptionDataset(Dataset):
         caption = item.caption
         if item.paraphrases and rng.random() < self.paraphrase_prob:
             caption = item.paraphrases[int(rng.integers(len(item.paraphrases)))]
-        return {"feats": feats, "caption": caption, "audio_id": self.audio_index[item.key]}
+        return {
+            "feats": feats,
+            "caption": caption,
+            "audio_id": self.audio_index[item.key],
+            "key": item.key,
+        }
 
 
-def collate_captions(examples: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def collate_captions(
+    examples: Sequence[Mapping[str, Any]], pad_value: float = SILENCE_LOG_MEL
+) -> dict[str, Any]:
     """Zero-pad to the batch's longest item (paper §2.5).
 
     Padding is applied to the waveforms in the paper; on cached log-mel the equivalent is the
-    log-mel of silence, :data:`SILENCE_LOG_MEL`.
+    log-mel of silence, ``pad_value`` (:data:`SILENCE_LOG_MEL` for the PaSST front end).
 
     Returns:
         ``feats`` (B, T_max, F) float32, ``lengths`` (B,), ``captions`` (list of B),
-        ``audio_ids`` (B,) int64.
+        ``audio_ids`` (B,) int64, ``keys`` (list of B recording keys).
     """
     lengths = torch.tensor([e["feats"].shape[0] for e in examples])
     num_bins = examples[0]["feats"].shape[1]
-    feats = torch.full((len(examples), int(lengths.max()), num_bins), SILENCE_LOG_MEL)
+    feats = torch.full((len(examples), int(lengths.max()), num_bins), pad_value)
     for i, e in enumerate(examples):
         feats[i, : e["feats"].shape[0]] = e["feats"].float()
     return {
@@ -308,6 +338,7 @@ def collate_captions(examples: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "lengths": lengths,
         "captions": [e["caption"] for e in examples],
         "audio_ids": torch.tensor([e["audio_id"] for e in examples], dtype=torch.long),
+        "keys": [e.get("key", "") for e in examples],
     }
 
 

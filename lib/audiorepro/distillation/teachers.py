@@ -472,8 +472,15 @@ class TeacherEnsemble:
             ) from None
 
     def similarity(self, audio_rows: torch.Tensor, caption_rows: torch.Tensor) -> torch.Tensor:
-        """Ĉ for the given rows: (len(audio_rows), len(caption_rows)) float32 mean cosine."""
-        return self.audio[audio_rows].float() @ self.caption[caption_rows].float().T
+        """Ĉ for the given rows: (len(audio_rows), len(caption_rows)) float32 mean cosine.
+
+        Each distinct row is multiplied once and the result indexed, so a repeated audio (five
+        captions of one clip in a batch) gets bitwise-equal rows whatever the BLAS kernel's
+        blocking does with the rows of a product."""
+        audio, audio_inverse = torch.unique(audio_rows, return_inverse=True)
+        caption, caption_inverse = torch.unique(caption_rows, return_inverse=True)
+        block = self.audio[audio].float() @ self.caption[caption].float().T
+        return block[audio_inverse][:, caption_inverse]
 
     def similarity_of(self, audio_ids: Sequence[str], captions: Sequence[str]) -> torch.Tensor:
         """Ĉ (len(audio_ids), len(captions)) for audio ids and caption texts, e.g. a heatmap of

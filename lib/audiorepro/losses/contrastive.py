@@ -61,7 +61,15 @@ def nt_xent(
     a = F.normalize(audio_emb, dim=-1)
     t = F.normalize(text_emb, dim=-1)
     logits = a @ t.T / torch.as_tensor(tau, device=a.device).abs()  # (B, B) audios x captions
-    positives = positive_mask(audio_ids.to(a.device))  # (B, B)
+    return nt_xent_logits(logits, audio_ids)
+
+
+def nt_xent_logits(logits: torch.Tensor, audio_ids: torch.Tensor) -> torch.Tensor:
+    """NT-Xent of :func:`nt_xent` from the (B, B) logits (cosine / τ, rows audios, columns
+    captions) and the (B,) audio ids: the half-sum of the mean log-probability of the positives
+    over captions (rows) and over audios (columns). Chapter 02 computes its distillation loss
+    from the same logits."""
+    positives = positive_mask(audio_ids.to(logits.device))  # (B, B)
     audio_to_text = logits.log_softmax(dim=1)[positives].mean()
     text_to_audio = logits.log_softmax(dim=0)[positives].mean()
     return -0.5 * (audio_to_text + text_to_audio)

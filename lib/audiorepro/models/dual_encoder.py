@@ -39,6 +39,9 @@ class DualEncoder(nn.Module):
             once, as the CNNs do with 30 s).
         tau: NT-Xent temperature (fixed 0.05 unless ``learnable_tau``).
         learnable_tau: learn the temperature.
+        pad_value: the encoder's input value of silence, what batch padding holds
+            (:data:`SILENCE_LOG_MEL` for the PaSST front end; ATST-Frame's is
+            :data:`~audiorepro.models.atst.ATST_SILENCE`).
     """
 
     def __init__(
@@ -52,6 +55,7 @@ class DualEncoder(nn.Module):
         snippet_frames: int | None = None,
         tau: float = 0.05,
         learnable_tau: bool = False,
+        pad_value: float = SILENCE_LOG_MEL,
     ) -> None:
         super().__init__()
         self.audio_encoder = audio_encoder
@@ -59,6 +63,7 @@ class DualEncoder(nn.Module):
         self.audio_projection = nn.Linear(audio_dim, embed_dim)
         self.text_projection = nn.Linear(text_dim, embed_dim)
         self.snippet_frames = snippet_frames
+        self.pad_value = pad_value
         self.loss = NTXentLoss(tau, learnable_tau=learnable_tau)
 
     def _audio_features(self, x: torch.Tensor) -> torch.Tensor:
@@ -68,15 +73,20 @@ class DualEncoder(nn.Module):
     def encode_audio(self, feats: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         """(B, T, F) log-mel, (B,) valid frames → (B, embed_dim) projected, not normalised.
 
-        Padding frames must hold the log-mel of silence (:data:`SILENCE_LOG_MEL`), as if the
-        waveforms had been zero-padded (paper §2.5).
+        Padding frames must hold the log-mel of silence (:attr:`pad_value`), as if the
+        waveforms had been zero-padded (paper §2.5). An encoder of any input length that has an
+        ``embed(x, lengths)`` method (MobileNet) sees each clip's real frames only, so its global
+        pooling does not average over the batch's padding.
         """
         x = feats.transpose(1, 2)[:, None]  # (B, 1, F, T)
         if self.snippet_frames is None:
-            emb = self._audio_features(x)  # (B, audio_dim)
+            if hasattr(self.audio_encoder, "embed"):
+                emb = self.audio_encoder.embed(x, lengths)  # (B, audio_dim)
+            else:
+                emb = self._audio_features(x)  # (B, audio_dim)
         else:
             emb = embed_snippets(
-                self._audio_features, x, lengths, self.snippet_frames, pad_value=SILENCE_LOG_MEL
+                self._audio_features, x, lengths, self.snippet_frames, pad_value=self.pad_value
             )  # (B, audio_dim)
         return self.audio_projection(emb)  # (B, embed_dim)
 

@@ -71,7 +71,7 @@ import numpy as np
 import torch
 from accelerate import Accelerator
 from accelerate.state import AcceleratorState, GradientState
-from accelerate.utils import gather_object
+from accelerate.utils import DistributedDataParallelKwargs, gather_object
 from torch.utils.data import DataLoader, Dataset, IterableDataset, Sampler
 from tqdm.auto import tqdm as tqdm_auto
 from tqdm.std import tqdm as tqdm_std
@@ -106,6 +106,7 @@ _RESUME_SAFE_FIELDS = frozenset(
         "num_workers",
         "device",
         "mixed_precision",
+        "find_unused_parameters",
     }
 )
 
@@ -154,6 +155,11 @@ class TrainConfig:
         help="Optimizer steps the LR schedule spans (None: num_epochs x steps per epoch).",
     )
     num_workers: int = field(0, help="DataLoader worker processes (0: load in the main process).")
+    find_unused_parameters: bool = field(
+        False,
+        help="Under several processes, let DDP skip parameters the loss does not reach (an "
+        "encoder's unused classifier head or mask token); a little slower.",
+    )
 
     def __post_init__(self) -> None:
         def is_int(v: Any) -> bool:
@@ -259,7 +265,9 @@ def _reset_accelerate_state() -> None:
     GradientState._reset_state()
 
 
-def make_accelerator(device: str, mixed_precision: str, grad_accum_steps: int) -> Accelerator:
+def make_accelerator(
+    device: str, mixed_precision: str, grad_accum_steps: int, find_unused_parameters: bool = False
+) -> Accelerator:
     """An ``Accelerator`` on a resolved device, with the given precision and accumulation.
 
     accelerate keeps its device and precision in process-wide singletons and refuses (or, for
@@ -274,6 +282,8 @@ def make_accelerator(device: str, mixed_precision: str, grad_accum_steps: int) -
         "mixed_precision": mixed_precision,
         "gradient_accumulation_steps": grad_accum_steps,
     }
+    if find_unused_parameters:
+        kwargs["kwargs_handlers"] = [DistributedDataParallelKwargs(find_unused_parameters=True)]
     conflict = (
         f"accelerate is already set up for another device/precision in this process and cannot "
         f"switch to device={device!r}, mixed_precision={mixed_precision!r} under several "
@@ -795,7 +805,10 @@ class Trainer:
         self.device_type = resolve_device(config.device)
         self.mixed_precision = resolve_mixed_precision(config.mixed_precision, self.device_type)
         self.accelerator = make_accelerator(
-            self.device_type, self.mixed_precision, config.grad_accum_steps
+            self.device_type,
+            self.mixed_precision,
+            config.grad_accum_steps,
+            config.find_unused_parameters,
         )
         num_processes = self.accelerator.num_processes
 

