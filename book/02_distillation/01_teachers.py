@@ -78,7 +78,7 @@ def millions(module) -> float:
 
 sizes = pd.DataFrame(
     [
-        {"encoder": "PaSST", "paper": "passt_s (ours: chapter 01 PaSST-N)",
+        {"encoder": "PaSST", "paper": "n (chapter 01 paper preset)",
          "paper M params": millions(passt("n")), "ours": rcfg.passt_variant,
          "ours M params": millions(passt(rcfg.passt_variant))},
         {"encoder": "ATST-Frame", "paper": "base", "paper M params": millions(atst("base")),

@@ -159,8 +159,18 @@ _ = reporting.record_result(
 )  # fmt: skip
 summary
 
+# %%
+n_clips = len(ensemble.audio_ids)
+print(
+    f"A caption's clip picked at random is top-1 with probability {100 / n_clips:.2f} % "
+    f"({n_clips} clips); a uniform p̂_a puts {1 / n_clips:.4f} on each clip. The ensemble's "
+    f"top-1 is a paired clip for {100 * beliefs['top-1 is a paired clip'].mean():.2f} % of "
+    "the captions."
+)
+
 # %% [markdown]
-# Under the binary assumption both rows would read 100 % and 1.0. What the ensemble puts
+# Under the binary assumption both rows would read 100 % and 1.0. Weak teachers give a flat
+# p̂ (close to the uniform value), strong ones a peaked p̂ on a few clips. What the ensemble puts
 # elsewhere is what stage 2 teaches the students: soft credit to clips that share the sound
 # the caption names.
 #

@@ -196,11 +196,12 @@ reporting.paper_vs_ours(rows, preset=preset, records=records)
 # %% [markdown]
 # The embedded models are small and trained from scratch for minutes on a few hundred clips,
 # and their teachers are the same small models, so the absolute numbers are far below the
-# paper's and the table's findings are about direction, not size. The paper's teachers are
+# paper's and the findings above are about direction, not size. The paper's teachers are
 # AudioSet-pretrained networks whose agreement carries knowledge the students lack; ours know
-# only what the same data taught them, which is the harder case for distillation. Read the
-# λ = 0 row before crediting any gain to the soft targets: on the embedded corpora a second
-# pass over the Clotho-layout captions is part of what stage 2 adds.
+# only what the same data taught them, which is the harder case for distillation. The λ = 0
+# runs separate what the soft targets add from what a second pass over the Clotho-layout
+# captions adds (or costs); the paper's Table 2 compares with stage 1 only. The gains per
+# model, ours against the paper's:
 
 # %%
 gains = pd.DataFrame(

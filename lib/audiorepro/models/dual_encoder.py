@@ -74,16 +74,12 @@ class DualEncoder(nn.Module):
         """(B, T, F) log-mel, (B,) valid frames → (B, embed_dim) projected, not normalised.
 
         Padding frames must hold the log-mel of silence (:attr:`pad_value`), as if the
-        waveforms had been zero-padded (paper §2.5). An encoder of any input length that has an
-        ``embed(x, lengths)`` method (MobileNet) sees each clip's real frames only, so its global
-        pooling does not average over the batch's padding.
+        waveforms had been zero-padded (paper §2.5). An encoder without snippets (the CNNs,
+        MobileNet) sees the padded batch whole, padding included, as in the paper and salsa.
         """
         x = feats.transpose(1, 2)[:, None]  # (B, 1, F, T)
         if self.snippet_frames is None:
-            if hasattr(self.audio_encoder, "embed"):
-                emb = self.audio_encoder.embed(x, lengths)  # (B, audio_dim)
-            else:
-                emb = self._audio_features(x)  # (B, audio_dim)
+            emb = self._audio_features(x)  # (B, audio_dim)
         else:
             emb = embed_snippets(
                 self._audio_features, x, lengths, self.snippet_frames, pad_value=self.pad_value
