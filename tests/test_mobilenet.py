@@ -140,3 +140,15 @@ def test_features_are_the_mean_of_the_last_feature_map_and_errors():
         model(torch.randn(2, 128, 90))
     with pytest.raises(ValueError, match="unknown MobileNet"):
         mobilenet("mn99")
+
+
+def test_channels_last_is_the_same_network():
+    torch.manual_seed(0)
+    plain = mobilenet("mn01").eval()
+    fast = mobilenet("mn01")
+    fast.load_state_dict(plain.state_dict())
+    fast = fast.use_channels_last().eval()
+    assert fast.state_dict().keys() == plain.state_dict().keys()
+    x = torch.randn(2, 1, 128, 50)
+    torch.testing.assert_close(fast(x)[1], plain(x)[1], rtol=1e-4, atol=1e-5)
+    assert fast.embed(x).shape == (2, fast.num_features)

@@ -205,6 +205,7 @@ def stage1_teacher(
         items=items,
         num_epochs=dcfg.stage1_epochs or tcfg.num_epochs,
         lr=tcfg.lr,
+        root=distillation_dir(),
         **kwargs,
     )
     return model
@@ -227,7 +228,8 @@ def caption_preprocessing(model: DualEncoder) -> str:
 
 
 def distillation_dir() -> Path:
-    """Where chapter 02 keeps teacher embeddings: ``<data dir>/runs/02_distillation``."""
+    """Where chapter 02 keeps its trained runs and teacher embeddings:
+    ``<data dir>/runs/02_distillation`` (the PaSST teachers stay with chapter 01's runs)."""
     return data_dir() / "runs" / "02_distillation"
 
 
@@ -467,6 +469,7 @@ def distill(
         seed,
         train,
         init=base,
+        root=distillation_dir(),
         teachers=[_teacher_spec(dcfg, teacher_config(dcfg, rcfg, t), t) for t in dcfg.teachers],
         items=_items_digest(items),
         num_epochs=dcfg.finetune_epochs,

@@ -184,7 +184,7 @@ def build_audio_encoder(cfg: RetrievalConfig) -> tuple[torch.nn.Module, int, int
     if cfg.audio_encoder == "mobilenet":
         from audiorepro.models.mobilenet import mobilenet
 
-        model = mobilenet(cfg.mobilenet_variant)
+        model = mobilenet(cfg.mobilenet_variant).use_channels_last()
         return model, int(model.num_features), None
     if cfg.audio_encoder == "passt":
         from audiorepro.models.passt import passt
@@ -446,11 +446,19 @@ def runs_dir() -> Path:
     return data_dir() / "runs" / "01_retrieval"
 
 
-def run_path(name: str, preset: str, cfg: RetrievalConfig, seed: int, **extra: Any) -> Path:
-    """The weights file of one run; the name hashes the configuration, so a change retrains."""
+def run_path(
+    name: str,
+    preset: str,
+    cfg: RetrievalConfig,
+    seed: int,
+    root: Path | None = None,
+    **extra: Any,
+) -> Path:
+    """The weights file of one run under ``root`` (default :func:`runs_dir`); the name hashes
+    the configuration, so a change retrains."""
     spec = json.dumps({"cfg": to_dict(cfg), "seed": seed, **extra}, sort_keys=True, default=str)
     digest = hashlib.sha256(spec.encode()).hexdigest()[:12]
-    return runs_dir() / preset / f"{name}-seed{seed}-{digest}.pt"
+    return (root or runs_dir()) / preset / f"{name}-seed{seed}-{digest}.pt"
 
 
 def trained_model(
@@ -461,6 +469,7 @@ def trained_model(
     train: Any,
     *,
     init: DualEncoder | None = None,
+    root: Path | None = None,
     **extra: Any,
 ) -> DualEncoder:
     """The model of run ``name``: loaded if a previous page saved it, else trained and saved.
@@ -473,9 +482,10 @@ def trained_model(
         train: ``train(model) -> TrainResult`` trains the model in place; its history is kept
             next to the weights and set as ``model.train_history`` (a dict).
         init: start from a copy of these weights instead of a fresh model.
+        root: the folder of saved runs (default :func:`runs_dir`, chapter 01's).
         extra: anything else that defines the run (part of the cache key).
     """
-    path = run_path(name, preset, cfg, seed, **extra)
+    path = run_path(name, preset, cfg, seed, root, **extra)
     model = build_dual_encoder(cfg, seed)
     if init is not None:
         model.load_state_dict(init.state_dict())
@@ -634,8 +644,10 @@ def run_training(
     init: DualEncoder | None = None,
     init_name: str | None = None,
     progress: str = "lines",
+    root: Path | None = None,
 ) -> DualEncoder:
-    """Train (or reload) one run; the cache key covers the config, seed, data and schedule."""
+    """Train (or reload) one run under ``root`` (default :func:`runs_dir`); the cache key covers
+    the config, seed, data and schedule."""
 
     def train(model: DualEncoder) -> Any:
         return train_dual_encoder(
@@ -657,6 +669,7 @@ def run_training(
         seed,
         train,
         init=init,
+        root=root,
         items=hashlib.sha256("\n".join(i.key + i.caption for i in items).encode()).hexdigest(),
         num_epochs=num_epochs,
         lr=lr,
