@@ -22,6 +22,8 @@ from typing import Any, TypeVar
 
 import yaml
 
+from audiorepro.paths import data_dir
+
 PRESETS = ("smoke", "embedded", "paper")
 
 C = TypeVar("C")
@@ -50,6 +52,15 @@ def _coerce(value: Any, annotation: Any, where: str) -> Any:
     """Turn YAML values into the annotated type (lists into tuples, ints into floats)."""
     if isinstance(annotation, str):
         return value
+    if dataclasses.is_dataclass(annotation) and isinstance(annotation, type):
+        if isinstance(value, annotation):
+            return value
+        if not isinstance(value, Mapping):
+            raise ConfigError(
+                f"{where}: expected a mapping of {annotation.__name__} fields, got "
+                f"{type(value).__name__} {value!r}"
+            )
+        return from_dict(annotation, value, source=where)
     origin = typing.get_origin(annotation)
     args = typing.get_args(annotation)
     if origin in (typing.Union, types.UnionType):
@@ -140,15 +151,75 @@ def load_preset(cls: type[C], preset_dir: str | Path, preset: str, **overrides: 
     if preset not in PRESETS:
         raise ConfigError(f"unknown preset {preset!r}; valid presets: {', '.join(PRESETS)}")
     path = Path(preset_dir) / f"{preset}.yaml"
-    values = load_yaml(path)
-    values.update({k: v for k, v in overrides.items() if v is not None})
+    values = merge(load_yaml(path), {k: v for k, v in overrides.items() if v is not None})
     return from_dict(cls, values, source=str(path))
+
+
+def merge(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """``base`` with ``overrides`` applied; nested mappings merge field by field, and a dotted
+    key (``"model.d_model"``) sets one field of a nested section."""
+    out: dict[str, Any] = {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in base.items()}
+    for key, value in overrides.items():
+        head, dot, rest = key.partition(".")
+        if dot:
+            value, key = {rest: value}, head
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def replace(config: C, **changes: Any) -> C:
+    """A copy of a (nested) configuration with some fields changed; a dotted name
+    (``**{"model.d_model": 8}``) or a mapping changes fields of a nested section."""
+    values = merge(dataclasses.asdict(config), changes)
+    return from_dict(type(config), values, source=type(config).__name__)
+
+
+CORPUS_KINDS = ("smoke", "embedded", "paper")
+
+
+@dataclasses.dataclass(frozen=True)
+class CorpusSpec:
+    """Which corpus a chapter reads: one section of every chapter config.
+
+    ``smoke`` and ``embedded`` are generated on first use, deterministically from ``seed``, under
+    the data folder unless ``root`` names another place; ``paper`` reads a prepared real corpus
+    from ``root`` (required).
+    """
+
+    kind: str = field("embedded", help="smoke | embedded (generated) | paper (a real corpus).")
+    root: str | None = field(
+        None,
+        help="Corpus folder (absolute, or relative to the data folder); None: the generated "
+        "corpus's default place. Required for paper.",
+    )
+    seed: int = field(0, help="Seed of a generated corpus (smoke, embedded).")
+
+    def __post_init__(self) -> None:
+        if self.kind not in CORPUS_KINDS:
+            raise ConfigError(
+                f"corpus.kind: expected one of {', '.join(CORPUS_KINDS)}, got {self.kind!r}"
+            )
+        if self.kind == "paper" and not self.root:
+            raise ConfigError("corpus.root: a paper corpus needs the folder it was prepared in")
+
+    def resolve(self, default: Path) -> Path:
+        """The corpus folder: ``root`` (relative to the data folder when not absolute), else
+        ``default`` (where the generator writes it)."""
+        if self.root is None:
+            return Path(default)
+        root = Path(self.root).expanduser()
+        return root if root.is_absolute() else data_dir() / root
 
 
 def to_dict(config: Any) -> dict[str, Any]:
     """The configuration as plain JSON-friendly values (tuples become lists)."""
 
     def plain(v: Any) -> Any:
+        if isinstance(v, Mapping):
+            return {k: plain(x) for k, x in v.items()}
         if isinstance(v, tuple | list):
             return [plain(x) for x in v]
         if isinstance(v, Path):

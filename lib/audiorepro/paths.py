@@ -35,3 +35,10 @@ def results_dir() -> Path:
     """Folder of the results ledger: ``$AUDIOREPRO_RESULTS`` or ``<repo>/results``."""
     env = os.environ.get("AUDIOREPRO_RESULTS")
     return Path(env).expanduser() if env else repo_root() / "results"
+
+
+def runs_dir() -> Path:
+    """Root of the run store (trained models, feature caches, teacher stores):
+    ``$AUDIOREPRO_RUNS`` or ``<data dir>/runs``."""
+    env = os.environ.get("AUDIOREPRO_RUNS")
+    return Path(env).expanduser() if env else data_dir() / "runs"

@@ -206,6 +206,151 @@ def format_mean_std(values: Sequence[float], digits: int = 1) -> str:
     return f"{mean:.{digits}f} ± {std:.{digits}f}"
 
 
+VERDICTS = ("reproduces", "contradicts", "inconclusive")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """The verdict on one of a paper's claims, "``better`` beats ``worse``", over seeds.
+
+    Attributes:
+        claim: the paper's claim in plain words, e.g. ``"PaSST beats CNN14"``.
+        verdict: ``reproduces`` (the paper's direction, beyond the seed spread), ``contradicts``
+            (the opposite direction, beyond the spread) or ``inconclusive`` (within the spread,
+            too few seeds, a side not run, or a compared run not above chance).
+        reason: why an inconclusive verdict is inconclusive ("" otherwise).
+        better, worse: the per-seed values of the side the paper says wins and of the other.
+        difference: mean(better) - mean(worse), sign-flipped when lower is better, so a
+            positive difference is always the paper's direction.
+        spread: the larger of the two sample standard deviations.
+        sentence: the verdict as one sentence, with the numbers.
+    """
+
+    claim: str
+    verdict: str
+    reason: str
+    better: tuple[float, ...]
+    worse: tuple[float, ...]
+    difference: float
+    spread: float
+    sentence: str
+
+    def __str__(self) -> str:
+        return self.sentence
+
+
+def finding(
+    claim: str,
+    better: Sequence[float],
+    worse: Sequence[float],
+    *,
+    metric: str = "",
+    higher_is_better: bool = True,
+    chance: float | None = None,
+    must_beat: float | None = None,
+    min_seeds: int = 2,
+    digits: int = 2,
+) -> Finding:
+    """Judge the paper's claim that the ``better`` setting beats the ``worse`` one.
+
+    The claim **reproduces** when the mean difference goes the paper's way and exceeds the seed
+    spread (the larger standard deviation of the two sides), **contradicts** when it goes the
+    other way beyond the spread, and is **inconclusive** otherwise, or when a side has fewer than
+    ``min_seeds`` seeds, or when a compared run did not learn: its mean does not beat
+    ``must_beat`` (default ``chance``), so the comparison tests nothing.
+
+    Args:
+        claim: the paper's claim in plain words.
+        better, worse: per-seed values of the two settings.
+        metric: the metric's name, for the sentence.
+        higher_is_better: False for errors (ABX).
+        chance: the chance level of the metric, for the sentence and the default ``must_beat``.
+        must_beat: the value every compared mean must beat (higher, or lower for errors) to
+            count as having learned; e.g. three times chance mAP@10.
+        min_seeds: fewer seeds on a side than this is inconclusive.
+        digits: decimals in the sentence.
+    """
+    a = tuple(float(v) for v in better if math.isfinite(float(v)))
+    b = tuple(float(v) for v in worse if math.isfinite(float(v)))
+    what = f"{metric} " if metric else ""
+    if not a or not b:
+        side = (
+            "neither side"
+            if not a and not b
+            else ("the compared setting" if a else "the paper's better setting")
+        )
+        sentence = f"{claim}: inconclusive, {side} not run."
+        return Finding(claim, "inconclusive", "not run", a, b, math.nan, math.nan, sentence)
+    (ma, sa), (mb, sb) = mean_std(a), mean_std(b)
+    sign = 1.0 if higher_is_better else -1.0
+    diff = sign * (ma - mb)
+    spread = max(sa, sb)
+    numbers = (
+        f"{what}{ma:.{digits}f} ± {sa:.{digits}f} vs {mb:.{digits}f} ± {sb:.{digits}f} "
+        f"({ma - mb:+.{digits}f}, {len(a)}/{len(b)} seeds"
+        + (f", chance {chance:.{digits}f}" if chance is not None else "")
+        + ")"
+    )
+    floor = must_beat if must_beat is not None else chance
+    reason = ""
+    if floor is not None:
+        learned = [(m > floor) if higher_is_better else (m < floor) for m in (ma, mb)]
+        if not all(learned):
+            which = (
+                "neither compared run"
+                if not any(learned)
+                else ("the paper's better setting" if not learned[0] else "the compared setting")
+            )
+            reason = f"{which} is not above chance (must beat {floor:.{digits}f})"
+    if not reason and min(len(a), len(b)) < min_seeds:
+        reason = f"fewer than {min_seeds} seeds on a side, so no spread to judge against"
+    if not reason and abs(diff) <= spread:
+        reason = "the difference is within the seed spread"
+    if reason:
+        verdict = "inconclusive"
+    else:
+        verdict = "reproduces" if diff > 0 else "contradicts"
+    sentence = f"{claim}: {verdict}" + (f" ({reason})" if reason else "") + f", {numbers}."
+    return Finding(claim, verdict, reason, a, b, diff, spread, sentence)
+
+
+def values(
+    records: Iterable[Mapping[str, Any]],
+    *,
+    chapter: str,
+    preset: str,
+    metric: str,
+    tags: Mapping[str, Any] | None = None,
+    scale: float = 1.0,
+) -> list[float]:
+    """``scale`` × ``metric`` of the newest record per seed matching ``tags``, in seed order."""
+    hits = select(records, chapter=chapter, preset=preset, metric=metric, tags=tags)
+    return [scale * float(r["metrics"][metric]) for r in hits]
+
+
+def seed_table(
+    records: Sequence[Mapping[str, Any]],
+    rows: Sequence[tuple[str, Mapping[str, Any]]],
+    *,
+    chapter: str,
+    preset: str,
+    metrics: Sequence[str],
+    scale: float = 1.0,
+    digits: int = 2,
+) -> pd.DataFrame:
+    """One row per ``(label, tags)``: the label, the seed count and each metric as mean ± std
+    over the seeds (× ``scale``), read from the ledger ``records``."""
+    out = []
+    for label, tags in rows:
+        hits = select(records, chapter=chapter, preset=preset, tags=tags)
+        row: dict[str, Any] = {"setting": label, "seeds": len(hits)}
+        for m in metrics:
+            vals = [scale * r["metrics"][m] for r in hits if m in r["metrics"]]
+            row[m] = format_mean_std(vals, digits) if vals else "not run"
+        out.append(row)
+    return pd.DataFrame(out)
+
+
 @dataclass(frozen=True)
 class PaperRow:
     """One line of a paper-vs-ours table.
@@ -218,7 +363,14 @@ class PaperRow:
         tags: ledger tags that pick this row's runs.
         scale: factor applied to our values before display (e.g. 100 for fractions shown as %).
         digits: decimals shown.
-        finding: one plain sentence on whether the paper's finding reproduces here.
+        finding: one plain sentence on whether the paper's finding reproduces here; computed by
+            :func:`finding` when ``claim`` and ``versus`` are given.
+        claim: the paper's claim that this row's setting beats the ``versus`` setting.
+        versus: ledger tags of the setting the claim compares this row against.
+        higher_is_better: False for errors.
+        must_beat: the value both compared runs must beat to count as having learned (in the
+            displayed unit).
+        source: where the paper reports the value (``"Table 3"``).
     """
 
     label: str
@@ -229,6 +381,11 @@ class PaperRow:
     scale: float = 1.0
     digits: int = 1
     finding: str = ""
+    claim: str | None = None
+    versus: Mapping[str, Any] | None = None
+    higher_is_better: bool = True
+    must_beat: float | None = None
+    source: str = ""
 
 
 def paper_vs_ours(
@@ -238,18 +395,39 @@ def paper_vs_ours(
     path: str | Path | None = None,
     records: Sequence[Mapping[str, Any]] | None = None,
 ) -> pd.DataFrame:
-    """The table an evaluation page ends with: metric, paper, ours (mean ± std), preset, seeds.
+    """The table an evaluation page ends with: metric, paper, ours (mean ± std), preset, seeds,
+    finding.
 
     Every "ours" value is read from the ledger (``records`` if given, else the ledger file), so
     the table shows exactly what the code measured. A row with no matching record shows "not
-    run" rather than a number.
+    run" rather than a number. A row with a ``claim`` and ``versus`` gets its finding computed
+    by :func:`finding` from the same records.
     """
     recs = list(records) if records is not None else read_ledger(path)
     out = []
     for row in rows:
         hits = select(recs, chapter=row.chapter, preset=preset, metric=row.metric, tags=row.tags)
-        values = [row.scale * float(r["metrics"][row.metric]) for r in hits]
-        finite = [v for v in values if math.isfinite(v)]
+        ours = [row.scale * float(r["metrics"][row.metric]) for r in hits]
+        finite = [v for v in ours if math.isfinite(v)]
+        text = row.finding
+        if row.claim is not None and row.versus is not None:
+            other = values(
+                recs,
+                chapter=row.chapter,
+                preset=preset,
+                metric=row.metric,
+                tags=row.versus,
+                scale=row.scale,
+            )
+            text = finding(
+                row.claim,
+                finite,
+                other,
+                metric=row.metric,
+                higher_is_better=row.higher_is_better,
+                must_beat=row.must_beat,
+                digits=row.digits,
+            ).sentence
         out.append(
             {
                 "metric": row.label,
@@ -257,7 +435,7 @@ def paper_vs_ours(
                 "ours": format_mean_std(finite, row.digits) if finite else "not run",
                 "preset": preset,
                 "seeds": ", ".join(str(r["seed"]) for r in hits) or "—",
-                "finding": row.finding,
+                "finding": text,
             }
         )
     return pd.DataFrame(out, columns=["metric", "paper", "ours", "preset", "seeds", "finding"])

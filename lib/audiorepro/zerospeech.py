@@ -53,8 +53,8 @@ from audiorepro.models.inverter import CodebookInverter, InverterConfig, inverte
 from audiorepro.models.vqvae import VQVAE, VQVAEConfig
 from audiorepro.paths import data_dir, results_dir
 from audiorepro.repro import seed_everything
+from audiorepro.storage import load_model_weights, save_model_weights
 from audiorepro.training import TrainConfig, Trainer
-from audiorepro.training.checkpoint import load_model_weights, save_model_weights
 
 __all__ = [
     "AblationRow",

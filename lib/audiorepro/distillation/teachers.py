@@ -25,8 +25,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from os import PathLike
@@ -37,7 +35,7 @@ import torch
 import torch.nn.functional as F
 from safetensors import safe_open
 
-from audiorepro.training.checkpoint import _fsync_dir, _save_tensors, _write_json
+from audiorepro.storage import atomic_write, save_tensors, write_json
 
 __all__ = [
     "FORMAT_VERSION",
@@ -68,21 +66,6 @@ def _paths(path: str | PathLike) -> tuple[Path, Path]:
     if path.suffix in (".safetensors", ".json"):
         path = path.with_suffix("")
     return path.with_name(path.name + ".safetensors"), path.with_name(path.name + ".json")
-
-
-def _atomic_write(target: Path, write: Callable[[Path], None]) -> None:
-    """``write`` a temporary file in the same folder (the checkpoint writers fsync it), then
-    rename it over ``target`` and fsync the folder, as :mod:`audiorepro.training.checkpoint`."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    handle, tmp = tempfile.mkstemp(prefix=f".tmp-{target.name}-", dir=target.parent)
-    os.close(handle)
-    tmp_path = Path(tmp)
-    try:
-        write(tmp_path)
-        os.replace(tmp_path, target)
-        _fsync_dir(target.parent)
-    finally:
-        tmp_path.unlink(missing_ok=True)
 
 
 @dataclass
@@ -173,8 +156,8 @@ class TeacherEmbeddings:
             "audio_ids": self.audio_ids,
             "captions": self.captions,
         }
-        _atomic_write(tensors_path, lambda tmp: _save_tensors(tensors, tmp))
-        _atomic_write(json_path, lambda tmp: _write_json(tmp, header))
+        atomic_write(tensors_path, lambda tmp: save_tensors(tensors, tmp))
+        atomic_write(json_path, lambda tmp: write_json(tmp, header))
         return json_path
 
     @classmethod

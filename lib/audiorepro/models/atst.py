@@ -53,7 +53,7 @@ from torch import nn
 from audiorepro.models.passt import Attention, DropPath, Mlp
 from audiorepro.models.pretrained import load_state_dict_file
 from audiorepro.models.snippets import embed_snippets
-from audiorepro.training.checkpoint import CheckpointError, check_state_dict
+from audiorepro.storage import CheckpointError, check_state_dict
 
 __all__ = [
     "ATST_CONFIGS",

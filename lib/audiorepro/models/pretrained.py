@@ -5,8 +5,8 @@ one under ``model`` (PANNs' ``Cnn14_mAP=0.431.pth``) or ``state_dict`` (Lightnin
 wrapper prefix (``net.`` in the PaSST training framework, ``module.`` from DDP), or safetensors.
 :func:`load_pretrained` reads any of them, strips the prefix, drops keys the caller names as
 not part of the encoder (e.g. PANNs' built-in front end), and loads strictly: any missing,
-unexpected or mismatched key raises :class:`~audiorepro.training.CheckpointError` listing them
-all (:func:`audiorepro.training.checkpoint.check_state_dict`).
+unexpected or mismatched key raises :class:`~audiorepro.storage.CheckpointError` listing them
+all (:func:`audiorepro.storage.check_state_dict`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from audiorepro.training.checkpoint import CheckpointError, check_state_dict
+from audiorepro.storage import CheckpointError, check_state_dict
 
 __all__ = ["PREFIXES", "load_pretrained", "load_state_dict_file"]
 

@@ -54,8 +54,17 @@ from typing import Any
 
 import numpy as np
 import torch
-from safetensors import safe_open
-from safetensors.torch import save_file
+
+from audiorepro.storage import (
+    CheckpointError,
+    fsync_dir,
+    load_model_weights,
+    load_tensors,
+    read_json,
+    save_model_weights,
+    save_tensors,
+    write_json,
+)
 
 FORMAT_VERSION = 1
 MANIFEST = "checkpoint.json"
@@ -64,13 +73,7 @@ TMP_PREFIX = ".tmp-"
 MODEL_FILE = "model.safetensors"
 RESERVED_COMPONENTS = ("model", "optimizer", "scheduler", "checkpoint")
 _STEP_DIR = re.compile(r"^step_(\d{8,})$")
-_ALIASES_KEY = "audiorepro_aliases"
 _TAGS = ("__tensor__", "__tuple__", "__items__", "__ndarray__")
-_MAX_LISTED = 50
-
-
-class CheckpointError(RuntimeError):
-    """A checkpoint is missing, incomplete, or does not fit the model/optimizer it is loaded into."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -153,75 +156,6 @@ def unpack_tree(packed: Any, tensors: Mapping[str, torch.Tensor]) -> Any:
 # --------------------------------------------------------------------------------------------
 
 
-def _fsync_file(path: Path) -> None:
-    """Flush a written file's data to disk, so a later rename never publishes empty files."""
-    with open(path, "r+b") as handle:
-        os.fsync(handle.fileno())
-
-
-def _fsync_dir(path: Path) -> None:
-    """Make a rename inside ``path`` durable (POSIX); platforms without directory fds skip it."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def _write_json(path: Path, obj: Any, *, indent: int | None = None) -> None:
-    """Write ``obj`` as JSON (compact unless ``indent``; NaN/inf allowed) and fsync it."""
-    with open(path, "w", encoding="utf-8") as handle:
-        json.dump(obj, handle, indent=indent, allow_nan=True)
-        handle.flush()
-        os.fsync(handle.fileno())
-
-
-def _read_json(path: Path) -> Any:
-    """Read a JSON file; a missing or corrupt file is a ``CheckpointError`` naming it."""
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError as err:
-        raise CheckpointError(f"{path}: file missing from the checkpoint") from err
-    except json.JSONDecodeError as err:
-        raise CheckpointError(f"{path}: not valid JSON ({err})") from err
-
-
-def _save_tensors(
-    tensors: Mapping[str, torch.Tensor], path: Path, metadata: dict[str, str] | None = None
-) -> None:
-    """Write tensors to a safetensors file (CPU, contiguous, no shared memory) and fsync it."""
-    out: dict[str, torch.Tensor] = {}
-    seen: set[int] = set()
-    for key, tensor in tensors.items():
-        tensor = tensor.detach().to("cpu").contiguous()
-        ptr = tensor.untyped_storage().data_ptr()
-        # safetensors rejects tensors sharing memory; copies cost little next to a training run.
-        if ptr in seen:
-            tensor = tensor.clone()
-        seen.add(tensor.untyped_storage().data_ptr())
-        out[key] = tensor
-    save_file(out, str(path), metadata=metadata)
-    _fsync_file(path)
-
-
-def _load_tensors(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
-    """Read every tensor of a safetensors file onto the CPU, with the file's metadata."""
-    if not path.is_file():
-        raise CheckpointError(f"{path}: file missing from the checkpoint")
-    try:
-        with safe_open(str(path), framework="pt", device="cpu") as handle:
-            metadata = dict(handle.metadata() or {})
-            tensors = {key: handle.get_tensor(key) for key in handle.keys()}
-    except (OSError, ValueError, RuntimeError) as err:
-        raise CheckpointError(f"{path}: not a readable safetensors file ({err})") from err
-    return tensors, metadata
-
-
 def save_tree(directory: Path, name: str, tree: Any) -> list[str]:
     """Write one component as ``<name>.json`` (+ ``<name>.safetensors`` if it holds tensors).
 
@@ -231,121 +165,21 @@ def save_tree(directory: Path, name: str, tree: Any) -> list[str]:
     packed, tensors = pack_tree(tree)
     files = [f"{name}.json"]
     if tensors:
-        _save_tensors(tensors, directory / f"{name}.safetensors")
+        save_tensors(tensors, directory / f"{name}.safetensors")
         files.append(f"{name}.safetensors")
-    _write_json(directory / f"{name}.json", {"tree": packed, "has_tensors": bool(tensors)})
+    write_json(directory / f"{name}.json", {"tree": packed, "has_tensors": bool(tensors)})
     return files
 
 
 def load_tree(directory: Path, name: str) -> Any:
     """Read a component written by ``save_tree`` (JSON and safetensors only, no pickle)."""
-    payload = _read_json(directory / f"{name}.json")
+    payload = read_json(directory / f"{name}.json")
     if not isinstance(payload, dict) or "tree" not in payload:
         raise CheckpointError(f"{directory / f'{name}.json'}: not a checkpoint component")
     tensors: dict[str, torch.Tensor] = {}
     if payload.get("has_tensors"):
-        tensors, _ = _load_tensors(directory / f"{name}.safetensors")
+        tensors, _ = load_tensors(directory / f"{name}.safetensors")
     return unpack_tree(payload["tree"], tensors)
-
-
-# --------------------------------------------------------------------------------------------
-# Model weights
-# --------------------------------------------------------------------------------------------
-
-
-def _dedupe_shared(state: Mapping[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], dict]:
-    """Keep one name per tied tensor; return ``(unique tensors, {alias: kept name})``."""
-    unique: dict[str, torch.Tensor] = {}
-    aliases: dict[str, str] = {}
-    owner: dict[tuple, str] = {}
-    for name, tensor in state.items():
-        if tensor.numel() == 0:
-            unique[name] = tensor
-            continue
-        # Same memory, same view: one tensor with two names (tied weights).
-        view = (
-            tensor.device.type,
-            tensor.untyped_storage().data_ptr(),
-            tensor.storage_offset(),
-            tuple(tensor.shape),
-            tuple(tensor.stride()),
-            tensor.dtype,
-        )
-        if view in owner:
-            aliases[name] = owner[view]
-        else:
-            owner[view] = name
-            unique[name] = tensor
-    return unique, aliases
-
-
-def save_model_weights(model: torch.nn.Module, path: str | Path) -> None:
-    """Write ``model.state_dict()`` to a safetensors file, tied tensors once (with aliases)."""
-    path = Path(path)
-    unique, aliases = _dedupe_shared(model.state_dict())
-    _save_tensors(unique, path, metadata={"format": "pt", _ALIASES_KEY: json.dumps(aliases)})
-
-
-def _listed(items: list[str]) -> str:
-    """Names one per line, cut after ``_MAX_LISTED`` with a count of the rest."""
-    shown = items[:_MAX_LISTED]
-    more = len(items) - len(shown)
-    return "".join(f"\n    {item}" for item in shown) + (
-        f"\n    ... and {more} more" if more else ""
-    )
-
-
-def check_state_dict(
-    expected: Mapping[str, torch.Tensor], loaded: Mapping[str, torch.Tensor], *, source: str
-) -> None:
-    """Raise ``CheckpointError`` listing missing, unexpected and shape-mismatched keys.
-
-    Args:
-        expected: the model's own ``state_dict()``.
-        loaded: the tensors read from the checkpoint.
-        source: what ``loaded`` came from, for the message (a file path).
-    """
-    missing = sorted(set(expected) - set(loaded))
-    unexpected = sorted(set(loaded) - set(expected))
-    mismatched = [
-        f"{key}: checkpoint {tuple(loaded[key].shape)} vs model {tuple(expected[key].shape)}"
-        for key in expected
-        if key in loaded and tuple(loaded[key].shape) != tuple(expected[key].shape)
-    ]
-    if not (missing or unexpected or mismatched):
-        return
-    parts = [f"{source} does not fit the model:"]
-    if missing:
-        parts.append(f"  {len(missing)} missing key(s) (in the model, not in the checkpoint):")
-        parts.append(_listed(missing).lstrip("\n"))
-    if unexpected:
-        parts.append(f"  {len(unexpected)} unexpected key(s) (in the checkpoint, not the model):")
-        parts.append(_listed(unexpected).lstrip("\n"))
-    if mismatched:
-        parts.append(f"  {len(mismatched)} shape mismatch(es):")
-        parts.append(_listed(mismatched).lstrip("\n"))
-    raise CheckpointError("\n".join(parts))
-
-
-def load_model_weights(model: torch.nn.Module, path: str | Path) -> None:
-    """Load weights written by ``save_model_weights`` into ``model``, validating keys and shapes.
-
-    Raises:
-        CheckpointError: the file is missing/unreadable, or its keys or shapes do not match the
-            model (the message lists every missing, unexpected and mismatched key).
-    """
-    path = Path(path)
-    tensors, metadata = _load_tensors(path)
-    try:
-        aliases = json.loads(metadata.get(_ALIASES_KEY, "{}"))
-    except json.JSONDecodeError as err:
-        raise CheckpointError(f"{path}: corrupt alias metadata ({err})") from err
-    for alias, name in aliases.items():
-        if name not in tensors:
-            raise CheckpointError(f"{path}: alias {alias!r} points to missing tensor {name!r}")
-        tensors[alias] = tensors[name]
-    check_state_dict(model.state_dict(), tensors, source=str(path))
-    model.load_state_dict(tensors, strict=True)
 
 
 # --------------------------------------------------------------------------------------------
@@ -460,7 +294,7 @@ def _write_latest(root: Path, name: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    _fsync_dir(root)
+    fsync_dir(root)
 
 
 def _remove_stale_temporaries(root: Path, keep: Iterable[Path] = ()) -> None:
@@ -555,13 +389,13 @@ def save_checkpoint(
             "files": {name: (tmp / name).stat().st_size for name in files},
         }
         # The manifest goes last: a directory holding one has every file it lists.
-        _write_json(tmp / MANIFEST, manifest, indent=1)
-        _fsync_dir(tmp)
+        write_json(tmp / MANIFEST, manifest, indent=1)
+        fsync_dir(tmp)
         if final.exists():
             displaced = root / f"{TMP_PREFIX}old-{final.name}-{uuid.uuid4().hex[:8]}"
             os.rename(final, displaced)
         os.rename(tmp, final)
-        _fsync_dir(root)
+        fsync_dir(root)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -611,7 +445,7 @@ def load_checkpoint(
     manifest_path = path / MANIFEST
     if not manifest_path.is_file():
         raise CheckpointError(f"{path}: incomplete checkpoint (no {MANIFEST})")
-    manifest = _read_json(manifest_path)
+    manifest = read_json(manifest_path)
     version = manifest.get("format_version")
     if not isinstance(version, int) or version > FORMAT_VERSION:
         raise CheckpointError(

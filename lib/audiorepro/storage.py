@@ -1,0 +1,384 @@
+"""Files that survive crashes and load without unpickling: the storage layer.
+
+Everything the project writes to disk and reads back goes through these primitives, so that
+``models/``, ``distillation/``, ``training/`` and the chapters share one way of doing it:
+
+- :func:`write_json`, :func:`read_json`, :func:`save_tensors`, :func:`load_tensors`,
+  :func:`fsync_file`, :func:`fsync_dir`, :func:`atomic_write`: single files, flushed to disk and
+  published with one rename, so a reader sees the old file or the new one, never half of one.
+- :func:`save_model_weights`, :func:`load_model_weights`, :func:`check_state_dict`: model weights
+  in safetensors (tied tensors stored once), validated key by key and shape by shape on load.
+- :class:`RunStore`: one folder per finished run (a trained model, a feature cache, a teacher
+  store), named by a hash of the run's resolved configuration. Every chapter keeps its runs
+  there, under one root (:func:`audiorepro.paths.runs_dir`), in one layout::
+
+      <runs root>/<chapter>/<kind>/<hash of the configuration>/
+          run.json        the configuration and what the run recorded, written last
+          ...             the run's files (model.safetensors, history.json, features.npz, ...)
+
+  A run is complete when its ``run.json`` exists: it is built in a temporary sibling folder and
+  published with one rename, so a run killed halfway leaves nothing a later page would trust.
+
+This module sits below ``models/`` and ``training/`` and imports neither.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import shutil
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import torch
+from safetensors import safe_open
+from safetensors.torch import save_file
+
+from audiorepro.paths import runs_dir
+
+_ALIASES_KEY = "audiorepro_aliases"
+_MAX_LISTED = 50
+T = TypeVar("T")
+
+
+class CheckpointError(RuntimeError):
+    """A stored file is missing, unreadable, or does not fit what it is loaded into."""
+
+
+# --------------------------------------------------------------------------------------------
+# Files
+# --------------------------------------------------------------------------------------------
+
+
+def fsync_file(path: Path) -> None:
+    """Flush a written file's data to disk, so a later rename never publishes empty files."""
+    with open(path, "r+b") as handle:
+        os.fsync(handle.fileno())
+
+
+def fsync_dir(path: Path) -> None:
+    """Make a rename inside ``path`` durable (POSIX); platforms without directory fds skip it."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def write_json(path: Path, obj: Any, *, indent: int | None = None) -> None:
+    """Write ``obj`` as JSON (compact unless ``indent``; NaN/inf allowed) and fsync it."""
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(obj, handle, indent=indent, allow_nan=True)
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def read_json(path: Path) -> Any:
+    """Read a JSON file; a missing or corrupt file is a ``CheckpointError`` naming it."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as err:
+        raise CheckpointError(f"{path}: file missing from the checkpoint") from err
+    except json.JSONDecodeError as err:
+        raise CheckpointError(f"{path}: not valid JSON ({err})") from err
+
+
+def save_tensors(
+    tensors: Mapping[str, torch.Tensor], path: Path, metadata: dict[str, str] | None = None
+) -> None:
+    """Write tensors to a safetensors file (CPU, contiguous, no shared memory) and fsync it."""
+    out: dict[str, torch.Tensor] = {}
+    seen: set[int] = set()
+    for key, tensor in tensors.items():
+        tensor = tensor.detach().to("cpu").contiguous()
+        ptr = tensor.untyped_storage().data_ptr()
+        # safetensors rejects tensors sharing memory; copies cost little next to a training run.
+        if ptr in seen:
+            tensor = tensor.clone()
+        seen.add(tensor.untyped_storage().data_ptr())
+        out[key] = tensor
+    save_file(out, str(path), metadata=metadata)
+    fsync_file(path)
+
+
+def load_tensors(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+    """Read every tensor of a safetensors file onto the CPU, with the file's metadata."""
+    if not path.is_file():
+        raise CheckpointError(f"{path}: file missing from the checkpoint")
+    try:
+        with safe_open(str(path), framework="pt", device="cpu") as handle:
+            metadata = dict(handle.metadata() or {})
+            tensors = {key: handle.get_tensor(key) for key in handle.keys()}
+    except (OSError, ValueError, RuntimeError) as err:
+        raise CheckpointError(f"{path}: not a readable safetensors file ({err})") from err
+    return tensors, metadata
+
+
+def atomic_write(target: str | Path, write: Callable[[Path], None]) -> None:
+    """Call ``write(tmp)`` on a temporary sibling of ``target``, then rename it into place.
+
+    A crash inside ``write`` leaves ``target`` as it was (the temporary file is removed).
+    """
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        write(tmp)
+        fsync_file(tmp)
+        os.replace(tmp, target)
+        fsync_dir(target.parent)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+# --------------------------------------------------------------------------------------------
+# Model weights
+# --------------------------------------------------------------------------------------------
+
+
+def dedupe_shared(state: Mapping[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], dict]:
+    """Keep one name per tied tensor; return ``(unique tensors, {alias: kept name})``."""
+    unique: dict[str, torch.Tensor] = {}
+    aliases: dict[str, str] = {}
+    owner: dict[tuple, str] = {}
+    for name, tensor in state.items():
+        if tensor.numel() == 0:
+            unique[name] = tensor
+            continue
+        # Same memory, same view: one tensor with two names (tied weights).
+        view = (
+            tensor.device.type,
+            tensor.untyped_storage().data_ptr(),
+            tensor.storage_offset(),
+            tuple(tensor.shape),
+            tuple(tensor.stride()),
+            tensor.dtype,
+        )
+        if view in owner:
+            aliases[name] = owner[view]
+        else:
+            owner[view] = name
+            unique[name] = tensor
+    return unique, aliases
+
+
+def save_model_weights(model: torch.nn.Module, path: str | Path) -> None:
+    """Write ``model.state_dict()`` to a safetensors file, tied tensors once (with aliases)."""
+    path = Path(path)
+    unique, aliases = dedupe_shared(model.state_dict())
+    save_tensors(unique, path, metadata={"format": "pt", _ALIASES_KEY: json.dumps(aliases)})
+
+
+def _listed(items: list[str]) -> str:
+    """Names one per line, cut after ``_MAX_LISTED`` with a count of the rest."""
+    shown = items[:_MAX_LISTED]
+    more = len(items) - len(shown)
+    return "".join(f"\n    {item}" for item in shown) + (
+        f"\n    ... and {more} more" if more else ""
+    )
+
+
+def check_state_dict(
+    expected: Mapping[str, torch.Tensor], loaded: Mapping[str, torch.Tensor], *, source: str
+) -> None:
+    """Raise ``CheckpointError`` listing missing, unexpected and shape-mismatched keys.
+
+    Args:
+        expected: the model's own ``state_dict()``.
+        loaded: the tensors read from the checkpoint.
+        source: what ``loaded`` came from, for the message (a file path).
+    """
+    missing = sorted(set(expected) - set(loaded))
+    unexpected = sorted(set(loaded) - set(expected))
+    mismatched = [
+        f"{key}: checkpoint {tuple(loaded[key].shape)} vs model {tuple(expected[key].shape)}"
+        for key in expected
+        if key in loaded and tuple(loaded[key].shape) != tuple(expected[key].shape)
+    ]
+    if not (missing or unexpected or mismatched):
+        return
+    parts = [f"{source} does not fit the model:"]
+    if missing:
+        parts.append(f"  {len(missing)} missing key(s) (in the model, not in the checkpoint):")
+        parts.append(_listed(missing).lstrip("\n"))
+    if unexpected:
+        parts.append(f"  {len(unexpected)} unexpected key(s) (in the checkpoint, not the model):")
+        parts.append(_listed(unexpected).lstrip("\n"))
+    if mismatched:
+        parts.append(f"  {len(mismatched)} shape mismatch(es):")
+        parts.append(_listed(mismatched).lstrip("\n"))
+    raise CheckpointError("\n".join(parts))
+
+
+def load_model_weights(model: torch.nn.Module, path: str | Path) -> None:
+    """Load weights written by ``save_model_weights`` into ``model``, validating keys and shapes.
+
+    Raises:
+        CheckpointError: the file is missing/unreadable, or its keys or shapes do not match the
+            model (the message lists every missing, unexpected and mismatched key).
+    """
+    path = Path(path)
+    tensors, metadata = load_tensors(path)
+    try:
+        aliases = json.loads(metadata.get(_ALIASES_KEY, "{}"))
+    except json.JSONDecodeError as err:
+        raise CheckpointError(f"{path}: corrupt alias metadata ({err})") from err
+    for alias, name in aliases.items():
+        if name not in tensors:
+            raise CheckpointError(f"{path}: alias {alias!r} points to missing tensor {name!r}")
+        tensors[alias] = tensors[name]
+    check_state_dict(model.state_dict(), tensors, source=str(path))
+    model.load_state_dict(tensors, strict=True)
+
+
+# --------------------------------------------------------------------------------------------
+# The run store
+# --------------------------------------------------------------------------------------------
+
+RUN_RECORD = "run.json"
+_TMP_RUN = ".tmp-"
+
+
+def _plain(value: Any) -> Any:
+    """JSON-friendly values for hashing: tuples as lists, paths as strings, sorted keys."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, Path):
+        return str(value)
+    if hasattr(value, "item") and getattr(value, "ndim", None) == 0:
+        return value.item()
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return _plain(dataclasses.asdict(value))
+    raise TypeError(f"cannot hash a configuration value of type {type(value).__name__}")
+
+
+def config_hash(config: Any, length: int = 16) -> str:
+    """Hex digest of a resolved configuration (mapping or dataclass): equal configurations,
+    equal hashes, whatever the key order; tuples and lists hash alike."""
+    text = json.dumps(_plain(config), sort_keys=True, allow_nan=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:length]
+
+
+@dataclass(frozen=True)
+class Run:
+    """One entry of a :class:`RunStore`: ``path`` holds the run's files once it is complete."""
+
+    path: Path
+    kind: str
+    key: str
+    config: dict[str, Any]
+
+    @property
+    def complete(self) -> bool:
+        """True once the run's files are published (its ``run.json`` exists)."""
+        return (self.path / RUN_RECORD).is_file()
+
+    def record(self) -> dict[str, Any]:
+        """What the run recorded when it was published (``run.json``)."""
+        return read_json(self.path / RUN_RECORD)
+
+    def file(self, name: str) -> Path:
+        """A file of the run; missing from a complete run is an error naming the run."""
+        path = self.path / name
+        if not path.exists():
+            raise CheckpointError(f"{path}: missing from run {self.kind}/{self.key}")
+        return path
+
+
+class RunStore:
+    """Finished runs of one chapter, one folder per resolved configuration.
+
+    ``store.cached(kind, config, build, load)`` returns ``load(run)`` for a complete run of
+    that configuration, or builds it first: ``build(folder)`` writes the run's files into a
+    temporary folder (and may return a mapping recorded in ``run.json``), which is then published
+    with one rename. Changing anything in ``config`` changes the hash and so starts a new run;
+    the configuration must therefore hold everything that defines the result (the resolved
+    chapter config, the seed, the identity of the data and of any initial weights).
+
+    Args:
+        chapter: e.g. ``"01_retrieval"``; the runs live under ``<root>/<chapter>``.
+        root: the store's root (default :func:`audiorepro.paths.runs_dir`).
+    """
+
+    def __init__(self, chapter: str, root: str | Path | None = None) -> None:
+        self.chapter = chapter
+        self.root = Path(root) if root is not None else runs_dir()
+
+    def run(self, kind: str, config: Any) -> Run:
+        """The entry of ``kind`` for ``config`` (complete or not yet)."""
+        plain = _plain(config)
+        key = config_hash(plain)
+        return Run(self.root / self.chapter / kind / key, kind, key, plain)
+
+    def runs(self, kind: str) -> list[Run]:
+        """Every complete run of ``kind``, oldest first."""
+        folder = self.root / self.chapter / kind
+        if not folder.is_dir():
+            return []
+        found = []
+        for path in folder.iterdir():
+            if path.name.startswith(".") or not (path / RUN_RECORD).is_file():
+                continue
+            rec = read_json(path / RUN_RECORD)
+            found.append(Run(path, kind, path.name, rec.get("config", {})))
+        return sorted(found, key=lambda r: (r.path / RUN_RECORD).stat().st_mtime)
+
+    def publish(self, run: Run, build: Callable[[Path], Mapping[str, Any] | None]) -> Run:
+        """Build ``run`` in a temporary folder and publish it with one rename.
+
+        If another process published the same run meanwhile, its files are kept and ours are
+        dropped (both come from the same configuration).
+        """
+        parent = run.path.parent
+        parent.mkdir(parents=True, exist_ok=True)
+        tmp = parent / f"{_TMP_RUN}{run.key}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        tmp.mkdir()
+        try:
+            extra = build(tmp) or {}
+            write_json(
+                tmp / RUN_RECORD,
+                {"chapter": self.chapter, "kind": run.kind, "config": run.config, **extra},
+                indent=1,
+            )
+            fsync_dir(tmp)
+            if run.path.exists() and not run.complete:
+                shutil.rmtree(run.path)  # left by a run killed before it was published
+            try:
+                os.rename(tmp, run.path)
+            except OSError:
+                if not run.complete:
+                    raise
+            fsync_dir(parent)
+        finally:
+            if tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)
+        return run
+
+    def cached(
+        self,
+        kind: str,
+        config: Any,
+        build: Callable[[Path], Mapping[str, Any] | None],
+        load: Callable[[Run], T],
+    ) -> T:
+        """``load(run)`` of the complete run of ``config``, building and publishing it first if
+        there is none."""
+        run = self.run(kind, config)
+        if not run.complete:
+            self.publish(run, build)
+        return load(run)
