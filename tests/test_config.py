@@ -1,15 +1,19 @@
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import FrozenInstanceError, dataclass
 
 import pytest
 
 from audiorepro.config import (
     ConfigError,
+    CorpusSpec,
     config_help,
     field,
     from_dict,
     load_preset,
+    merge,
+    replace,
     to_dict,
 )
 
@@ -88,3 +92,54 @@ def test_help_and_to_dict():
         "widths": [1, 2],
         "name": None,
     }
+
+
+# ------------------------------------------------------------------------------ composed configs
+
+
+@dataclasses.dataclass(frozen=True)
+class _Model:
+    width: int = field(8, help="width")
+    depth: int = field(2, help="depth")
+
+
+@dataclasses.dataclass(frozen=True)
+class _Composed:
+    corpus: CorpusSpec = field(CorpusSpec(), help="corpus")
+    model: _Model = field(_Model(), help="model")
+    lr: float = field(1e-3, help="lr")
+
+
+def test_nested_sections_load_from_yaml_and_merge_overrides(tmp_path):
+    (tmp_path / "smoke.yaml").write_text(
+        "corpus: {kind: smoke, seed: 3}\nmodel: {width: 4, depth: 1}\nlr: 0.01\n"
+    )
+    cfg = load_preset(_Composed, tmp_path, "smoke", model={"depth": 5})
+    assert cfg == _Composed(CorpusSpec("smoke", None, 3), _Model(4, 5), 0.01)
+    assert to_dict(cfg) == {
+        "corpus": {"kind": "smoke", "root": None, "seed": 3},
+        "model": {"width": 4, "depth": 5},
+        "lr": 0.01,
+    }
+    assert replace(cfg, **{"model.width": 16, "lr": 1}).model == _Model(16, 5)
+    assert merge({"a": {"b": 1, "c": 2}}, {"a.c": 3, "d": 4}) == {"a": {"b": 1, "c": 3}, "d": 4}
+
+
+def test_unknown_nested_key_and_wrong_nested_type_name_the_section(tmp_path):
+    (tmp_path / "smoke.yaml").write_text("model: {widht: 4}\n")
+    with pytest.raises(ConfigError, match=r"field 'model': unknown key 'widht' \(did you mean"):
+        load_preset(_Composed, tmp_path, "smoke")
+    (tmp_path / "smoke.yaml").write_text("model: 4\n")
+    with pytest.raises(ConfigError, match="field 'model': expected a mapping of _Model fields"):
+        load_preset(_Composed, tmp_path, "smoke")
+
+
+def test_corpus_spec_kinds_roots_and_resolution(tmp_path, monkeypatch):
+    monkeypatch.setenv("AUDIOREPRO_DATA", str(tmp_path))
+    with pytest.raises(ConfigError, match="corpus.kind: expected one of smoke, embedded, paper"):
+        CorpusSpec(kind="tiny")
+    with pytest.raises(ConfigError, match="corpus.root: a paper corpus needs"):
+        CorpusSpec(kind="paper")
+    assert CorpusSpec().resolve(tmp_path / "gen") == tmp_path / "gen"
+    assert CorpusSpec("embedded", "mine").resolve(tmp_path / "gen") == tmp_path / "mine"
+    assert CorpusSpec("paper", "/abs/zr19").resolve(tmp_path / "gen").as_posix() == "/abs/zr19"

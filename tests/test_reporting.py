@@ -120,3 +120,93 @@ def test_ledger_frame_one_row_per_metric(tmp_path):
     frame = ledger_frame(path)
     assert sorted(frame["metric"]) == ["a", "b"]
     assert set(frame["tag.k"]) == {1}
+
+
+# ------------------------------------------------------------------------------ findings
+
+
+def test_finding_reproduces_beyond_the_spread():
+    # better 10, 11, 12 (mean 11, std 1); worse 5, 6, 7 (mean 6, std 1): +5 > spread 1
+    f = reporting.finding("A beats B", [10, 11, 12], [5, 6, 7], metric="mAP@10", digits=1)
+    assert f.verdict == "reproduces" and f.reason == ""
+    assert f.difference == pytest.approx(5.0) and f.spread == pytest.approx(1.0)
+    assert f.sentence == "A beats B: reproduces, mAP@10 11.0 ± 1.0 vs 6.0 ± 1.0 (+5.0, 3/3 seeds)."
+    assert str(f) == f.sentence
+
+
+def test_finding_contradicts_beyond_the_spread_and_lower_is_better_flips_the_sign():
+    assert reporting.finding("A beats B", [5, 6, 7], [10, 11, 12]).verdict == "contradicts"
+    # an error metric: A's lower errors are the paper's direction
+    f = reporting.finding("A beats B", [5, 6, 7], [10, 11, 12], higher_is_better=False)
+    assert f.verdict == "reproduces" and f.difference == pytest.approx(5.0)
+
+
+def test_finding_within_the_spread_is_inconclusive_and_says_so():
+    # +1 difference, spread max(2, 0.5) = 2
+    f = reporting.finding("A beats B", [8, 10, 12], [8.5, 9, 9.5])
+    assert f.verdict == "inconclusive" and "within the seed spread" in f.sentence
+    # a difference exactly equal to the spread is not beyond it
+    tie = reporting.finding("A beats B", [1, 2, 3], [0, 1, 2])
+    assert tie.difference == pytest.approx(tie.spread) and tie.verdict == "inconclusive"
+
+
+def test_finding_with_a_run_not_above_chance_is_inconclusive_whatever_the_gap():
+    f = reporting.finding("A beats B", [30, 31, 32], [2.8, 2.9, 3.0], chance=2.9, must_beat=8.7)
+    assert f.verdict == "inconclusive"
+    assert "(the compared setting does not beat the chance floor 8.70)" in f.sentence
+    both = reporting.finding("A beats B", [3, 4, 5], [2, 3, 4], must_beat=8.7)
+    assert both.reason == "neither compared run beats the chance floor 8.70"
+    # errors: must be below the floor
+    err = reporting.finding(
+        "A beats B", [20, 21, 22], [49, 50, 51], higher_is_better=False, must_beat=40
+    )
+    assert err.verdict == "inconclusive" and "compared setting" in err.reason
+
+
+def test_finding_needs_seeds_and_values():
+    one = reporting.finding("A beats B", [10], [5])
+    assert one.verdict == "inconclusive" and "fewer than 2 seeds" in one.reason
+    assert reporting.finding("A beats B", [], [5, 6]).sentence == (
+        "A beats B: inconclusive, the paper's better setting not run."
+    )
+    assert reporting.finding("A beats B", [float("nan")] * 3, []).reason == "not run"
+
+
+def test_paper_vs_ours_computes_the_finding_from_claim_and_versus(tmp_path):
+    path = tmp_path / "ledger.jsonl"
+    for seed, (a, b) in enumerate([(0.30, 0.10), (0.32, 0.11), (0.31, 0.12)]):
+        record_result("c", "p", {"m": a}, preset="smoke", seed=seed, tags={"s": "a"}, path=path)
+        record_result("c", "p", {"m": b}, preset="smoke", seed=seed, tags={"s": "b"}, path=path)
+    rows = [
+        PaperRow("A", "m", 40.0, "c", {"s": "a"}, scale=100, claim="A beats B", versus={"s": "b"}),
+        PaperRow("B", "m", 30.0, "c", {"s": "b"}, scale=100),
+    ]
+    table = paper_vs_ours(rows, preset="smoke", path=path)
+    assert table["ours"].tolist() == ["31.0 ± 1.0", "11.0 ± 1.0"]
+    assert table["finding"][0].startswith("A beats B: reproduces, m 31.0 ± 1.0 vs 11.0 ± 1.0")
+    assert table["finding"][1] == ""
+
+
+def test_values_and_seed_table_read_the_newest_record_per_seed(tmp_path):
+    path = tmp_path / "ledger.jsonl"
+    record_result("c", "p", {"m": 0.1}, preset="smoke", seed=0, tags={"s": "a"}, path=path)
+    record_result("c", "p", {"m": 0.2}, preset="smoke", seed=0, tags={"s": "a"}, path=path)
+    record_result("c", "p", {"m": 0.4}, preset="smoke", seed=1, tags={"s": "a"}, path=path)
+    records = read_ledger(path)
+    got = reporting.values(
+        records, chapter="c", preset="smoke", metric="m", tags={"s": "a"}, scale=100
+    )
+    assert got == pytest.approx([20.0, 40.0])
+    table = reporting.seed_table(
+        records,
+        [("A", {"s": "a"}), ("none", {"s": "z"})],
+        chapter="c",
+        preset="smoke",
+        metrics=["m"],
+        scale=100,
+        digits=1,
+    )
+    assert table.to_dict("records") == [
+        {"setting": "A", "seeds": 2, "m": "30.0 ± 14.1"},
+        {"setting": "none", "seeds": 0, "m": "not run"},
+    ]

@@ -295,13 +295,11 @@ def finding(
     reason = ""
     if floor is not None:
         learned = [(m > floor) if higher_is_better else (m < floor) for m in (ma, mb)]
-        if not all(learned):
-            which = (
-                "neither compared run"
-                if not any(learned)
-                else ("the paper's better setting" if not learned[0] else "the compared setting")
-            )
-            reason = f"{which} is not above chance (must beat {floor:.{digits}f})"
+        if not any(learned):
+            reason = f"neither compared run beats the chance floor {floor:.{digits}f}"
+        elif not all(learned):
+            which = "the paper's better setting" if not learned[0] else "the compared setting"
+            reason = f"{which} does not beat the chance floor {floor:.{digits}f}"
     if not reason and min(len(a), len(b)) < min_seeds:
         reason = f"fewer than {min_seeds} seeds on a side, so no spread to judge against"
     if not reason and abs(diff) <= spread:

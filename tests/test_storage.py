@@ -1,0 +1,108 @@
+"""The storage layer: atomic files and the run store every chapter keeps its runs in."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+import torch
+
+from audiorepro.paths import runs_dir
+from audiorepro.storage import (
+    CheckpointError,
+    RunStore,
+    atomic_write,
+    config_hash,
+    load_model_weights,
+    read_json,
+    save_model_weights,
+)
+
+
+def test_config_hash_ignores_key_order_and_tuple_vs_list_but_not_values():
+    a = config_hash({"lr": 1e-3, "widths": (1, 2), "model": {"d": 4, "k": 8}})
+    assert a == config_hash({"model": {"k": 8, "d": 4}, "widths": [1, 2], "lr": 1e-3})
+    assert a != config_hash({"lr": 1e-3, "widths": (1, 2), "model": {"d": 4, "k": 9}})
+    assert a != config_hash({"lr": 1e-3, "widths": (2, 1), "model": {"d": 4, "k": 8}})
+    with pytest.raises(TypeError, match="object"):
+        config_hash({"x": object()})
+
+
+def test_run_store_builds_once_then_loads(tmp_path):
+    store = RunStore("01_test", root=tmp_path)
+    calls = []
+
+    def build(folder):
+        calls.append(folder)
+        (folder / "weights.txt").write_text("w")
+        return {"steps": 3}
+
+    def load(run):
+        return run.file("weights.txt").read_text(), run.record()["steps"]
+
+    cfg = {"lr": 0.1, "seed": 0}
+    assert store.cached("model", cfg, build, load) == ("w", 3)
+    assert store.cached("model", dict(cfg), build, load) == ("w", 3)
+    assert len(calls) == 1 and not calls[0].exists()  # built in a temporary folder
+    run = store.run("model", cfg)
+    assert run.complete and run.path.parent == tmp_path / "01_test" / "model"
+    assert run.record()["config"] == cfg and run.record()["chapter"] == "01_test"
+    # another configuration is another run
+    store.cached("model", {"lr": 0.2, "seed": 0}, build, load)
+    assert len(calls) == 2 and len(store.runs("model")) == 2
+    with pytest.raises(CheckpointError, match="missing from run model/"):
+        run.file("other.bin")
+
+
+def test_a_failed_build_publishes_nothing_and_a_half_run_is_replaced(tmp_path):
+    store = RunStore("c", root=tmp_path)
+
+    def broken(folder):
+        (folder / "part").write_text("x")
+        raise RuntimeError("killed")
+
+    with pytest.raises(RuntimeError, match="killed"):
+        store.cached("m", {"a": 1}, broken, lambda run: run)
+    run = store.run("m", {"a": 1})
+    assert not run.complete and not run.path.exists()
+    assert os.listdir(tmp_path / "c" / "m") == []  # no temporary folder left behind
+    # a folder without run.json (a run killed before it was published) is rebuilt
+    run.path.mkdir(parents=True)
+    (run.path / "stale").write_text("old")
+    store.cached("m", {"a": 1}, lambda f: (f / "new").write_text("n") and None, lambda r: r)
+    assert run.complete and not (run.path / "stale").exists() and (run.path / "new").exists()
+
+
+def test_runs_root_follows_env(tmp_path, monkeypatch):
+    monkeypatch.setenv("AUDIOREPRO_RUNS", str(tmp_path / "elsewhere"))
+    assert runs_dir() == tmp_path / "elsewhere"
+    assert RunStore("x").root == tmp_path / "elsewhere"
+    monkeypatch.delenv("AUDIOREPRO_RUNS")
+    monkeypatch.setenv("AUDIOREPRO_DATA", str(tmp_path / "data"))
+    assert runs_dir() == tmp_path / "data" / "runs"
+
+
+def test_atomic_write_keeps_the_old_file_when_writing_fails(tmp_path):
+    target = tmp_path / "a.json"
+    atomic_write(target, lambda tmp: tmp.write_text(json.dumps({"v": 1})))
+    assert read_json(target) == {"v": 1}
+
+    def fail(tmp):
+        tmp.write_text("partial")
+        raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        atomic_write(target, fail)
+    assert read_json(target) == {"v": 1} and sorted(os.listdir(tmp_path)) == ["a.json"]
+
+
+def test_model_weights_round_trip_through_storage(tmp_path):
+    model = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.Linear(2, 2))
+    save_model_weights(model, tmp_path / "m.safetensors")
+    fresh = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.Linear(2, 2))
+    load_model_weights(fresh, tmp_path / "m.safetensors")
+    for a, b in zip(model.state_dict().values(), fresh.state_dict().values(), strict=True):
+        assert torch.equal(a, b)
+    with pytest.raises(CheckpointError, match=r"2 unexpected key\(s\)"):
+        load_model_weights(torch.nn.Sequential(torch.nn.Linear(3, 2)), tmp_path / "m.safetensors")
