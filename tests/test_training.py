@@ -19,6 +19,7 @@ from audiorepro.training.loop import (
     Callback,
     EarlyStopping,
     EpochBatchSampler,
+    NonFiniteError,
     TrainConfig,
     Trainer,
     _Progress,
@@ -517,3 +518,69 @@ def test_schedule_factors_match_hand_computed_values():
         make_scheduler(optimizer, "step", warmup_steps=0, total_steps=3)
     with pytest.raises(ValueError, match="must not exceed"):
         make_scheduler(optimizer, "cosine", warmup_steps=4, total_steps=3)
+
+
+# --------------------------------------------------------------------------------------------
+# Non-finite losses and gradients never pass silently
+# --------------------------------------------------------------------------------------------
+
+
+class PoisonAt(Dataset):
+    """Blobs whose item ``bad`` carries a NaN (loss) or a huge value (gradient overflow)."""
+
+    def __init__(self, bad: int, value: float) -> None:
+        self.base, self.bad, self.value = Blobs(), bad, value
+
+    def __len__(self) -> int:
+        return len(self.base)
+
+    def __getitem__(self, index: int):
+        feats, label = self.base[index]
+        if index == self.bad:
+            feats = torch.full_like(feats, self.value)
+        return feats, label
+
+
+def test_a_nan_loss_stops_training_naming_step_items_and_terms():
+    def loss_with_terms(model, batch):
+        loss = ce_loss(model, batch)
+        return {"loss": loss, "aux": 1.0}
+
+    config = dataclasses.replace(BASE, num_epochs=1, max_grad_norm=None, grad_accum_steps=1)
+    with pytest.raises(NonFiniteError) as info:
+        Trainer(make_mlp(), loss_with_terms, PoisonAt(5, math.nan), config, progress="none").fit()
+    batches = EpochBatchSampler(42, 4, seed=config.seed).batches(0)
+    where = next(i for i, b in enumerate(batches) if 5 in b)
+    message = str(info.value)
+    assert f"non-finite loss at step {where + 1} (epoch 0, micro-batch {where}" in message
+    assert f"dataset items {batches[where]}" in message
+    assert "loss=nan" in message and "aux=1" in message
+
+
+def test_a_nan_gradient_stops_training_even_with_a_finite_loss():
+    # sqrt(0) = 0 is finite, its derivative is inf, and inf * 0 gives NaN gradients.
+    def finite_loss_nan_grad(model, batch):
+        return ce_loss(model, batch) + torch.sqrt(model[0].weight.sum() * 0)
+
+    config = dataclasses.replace(BASE, num_epochs=1, max_grad_norm=None, grad_accum_steps=1)
+    model = make_mlp()
+    with pytest.raises(NonFiniteError, match=r"non-finite gradient norm \(nan\) at step 1 \("):
+        Trainer(model, finite_loss_nan_grad, Blobs(), config, progress="none").fit()
+    assert all(torch.isfinite(p).all() for p in model.parameters())
+    # with clipping on, the clipped norm is what is checked
+    clipped = dataclasses.replace(config, max_grad_norm=1.0)
+    with pytest.raises(NonFiniteError, match="the loss was finite"):
+        Trainer(make_mlp(), finite_loss_nan_grad, Blobs(), clipped, progress="none").fit()
+
+
+def test_skip_mode_drops_the_bad_step_counts_it_and_keeps_weights_finite():
+    config = dataclasses.replace(BASE, num_epochs=1, grad_accum_steps=1, on_nonfinite="skip")
+    model = make_mlp()
+    result = Trainer(model, ce_loss, PoisonAt(5, math.nan), config, progress="none").fit()
+    assert len(result.skipped_steps) == 1 and "non-finite loss" in result.skipped_steps[0]["why"]
+    bad_step = result.skipped_steps[0]["step"]
+    assert math.isnan(result.losses[bad_step - 1])
+    assert sum(math.isnan(v) for v in result.losses) == 1 and result.final_step == 11
+    assert all(torch.isfinite(p).all() for p in model.parameters())
+    with pytest.raises(ConfigError, match="on_nonfinite: expected stop | skip"):
+        TrainConfig(on_nonfinite="ignore")

@@ -91,6 +91,13 @@ from audiorepro.training.checkpoint import (
 from audiorepro.training.schedules import SCHEDULES, make_scheduler
 
 MIXED_PRECISIONS = ("auto", "no", "bf16", "fp16")
+NONFINITE_ACTIONS = ("stop", "skip")
+
+
+class NonFiniteError(FloatingPointError):
+    """A loss term or gradient became NaN or infinite; the message names the step and items."""
+
+
 DEVICES = ("auto", "cpu", "cuda", "mps")
 PROGRESS_MODES = ("auto", "bar", "lines", "none")
 # Seconds between progress-bar lines when stdout is not a terminal (papermill, CI logs).
@@ -160,6 +167,12 @@ class TrainConfig:
         help="Under several processes, let DDP skip parameters the loss does not reach (an "
         "encoder's unused classifier head or mask token); a little slower.",
     )
+    on_nonfinite: str = field(
+        "stop",
+        help="A NaN/inf loss term or gradient: stop (raise NonFiniteError naming the step, the "
+        "batch's items and the loss terms) | skip (drop that optimizer step, count it in "
+        "TrainResult.skipped_steps; for long paper-scale runs).",
+    )
 
     def __post_init__(self) -> None:
         def is_int(v: Any) -> bool:
@@ -206,6 +219,8 @@ class TrainConfig:
             fail("device", " | ".join(DEVICES))
         if self.schedule not in SCHEDULES:
             fail("schedule", " | ".join(SCHEDULES))
+        if self.on_nonfinite not in NONFINITE_ACTIONS:
+            fail("on_nonfinite", " | ".join(NONFINITE_ACTIONS))
 
 
 def _mps_available() -> bool:
@@ -542,6 +557,8 @@ class TrainResult:
         stopped_early: a callback ended training before ``max_steps``/``num_epochs``.
         resumed_from: the checkpoint directory this call resumed from, if any.
         checkpoint: the newest checkpoint directory written or loaded, if any.
+        skipped_steps: optimizer steps dropped for a non-finite loss or gradient
+            (``on_nonfinite="skip"``), each with the reason.
     """
 
     steps: list[int] = dataclasses.field(default_factory=list)
@@ -557,6 +574,7 @@ class TrainResult:
     stopped_early: bool = False
     resumed_from: str | None = None
     checkpoint: str | None = None
+    skipped_steps: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
     def eval_metric(self, name: str) -> list[float]:
         """One evaluation metric over ``eval_steps`` (NaN where an evaluation lacked it)."""
@@ -724,6 +742,7 @@ class _Run:
     done: bool = False
     loss_sum: torch.Tensor | None = None
     extra_sums: dict[str, Any] = dataclasses.field(default_factory=dict)
+    nonfinite: list[str] = dataclasses.field(default_factory=list)
 
 
 def default_optimizer(model: torch.nn.Module, config: TrainConfig) -> torch.optim.Optimizer:
@@ -1134,9 +1153,12 @@ class Trainer:
             acc.backward(loss if group_size == accum else loss * (accum / group_size))
             detached = loss.detach().float()
             run.loss_sum = detached if run.loss_sum is None else run.loss_sum + detached
+            terms = {"loss": detached}
             for key, value in extras.items():
                 value = _scalar_tensor(value, f"loss_fn()[{key!r}]", acc.device)
                 run.extra_sums[key] = run.extra_sums.get(key, 0.0) + value
+                terms[key] = value
+            self._check_finite(run, terms)
             if acc.sync_gradients != ends_group:
                 raise RuntimeError(
                     "gradient accumulation went out of step with accelerate at epoch "
@@ -1146,14 +1168,25 @@ class Trainer:
             if ends_group:
                 if config.max_grad_norm is not None:
                     grad_norm = acc.clip_grad_norm_(self.model.parameters(), config.max_grad_norm)
-                self.optimizer.step()
-                # fp16: the grad scaler skips steps with inf/nan gradients; so does the schedule.
-                if not getattr(self.optimizer, "step_was_skipped", False):
+                self._check_gradients(run, grad_norm)
+                if run.nonfinite:
+                    # on_nonfinite="skip": no update; the step still counts (its loss is NaN
+                    # in the history), so the schedule, evaluation and checkpoints keep time.
+                    run.history.skipped_steps.append(
+                        {"step": run.step + 1, "epoch": run.epoch, "why": "; ".join(run.nonfinite)}
+                    )
                     self.scheduler.step()
+                else:
+                    self.optimizer.step()
+                    # fp16: the grad scaler skips steps with inf/nan gradients; so does the
+                    # schedule.
+                    if not getattr(self.optimizer, "step_was_skipped", False):
+                        self.scheduler.step()
                 self.optimizer.zero_grad(set_to_none=True)
         run.batch_in_epoch += 1
         if not ends_group:
             return None
+        run.nonfinite = []
         names = sorted(run.extra_sums)
         assert run.loss_sum is not None
         values = torch.stack([run.loss_sum] + [run.extra_sums[k] for k in names]) / group_size
@@ -1166,6 +1199,57 @@ class Trainer:
         if grad_norm is not None:
             logs["grad_norm"] = float(grad_norm)
         return logs
+
+    def _batch_items(self, run: _Run) -> list[int]:
+        """Dataset indices of the micro-batch being trained on (this process's share)."""
+        acc = self.accelerator
+        index = run.batch_in_epoch * acc.num_processes + acc.process_index
+        batches = self.sampler.batches(run.epoch)
+        return batches[index] if index < len(batches) else []
+
+    def _check_finite(self, run: _Run, terms: Mapping[str, torch.Tensor]) -> None:
+        """Stop (or mark the step for skipping) when a loss term is NaN or infinite."""
+        values = {k: float(v) for k, v in terms.items()}
+        if all(math.isfinite(v) for v in values.values()):
+            return
+        items = self._batch_items(run)
+        shown = ", ".join(f"{k}={v:.6g}" for k, v in values.items())
+        where = (
+            f"step {run.step + 1} (epoch {run.epoch}, micro-batch {run.batch_in_epoch}, "
+            f"dataset items {items[:16]}{' ...' if len(items) > 16 else ''})"
+        )
+        if self.config.on_nonfinite == "stop":
+            raise NonFiniteError(
+                f"non-finite loss at {where}: {shown}. Training stopped; the weights of the "
+                "last checkpoint are intact (TrainConfig.on_nonfinite='skip' drops such steps)."
+            )
+        run.nonfinite.append(f"non-finite loss at {where}: {shown}")
+
+    def _check_gradients(self, run: _Run, grad_norm: Any) -> None:
+        """Stop (or mark the step for skipping) when a gradient is NaN or infinite.
+
+        fp16 is left to its grad scaler, which skips such steps and lowers its scale.
+        """
+        if self.mixed_precision == "fp16" or run.nonfinite:
+            return
+        if grad_norm is None:
+            grads = [p.grad for p in self.model.parameters() if p.grad is not None]
+            if not grads:
+                return
+            grad_norm = torch.linalg.vector_norm(
+                torch.stack([torch.linalg.vector_norm(g.detach().float()) for g in grads])
+            )
+        norm = float(grad_norm)
+        if math.isfinite(norm):
+            return
+        where = f"step {run.step + 1} (epoch {run.epoch}, micro-batch {run.batch_in_epoch})"
+        if self.config.on_nonfinite == "stop":
+            raise NonFiniteError(
+                f"non-finite gradient norm ({norm}) at {where}, dataset items "
+                f"{self._batch_items(run)[:16]}; the loss was finite. Training stopped "
+                "(TrainConfig.on_nonfinite='skip' drops such steps)."
+            )
+        run.nonfinite.append(f"non-finite gradient norm ({norm}) at {where}")
 
     def _end_of_step(self, run: _Run, logs: dict[str, float], progress: _Progress) -> None:
         """Record, call back, evaluate and checkpoint after an optimizer step, in that order.
@@ -1232,6 +1316,8 @@ __all__ = [
     "EarlyStopping",
     "EpochBatchSampler",
     "MIXED_PRECISIONS",
+    "NONFINITE_ACTIONS",
+    "NonFiniteError",
     "DEVICES",
     "TrainConfig",
     "TrainResult",
