@@ -265,3 +265,29 @@ def test_optimizer_that_does_not_fit_is_a_checkpoint_error(tmp_path):
     other = nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 2))
     with pytest.raises(CheckpointError, match="optimizer"):
         load_checkpoint(path, optimizer=torch.optim.SGD(other.parameters(), lr=0.1))
+
+
+def test_flipped_bytes_of_the_same_size_are_caught_by_the_manifest_hash(tmp_path):
+    model = nn.Linear(4, 4)
+    first = save_checkpoint(tmp_path, 1, model=model)
+    path = save_checkpoint(tmp_path, 2, model=model)
+    weights = path / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-8:] = bytes(255 - b for b in data[-8:])  # inside the last tensor: same size
+    weights.write_bytes(bytes(data))
+    with pytest.raises(CheckpointError) as info:
+        load_checkpoint(path, model=nn.Linear(4, 4))
+    message = str(info.value)
+    assert str(weights) in message and "contents differ from the SHA-256" in message
+    assert "fall back to: step_00000001" in message
+    load_checkpoint(first, model=nn.Linear(4, 4))  # the earlier one still loads
+
+
+def test_a_damaged_safetensors_header_is_an_error_naming_the_file(tmp_path):
+    path = tmp_path / "w.safetensors"
+    save_model_weights(nn.Linear(2, 2), path)
+    data = bytearray(path.read_bytes())
+    data[8:16] = b"{{{{{{{{"  # the JSON header starts after its 8-byte length
+    path.write_bytes(bytes(data))
+    with pytest.raises(CheckpointError, match=rf"{path}: not a readable safetensors file"):
+        load_model_weights(nn.Linear(2, 2), path)

@@ -57,6 +57,7 @@ import torch
 
 from audiorepro.storage import (
     CheckpointError,
+    file_sha256,
     fsync_dir,
     load_model_weights,
     load_tensors,
@@ -66,7 +67,7 @@ from audiorepro.storage import (
     write_json,
 )
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: the manifest records a SHA-256 per file, verified on load
 MANIFEST = "checkpoint.json"
 LATEST = "latest"
 TMP_PREFIX = ".tmp-"
@@ -387,6 +388,7 @@ def save_checkpoint(
             + (["scheduler"] if scheduler is not None else [])
             + list(components),
             "files": {name: (tmp / name).stat().st_size for name in files},
+            "sha256": {name: file_sha256(tmp / name) for name in files},
         }
         # The manifest goes last: a directory holding one has every file it lists.
         write_json(tmp / MANIFEST, manifest, indent=1)
@@ -406,6 +408,17 @@ def save_checkpoint(
         if old != final:
             shutil.rmtree(old, ignore_errors=True)
     return final
+
+
+def _fallback(path: Path) -> str:
+    """The sentence naming the earlier complete checkpoints beside ``path``, if any."""
+    earlier = [p for p in list_checkpoints(path.parent) if p.name < path.name]
+    if not earlier:
+        return "; there is no earlier checkpoint to fall back to"
+    return (
+        f"; earlier checkpoint(s) to fall back to: {', '.join(p.name for p in earlier)} "
+        f"(move {path.name} aside and resume)"
+    )
 
 
 @dataclass
@@ -452,13 +465,20 @@ def load_checkpoint(
             f"{manifest_path}: format_version {version!r}; this library reads up to "
             f"{FORMAT_VERSION}"
         )
+    hashes = manifest.get("sha256", {})
     for name, size in manifest.get("files", {}).items():
         file = path / name
         if not file.is_file():
-            raise CheckpointError(f"{file}: file missing from the checkpoint")
+            raise CheckpointError(f"{file}: file missing from the checkpoint{_fallback(path)}")
         if file.stat().st_size != size:
             raise CheckpointError(
                 f"{file}: {file.stat().st_size} bytes, the manifest says {size} (truncated?)"
+                + _fallback(path)
+            )
+        if name in hashes and file_sha256(file) != hashes[name]:
+            raise CheckpointError(
+                f"{file}: contents differ from the SHA-256 the manifest recorded when it was "
+                f"written (corrupted on disk?){_fallback(path)}"
             )
     present = manifest.get("components", [])
     for name, wanted in (("optimizer", optimizer), ("scheduler", scheduler)):
