@@ -210,3 +210,56 @@ def test_values_and_seed_table_read_the_newest_record_per_seed(tmp_path):
         {"setting": "A", "seeds": 2, "m": "30.0 ± 14.1"},
         {"setting": "none", "seeds": 0, "m": "not run"},
     ]
+
+
+def test_records_carry_config_hash_rerunnable_command_and_wall_time(tmp_path, monkeypatch):
+    path = tmp_path / "ledger.jsonl"
+    monkeypatch.setenv(
+        "AUDIOREPRO_COMMAND", "python -m audiorepro.pages run p.py OUT -p preset smoke"
+    )
+    a = record_result("c", "p", {"m": 1}, preset="smoke", seed=0, config={"lr": 1}, path=path)
+    b = record_result("c", "p", {"m": 2}, preset="smoke", seed=0, config={"lr": 2}, path=path)
+    assert a["command"].startswith("python -m audiorepro.pages run p.py")
+    assert a["config_hash"] != b["config_hash"] and len(a["config_hash"]) == 16
+    assert b["wall_time_s"] >= 0 and b["wall_time_source"] == "since the previous record"
+    c = record_result("c", "p", {"m": 3}, preset="smoke", seed=1, wall_time_s=2.5, path=path)
+    assert c["wall_time_s"] == 2.5 and c["wall_time_source"] == "measured"
+    records = read_ledger(path)
+    # a table picks the configuration and the page's seeds, never a stale record
+    assert [r["metrics"]["m"] for r in reporting.select(records, chapter="c")] == [2, 3]
+    old = reporting.select(records, chapter="c", config_hash=a["config_hash"])
+    assert [r["metrics"]["m"] for r in old] == [1]
+    assert [r["seed"] for r in reporting.select(records, chapter="c", seeds=[1, 2])] == [1]
+
+
+def test_only_the_main_process_writes_the_ledger(tmp_path, monkeypatch):
+    path = tmp_path / "ledger.jsonl"
+    monkeypatch.setenv("RANK", "1")
+    record_result("c", "p", {"m": 1}, preset="smoke", seed=0, path=path)
+    assert not path.exists()
+    monkeypatch.setenv("RANK", "0")
+    record_result("c", "p", {"m": 1}, preset="smoke", seed=0, path=path)
+    assert len(read_ledger(path)) == 1
+
+
+def test_an_executed_page_records_the_command_that_reruns_it(tmp_path):
+    from audiorepro.pages import execute_page
+
+    page = tmp_path / "page.py"
+    page.write_text(
+        '# %% tags=["parameters"]\npreset: str = "embedded"\nn: int = 1\n\n# %%\n'
+        "from audiorepro.reporting import record_result\n"
+        'record_result("c", "p", {"m": n}, preset=preset, seed=0)\n'
+    )
+    execute_page(
+        page,
+        tmp_path / "out" / "page.ipynb",
+        preset="smoke",
+        parameters={"n": 4},
+        cwd=tmp_path,
+        env={"AUDIOREPRO_RESULTS": str(tmp_path / "res")},
+    )
+    (rec,) = read_ledger(tmp_path / "res" / "ledger.jsonl")
+    assert rec["command"] == (
+        f"python -m audiorepro.pages run {page} OUT.ipynb -p preset smoke -p n 4"
+    )

@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import shutil
 import sys
 import time
@@ -130,8 +131,12 @@ def execute_page(
     source = output.with_name(output.stem + ".source.ipynb")
     nbformat.write(read_page(page), source)
     params = {"preset": preset, **dict(parameters or {})}
-    old_env = {k: os.environ.get(k) for k in (env or {})}
-    os.environ.update(env or {})
+    rerun = ["python", "-m", "audiorepro.pages", "run", str(page), "OUT.ipynb"]
+    for key, value in params.items():
+        rerun += ["-p", key, str(value)]
+    env = {"AUDIOREPRO_COMMAND": shlex.join(rerun), **dict(env or {})}
+    old_env = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
     start = time.perf_counter()
     try:
         papermill.execute_notebook(

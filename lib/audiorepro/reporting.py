@@ -29,8 +29,11 @@ import pandas as pd
 
 from audiorepro.paths import results_dir
 from audiorepro.repro import environment_snapshot
+from audiorepro.storage import config_hash as _config_hash
 
 LEDGER_NAME = "ledger.jsonl"
+COMMAND_ENV = "AUDIOREPRO_COMMAND"  # set by audiorepro.pages: the command that reruns a page
+_last_record_time = time.perf_counter()
 REQUIRED_KEYS = ("chapter", "page", "metrics", "preset", "seed")
 
 
@@ -80,14 +83,26 @@ def record_result(
         preset: ``smoke``, ``embedded`` or ``paper``.
         seed: the run's one seed.
         config: the run's configuration (``audiorepro.config.to_dict(cfg)``).
-        command: how to reproduce it; defaults to this process's command line.
-        wall_time_s: how long the measured run took.
+        command: how to reproduce it; defaults to ``$AUDIOREPRO_COMMAND`` (which
+            :mod:`audiorepro.pages` sets to the page and its parameters), else this process's
+            command line.
+        wall_time_s: how long the measured run took; when not given, the seconds since this
+            process's previous record (or since the library was imported), marked as such.
         tags: free keys that tell rows of one table apart (``{"model": "transformer", "K": 256}``).
         path: ledger file; default :func:`ledger_path`.
     """
+    global _last_record_time
     bad = {k: v for k, v in metrics.items() if not isinstance(_jsonable(v), int | float)}
     if bad:
         raise TypeError(f"metric values must be numbers, got {bad!r}")
+    now = time.perf_counter()
+    wall_source = "measured"
+    if wall_time_s is None:
+        wall_time_s, wall_source = now - _last_record_time, "since the previous record"
+    _last_record_time = now
+    plain_config = _jsonable(dict(config or {}))
+    if command is None:
+        command = os.environ.get(COMMAND_ENV) or shlex.join(sys.argv)
     record = {
         "time": datetime.now(UTC).isoformat(timespec="seconds"),
         "chapter": chapter,
@@ -96,11 +111,15 @@ def record_result(
         "preset": preset,
         "seed": int(seed),
         "tags": _jsonable(dict(tags or {})),
-        "config": _jsonable(dict(config or {})),
-        "command": command if command is not None else shlex.join(sys.argv),
-        "wall_time_s": wall_time_s,
+        "config": plain_config,
+        "config_hash": _hash_of(plain_config),
+        "command": command,
+        "wall_time_s": float(wall_time_s),
+        "wall_time_source": wall_source,
         "env": environment_snapshot(),
     }
+    if not is_main_process():
+        return record  # under several processes only the main one writes
     out = ledger_path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     line = json.dumps(record, sort_keys=True) + "\n"
@@ -110,6 +129,21 @@ def record_result(
         fh.flush()
         os.fsync(fh.fileno())
     return record
+
+
+def _hash_of(config: Mapping[str, Any]) -> str:
+    """:func:`audiorepro.storage.config_hash` of a record's configuration (values that are not
+    JSON are hashed by their text)."""
+    try:
+        return _config_hash(config)
+    except TypeError:
+        return _config_hash(json.loads(json.dumps(config, default=str)))
+
+
+def is_main_process() -> bool:
+    """False in every process but the first of a multi-process launch (``accelerate launch``,
+    ``torchrun``: ``RANK`` > 0)."""
+    return int(os.environ.get("RANK", "0") or 0) == 0
 
 
 def read_ledger(path: str | Path | None = None) -> list[dict[str, Any]]:
@@ -163,19 +197,30 @@ def select(
     metric: str | None = None,
     tags: Mapping[str, Any] | None = None,
     latest_per_seed: bool = True,
+    seeds: Iterable[int] | None = None,
+    config_hash: str | None = None,
 ) -> list[Mapping[str, Any]]:
     """Records matching every given field; by default only the newest record per seed.
+
+    ``seeds`` keeps only those seeds (a page's seed list), ``config_hash`` only records of that
+    resolved configuration, so records of an older preset or another setting never enter a
+    table.
 
     Re-running a page appends new lines; ``latest_per_seed`` makes a table use the latest run of
     each seed rather than mixing old and new code.
     """
     picked = []
+    seed_set = {int(s) for s in seeds} if seeds is not None else set()
     for rec in records:
         if chapter is not None and rec["chapter"] != chapter:
             continue
         if preset is not None and rec["preset"] != preset:
             continue
         if metric is not None and metric not in rec["metrics"]:
+            continue
+        if seeds is not None and rec["seed"] not in seed_set:
+            continue
+        if config_hash is not None and rec.get("config_hash") != config_hash:
             continue
         rec_tags = rec.get("tags", {})
         if tags and any(rec_tags.get(k) != _jsonable(v) for k, v in tags.items()):
