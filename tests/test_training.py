@@ -400,11 +400,23 @@ def test_progress_lines_for_notebooks_and_ci_have_no_carriage_returns(capsys):
     assert any(line.startswith("step  5/11 | epoch 1 | loss ") for line in lines)
     assert any(line.startswith("step 11/11") for line in lines)
     assert lines[-1].startswith("done: 11 step(s), 1 epoch(s)")
-    # Under pytest stdout is captured, as under papermill or CI: "auto" picks plain lines.
-    progress = _Progress("auto", total=3, initial=0, enabled=True)
-    assert progress.mode == "lines"
-    assert progress.bar.mininterval >= 5 and progress.bar.ascii
-    progress.close()
+    assert lines[-1].endswith(
+        f"loss {float(lines[-1].split()[-3]):.4g} -> {lines[-1].split()[-1]}"
+    )
+    # Under pytest stdout is captured, as in a CI log: "auto" picks plain lines.
+    assert _Progress("auto", total=3, initial=0, enabled=True).mode == "lines"
+
+
+def test_a_headlessly_executed_page_gets_one_line_per_run(capsys, monkeypatch):
+    monkeypatch.setenv("AUDIOREPRO_HEADLESS", "1")
+    assert _Progress("auto", total=3, initial=0, enabled=True).mode == "summary"
+    config = TrainConfig(num_epochs=3, batch_size=4, log_every=1)
+    evals = {"eval_fn": lambda model: {"acc": 0.5}}
+    result = Trainer(make_mlp(), ce_loss, Blobs(), config, progress="lines", **evals).fit()
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("done: 33 step(s), 3 epoch(s) in ")
+    assert lines[0].endswith(f"loss {result.losses[0]:.4g} -> {result.losses[-1]:.4g}")
 
 
 # --------------------------------------------------------------------------------------------

@@ -134,7 +134,8 @@ def execute_page(
     rerun = ["python", "-m", "audiorepro.pages", "run", str(page), "OUT.ipynb"]
     for key, value in params.items():
         rerun += ["-p", key, str(value)]
-    env = {"AUDIOREPRO_COMMAND": shlex.join(rerun), **dict(env or {})}
+    # AUDIOREPRO_HEADLESS: training prints one line per run, not redraws that pile up.
+    env = {"AUDIOREPRO_COMMAND": shlex.join(rerun), "AUDIOREPRO_HEADLESS": "1", **dict(env or {})}
     old_env = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     start = time.perf_counter()

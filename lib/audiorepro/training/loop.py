@@ -39,11 +39,12 @@ parameters ``torch.equal`` to an uninterrupted run on CPU. The LR schedule spans
 ``num_epochs`` (or ``schedule_steps``), not ``max_steps``: a run capped at ``max_steps`` is the
 exact prefix of the longer run, which is what smoke presets and resumption rely on.
 
-**Progress output.** On a terminal a tqdm bar redraws in place. When stdout is not a TTY
-(papermill, Jupyter, CI logs), carriage-return redraws pile up as one unreadable line in a saved
-notebook or log, so the bar is instead written as whole lines, ASCII only, fixed width, at most
-every 10 s (``mininterval``), and a plain line with loss and lr is printed every ``log_every``
-steps. ``progress=`` forces ``"bar"``, ``"lines"`` or ``"none"``.
+**Progress output.** On a terminal or in an interactive notebook a tqdm bar redraws in place.
+A saved notebook would keep every redraw, so in a page executed headlessly (``audiorepro.pages``
+sets ``$AUDIOREPRO_HEADLESS``) a run prints one closing line: steps, epochs, time, step rate and
+the loss from first to last. In a log (stdout not a terminal) a plain line with loss and lr is
+printed every ``log_every`` steps. ``progress=`` forces ``"bar"``, ``"lines"``, ``"summary"`` or
+``"none"``.
 
 **Several processes** (``accelerate launch``): the loop is unchanged. Model, optimizer and
 DataLoader go through ``accelerator.prepare`` (the sampler's batches are dealt round-robin to
@@ -74,7 +75,6 @@ from accelerate.state import AcceleratorState, GradientState
 from accelerate.utils import DistributedDataParallelKwargs, gather_object
 from torch.utils.data import DataLoader, Dataset, IterableDataset, Sampler
 from tqdm.auto import tqdm as tqdm_auto
-from tqdm.std import tqdm as tqdm_std
 
 from audiorepro.config import ConfigError, field, to_dict
 from audiorepro.repro import environment_snapshot, seed_everything
@@ -99,9 +99,9 @@ class NonFiniteError(FloatingPointError):
 
 
 DEVICES = ("auto", "cpu", "cuda", "mps")
-PROGRESS_MODES = ("auto", "bar", "lines", "none")
+PROGRESS_MODES = ("auto", "bar", "lines", "summary", "none")
+HEADLESS_ENV = "AUDIOREPRO_HEADLESS"  # set by audiorepro.pages while it executes a page
 # Seconds between progress-bar lines when stdout is not a terminal (papermill, CI logs).
-LINE_MODE_MININTERVAL_S = 10.0
 # Fields that may change between an interrupted run and its resumption without a warning.
 _RESUME_SAFE_FIELDS = frozenset(
     {
@@ -596,21 +596,6 @@ class TrainResult:
 # --------------------------------------------------------------------------------------------
 
 
-class _LineWriter:
-    """A stream for tqdm that turns each in-place redraw into one plain line (no ``\\r``)."""
-
-    def __init__(self, stream: Any) -> None:
-        self.stream = stream
-
-    def write(self, text: str) -> None:
-        line = text.replace("\r", "").rstrip()
-        if line:
-            self.stream.write(line + "\n")
-
-    def flush(self) -> None:
-        self.stream.flush()
-
-
 def _stdout_is_tty() -> bool:
     try:
         return sys.stdout.isatty()
@@ -618,14 +603,40 @@ def _stdout_is_tty() -> bool:
         return False
 
 
+def _interactive_notebook() -> bool:
+    """True inside a Jupyter kernel (where tqdm.auto draws a widget)."""
+    if "IPython" not in sys.modules:
+        return False
+    shell = sys.modules["IPython"].get_ipython()
+    return shell is not None and type(shell).__name__ == "ZMQInteractiveShell"
+
+
+def _auto_progress() -> str:
+    """``bar`` on a terminal or in an interactive notebook, ``summary`` in a page executed
+    headlessly (papermill via :mod:`audiorepro.pages`), ``lines`` in logs."""
+    if os.environ.get(HEADLESS_ENV):
+        return "summary"
+    if _stdout_is_tty() or _interactive_notebook():
+        return "bar"
+    return "lines"
+
+
 class _Progress:
-    """The progress bar and log lines of one ``fit`` call (main process only)."""
+    """The progress output of one ``fit`` call (main process only).
+
+    ``bar``: a live tqdm bar (terminal, interactive notebook). ``lines``: a plain line every
+    ``log_every`` steps and every evaluation (logs). ``summary``: nothing until the run's one
+    closing line (a saved notebook, where redraws would pile up). ``none``: silent. In a page
+    executed headlessly, ``lines`` is shown as ``summary``.
+    """
 
     def __init__(
         self, mode: str, *, total: int, initial: int, enabled: bool, preamble: Iterable[str] = ()
     ) -> None:
         if mode == "auto":
-            mode = "bar" if _stdout_is_tty() else "lines"
+            mode = _auto_progress()
+        elif mode == "lines" and os.environ.get(HEADLESS_ENV):
+            mode = "summary"
         self.mode = mode if enabled else "none"
         if self.mode != "none":
             for line in preamble:
@@ -634,26 +645,15 @@ class _Progress:
         self.bar: Any = None
         self.start = time.perf_counter()
         self.initial = initial
+        self.first_loss: float | None = None
+        self.last_loss: float | None = None
         if self.mode == "bar":
             self.bar = tqdm_auto(
                 total=total, initial=initial, desc="train", unit="step", dynamic_ncols=True
             )
-        elif self.mode == "lines":
-            self.bar = tqdm_std(
-                total=total,
-                initial=initial,
-                desc="train",
-                unit="step",
-                file=_LineWriter(sys.stdout),
-                ascii=True,
-                dynamic_ncols=False,
-                ncols=100,
-                mininterval=LINE_MODE_MININTERVAL_S,
-                maxinterval=6 * LINE_MODE_MININTERVAL_S,
-            )
 
     def print(self, text: str) -> None:
-        """A message that does not break the bar."""
+        """A message that does not break the bar (not shown in ``summary`` mode)."""
         if self.mode == "bar":
             self.bar.write(text)
         elif self.mode == "lines":
@@ -661,13 +661,16 @@ class _Progress:
 
     def step(self, step: int, epoch: int, logs: Mapping[str, float], log_now: bool) -> None:
         """Advance by one step; show ``logs`` every ``log_every`` steps."""
-        if self.bar is None:
-            return
-        self.bar.update(1)
-        if not log_now:
-            return
+        if "loss" in logs:
+            if self.first_loss is None:
+                self.first_loss = logs["loss"]
+            self.last_loss = logs["loss"]
         if self.mode == "bar":
-            self.bar.set_postfix({k: f"{v:.4g}" for k, v in logs.items()}, refresh=False)
+            self.bar.update(1)
+            if log_now:
+                self.bar.set_postfix({k: f"{v:.4g}" for k, v in logs.items()}, refresh=False)
+            return
+        if self.mode != "lines" or not log_now:
             return
         rate = (step - self.initial) / max(time.perf_counter() - self.start, 1e-9)
         values = " | ".join(f"{k} {v:.4g}" for k, v in logs.items())
@@ -676,6 +679,18 @@ class _Progress:
             f"step {step:>{width}}/{self.total} | epoch {epoch + 1} | {values} | "
             f"{rate:.2f} step/s",
             flush=True,
+        )
+
+    def summary(self, steps: int, epochs: int, seconds: float, stopped_early: bool) -> str:
+        """The run's closing line: steps, epochs, time, rate and the loss from first to last."""
+        rate = (steps - self.initial) / max(seconds, 1e-9)
+        loss = ""
+        if self.first_loss is not None and self.last_loss is not None:
+            loss = f", loss {self.first_loss:.4g} -> {self.last_loss:.4g}"
+        status = " (stopped early)" if stopped_early else ""
+        return (
+            f"done: {steps} step(s), {epochs} epoch(s) in {seconds:.1f} s "
+            f"({rate:.2f} step/s){loss}{status}"
         )
 
     def close(self) -> None:
@@ -1063,10 +1078,10 @@ class Trainer:
         history.wall_time_s = time.perf_counter() - start
         self.step, self.epoch = run.step, history.final_epoch
         if progress.mode != "none":
-            status = " (stopped early)" if history.stopped_early else ""
             print(
-                f"done: {run.step} step(s), {history.final_epoch} epoch(s) in "
-                f"{history.wall_time_s:.1f} s{status}",
+                progress.summary(
+                    run.step, history.final_epoch, history.wall_time_s, history.stopped_early
+                ),
                 flush=True,
             )
         for callback in self.callbacks:
