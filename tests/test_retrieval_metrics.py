@@ -298,8 +298,44 @@ def test_submission_errors(tmp_path):
     )
     gt = tmp_path / "gt.csv"
     write_gt(gt, ["f0"], ["c0", "c1", "c2", "c3", "c4"])
-    with pytest.raises(ValueError, match="3 ground-truth caption"):
+    with pytest.raises(ValueError, match="5 problem") as info:
         score_submission(gt, sub)
+    for caption in ("c2", "c3", "c4"):
+        assert f"sub.csv: no row for ground-truth caption '{caption}'" in str(info.value)
+    assert "sub.csv:2: 9 file name(s) not in" in str(info.value)
+
+
+def _csv_rows(path, rows):
+    header = "caption," + ",".join(f"file_name_{i}" for i in range(1, 11))
+    path.write_text("\n".join([header] + [",".join(r) for r in rows]) + "\n", encoding="utf-8")
+    return path
+
+
+def test_the_scorer_refuses_what_the_official_script_would_score(tmp_path):
+    names = [f"f{i}.wav" for i in range(10)]
+    captions = [f"caption {c}" for c in range(50)]
+    gt = tmp_path / "gt.csv"
+    write_gt(gt, names, captions)
+    good = [[c] + names for c in captions]
+    # every file name unknown: the official script scores 0.00
+    unknown = _csv_rows(
+        tmp_path / "unknown.csv", [[c] + [f"x{i}.wav" for i in range(10)] for c in captions]
+    )
+    with pytest.raises(
+        ValueError, match=r"50 problem\(s\)(.|\n)*unknown.csv:2: 10 file name\(s\) not in"
+    ):
+        score_submission(gt, unknown)
+    # a caption that is not in the ground truth
+    extra = _csv_rows(tmp_path / "extra.csv", good + [["not a caption"] + names])
+    with pytest.raises(ValueError, match=r"extra.csv:52: caption 'not a caption' is not in"):
+        score_submission(gt, extra)
+    # one file repeated ten times in a row: the official script gives 100.00
+    repeated = _csv_rows(tmp_path / "rep.csv", [[captions[0]] + [names[0]] * 10] + good[1:])
+    with pytest.raises(
+        ValueError, match=r"rep.csv:2: file\(s\) \['f0.wav'\] listed more than once"
+    ):
+        score_submission(gt, repeated)
+    assert score_submission(gt, _csv_rows(tmp_path / "ok.csv", good))["R@10"] == 1.0
 
 
 def test_scoring_cli(tmp_path, capsys):

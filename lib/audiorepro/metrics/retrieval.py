@@ -438,15 +438,10 @@ def write_submission_csv(
     return path
 
 
-def read_submission_csv(path: str | PathLike, k: int = 10) -> dict[str, list[str]]:
-    """Read a submission CSV written by :func:`write_submission_csv` (or any DCASE entry).
-
-    Returns ``{caption: [file_name_1, ..., file_name_k]}``. Raises ``ValueError`` naming the file
-    and line for a wrong header, a row with the wrong number of fields, or a repeated caption.
-    """
-    path = Path(path)
+def _submission_rows(path: Path, k: int) -> dict[str, tuple[int, list[str]]]:
+    """``{caption: (line, [file names])}`` of a submission CSV; format errors name the line."""
     expected = ["caption"] + [f"file_name_{i}" for i in range(1, k + 1)]
-    out: dict[str, list[str]] = {}
+    out: dict[str, tuple[int, list[str]]] = {}
     with open(path, newline="", encoding="utf-8") as f:
         reader = csv.reader(f)
         header = next(reader, None)
@@ -456,9 +451,31 @@ def read_submission_csv(path: str | PathLike, k: int = 10) -> dict[str, list[str
             if len(row) != k + 1:
                 raise ValueError(f"{path}:{line}: expected {k + 1} fields, got {len(row)}")
             if row[0] in out:
-                raise ValueError(f"{path}:{line}: caption {row[0]!r} appears twice")
-            out[row[0]] = row[1:]
+                raise ValueError(
+                    f"{path}:{line}: caption {row[0]!r} appears twice (first on line "
+                    f"{out[row[0]][0]})"
+                )
+            repeated = sorted({f for f in row[1:] if row[1:].count(f) > 1})
+            if repeated:
+                raise ValueError(
+                    f"{path}:{line}: file(s) {repeated} listed more than once in one row; a "
+                    "ranking lists each file at most once"
+                )
+            out[row[0]] = (line, row[1:])
     return out
+
+
+def read_submission_csv(path: str | PathLike, k: int = 10) -> dict[str, list[str]]:
+    """Read a submission CSV written by :func:`write_submission_csv` (or any DCASE entry).
+
+    Returns ``{caption: [file_name_1, ..., file_name_k]}``. Raises ``ValueError`` naming the file
+    and line for a wrong header, a row with the wrong number of fields, a repeated caption, or a
+    file listed twice in one row.
+    """
+    return {c: files for c, (_, files) in _submission_rows(Path(path), k).items()}
+
+
+_MAX_PROBLEMS = 20
 
 
 def score_submission(
@@ -471,7 +488,9 @@ def score_submission(
     position of that file in the submitted list (absent: no hit), ``R@k = [r <= k]`` for k in
     (1, 5, 10) and ``AP@10 = 1 / r`` (xieh97/dcase2022-audio-retrieval ``eval_script.py``).
     Raises ``ValueError`` naming the file and line for a repeated GT caption (the official
-    script silently keeps the last) and listing GT captions missing from the submission.
+    script silently keeps the last), and listing every problem of the submission with its line:
+    GT captions without a row, captions that are not in the ground truth, file names that are
+    not in it, a file repeated within a row (the official script would score all of these).
     """
     gt_csv = Path(gt_csv)
     cap2file: dict[str, str] = {}
@@ -489,13 +508,31 @@ def score_submission(
                 if caption in cap2file:
                     raise ValueError(f"{gt_csv}:{line}: caption {caption!r} appears twice")
                 cap2file[caption] = row[0]
-    predictions = read_submission_csv(submission_csv, k=k)
-    missing = [c for c in cap2file if c not in predictions]
-    if missing:
+    rows = _submission_rows(Path(submission_csv), k)
+    known = set(cap2file.values())
+    problems = [
+        f"{submission_csv}: no row for ground-truth caption {c!r}"
+        for c in cap2file
+        if c not in rows
+    ]
+    for caption, (line, files) in rows.items():
+        if caption not in cap2file:
+            problems.append(f"{submission_csv}:{line}: caption {caption!r} is not in {gt_csv}")
+        unknown = [f for f in files if f not in known]
+        if unknown:
+            problems.append(
+                f"{submission_csv}:{line}: {len(unknown)} file name(s) not in {gt_csv}: "
+                f"{unknown[:3]}"
+            )
+    if problems:
+        shown = problems[:_MAX_PROBLEMS]
+        more = len(problems) - len(shown)
         raise ValueError(
-            f"{submission_csv}: {len(missing)} ground-truth caption(s) have no row, e.g. "
-            f"{missing[:3]}"
+            f"{len(problems)} problem(s) in the submission:\n  "
+            + "\n  ".join(shown)
+            + (f"\n  ... and {more} more" if more else "")
         )
+    predictions = {c: files for c, (_, files) in rows.items()}
     ranks = np.array(
         [
             predictions[c].index(f) + 1 if f in predictions[c] else k + 1
