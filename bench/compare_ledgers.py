@@ -6,13 +6,15 @@ and after, then::
     python bench/compare_ledgers.py BEFORE/ledger.jsonl AFTER/ledger.jsonl [--chapter 03_zerospeech]
 
 Records are matched by (chapter, page, preset, seed, tags) and, for repeated keys, by their order
-in the ledger. Every metric must be equal (``--rtol`` allows a relative tolerance). Exits 1 and
-lists each difference, missing and extra record otherwise.
+in the ledger. Every metric must be equal (``--rtol`` allows a relative tolerance) except those
+matching ``--ignore`` patterns (default: ``*wall_time_s``, measured times that change from run
+to run). Exits 1 and lists each difference, missing and extra record otherwise.
 """
 
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import json
 import math
 import sys
@@ -41,7 +43,12 @@ def _grouped(records: Sequence[dict], chapter: str | None) -> dict[tuple, list[d
 
 
 def compare(
-    before: Sequence[dict], after: Sequence[dict], *, chapter: str | None = None, rtol: float = 0.0
+    before: Sequence[dict],
+    after: Sequence[dict],
+    *,
+    chapter: str | None = None,
+    rtol: float = 0.0,
+    ignore: Sequence[str] = ("*wall_time_s",),
 ) -> list[str]:
     """Every difference between two ledgers' metrics, as lines (empty: identical)."""
     old, new = _grouped(before, chapter), _grouped(after, chapter)
@@ -53,6 +60,8 @@ def compare(
         for ra, rb in zip(a, b, strict=False):
             ma, mb = ra["metrics"], rb["metrics"]
             for name in sorted(set(ma) | set(mb)):
+                if any(fnmatch.fnmatch(name, pattern) for pattern in ignore):
+                    continue
                 if name not in ma or name not in mb:
                     problems.append(
                         f"{key}: metric {name!r} only {'after' if name in mb else 'before'}"
@@ -71,9 +80,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("after")
     parser.add_argument("--chapter", default=None)
     parser.add_argument("--rtol", type=float, default=0.0)
+    parser.add_argument("--ignore", action="append", default=None, help="metric name pattern")
     args = parser.parse_args(argv)
     before, after = read_ledger(args.before), read_ledger(args.after)
-    problems = compare(before, after, chapter=args.chapter, rtol=args.rtol)
+    ignore = args.ignore if args.ignore is not None else ["*wall_time_s"]
+    problems = compare(before, after, chapter=args.chapter, rtol=args.rtol, ignore=ignore)
     for line in problems:
         print(line)
     n = len(_grouped(after, args.chapter))

@@ -474,6 +474,7 @@ def paper_vs_ours(
         out.append(
             {
                 "metric": row.label,
+                "source": row.source,
                 "paper": "—" if row.paper is None else f"{row.paper:.{row.digits}f}",
                 "ours": format_mean_std(finite, row.digits) if finite else "not run",
                 "preset": preset,
@@ -481,7 +482,10 @@ def paper_vs_ours(
                 "finding": text,
             }
         )
-    return pd.DataFrame(out, columns=["metric", "paper", "ours", "preset", "seeds", "finding"])
+    columns = ["metric", "source", "paper", "ours", "preset", "seeds", "finding"]
+    if not any(row.source for row in rows):
+        columns.remove("source")  # a table without paper references keeps its old shape
+    return pd.DataFrame(out, columns=columns)
 
 
 class Timer:
