@@ -104,8 +104,9 @@ display(Audio(excerpt, rate=sr), Audio(sentence, rate=sr))
 #
 # The paper compares 80 log-Mel bands with 13 MFCCs plus their Δ and ΔΔ (39 dimensions), both
 # from 25 ms windows every 10 ms. We compute them for every file of every split once (log-Mel
-# for English only: only the English tables compare the two); the library caches them on disk
-# for the next pages.
+# for English only: only the English tables compare the two); the library keeps them in the
+# chapter's run store, keyed by the content of the wav files, for the next pages
+# (`audiorepro.data.speech_segments`).
 
 # %%
 feats = {}
