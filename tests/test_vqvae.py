@@ -6,12 +6,13 @@ import numpy as np
 import pytest
 import torch
 
+from audiorepro.losses.inverter import inverter_loss
 from audiorepro.losses.vq import (
     commitment_loss,
     reconstruction_loss,
     temporal_smoothing_loss,
 )
-from audiorepro.models.inverter import CodebookInverter, InverterConfig, inverter_loss
+from audiorepro.models.inverter import CodebookInverter, InverterConfig
 from audiorepro.models.vqvae import (
     VQVAE,
     TransformerLayer,

@@ -5,24 +5,28 @@ import pytest
 import torch
 import yaml
 
-from audiorepro.config import load_preset
 from audiorepro.data.recipes.zerospeech import AbxItem, write_filelist, write_item_file
-from audiorepro.metrics.abx import abx_error, read_submission_folder
-from audiorepro.metrics.bitrate import bitrate, bitrate_from_submission
-from audiorepro.models.vqvae import VQVAE, VQVAEConfig
-from audiorepro.paths import repo_root
-from audiorepro.zerospeech import (
+from audiorepro.data.speech_segments import (
     SegmentDataset,
-    ZeroSpeechConfig,
+    collate_segments,
+    features_key,
+    load_features,
+)
+from audiorepro.experiments.zerospeech import (
+    Config,
     ablation_rows,
     code_segments,
-    collate_segments,
     encode_files,
     export_submission,
     findings,
+    load_config,
     synthesis_targets,
-    vqvae_config,
 )
+from audiorepro.features import save_audio
+from audiorepro.metrics.abx import abx_error, read_submission_folder
+from audiorepro.metrics.bitrate import bitrate, bitrate_from_submission
+from audiorepro.models.vqvae import VQVAE, VQVAEConfig
+from audiorepro.storage import RunStore
 
 
 def test_segments_tile_utterances_and_collate_pads():
@@ -115,42 +119,82 @@ def test_encode_files_returns_unpadded_codes_and_codebook_vectors():
     np.testing.assert_array_equal(vectors["b"], model.quantizer.codebook[codes["b"]].numpy())
 
 
+def _record(row, seed, abx, rate, language="english"):
+    return {
+        "chapter": "03_zerospeech",
+        "page": "03_abx_bitrate",
+        "preset": "smoke",
+        "seed": seed,
+        "metrics": {"abx_across": abx, "bitrate": rate},
+        "tags": {"row": row, "language": language},
+    }
+
+
 def test_ablation_rows_and_findings():
-    cfg = ZeroSpeechConfig()
+    cfg = Config()
     rows = {r.key: r for r in ablation_rows(cfg)}
     assert {"base", "logmel", "conv", "K64", "K256", "K512", "smooth0.01", "jitter0.05"} <= set(
         rows
     )
-    assert rows["base"].paper_abx == 21.91 and rows["conv"].paper_bitrate == 184.32
+    assert rows["base"].paper.abx_across == 21.91 and rows["conv"].paper.bitrate == 184.32
     assert rows["combo0.005_0.05"].main and not rows["K64"].main
     assert not rows["combo0.001_0.05"].main
-    assert vqvae_config(cfg, feature="logmel").input_dim == 80
-    means = {
-        "base": {"abx_across": 30.0, "bitrate": 100.0, "abx_seed": 33.0, "K": 128, "abx_std": 1.0},
-        "logmel": {"abx_across": 35.0, "bitrate": 100.0},
-        "conv": {"abx_across": 29.0, "bitrate": 100.0},
-        "K64": {"abx_across": 31.0, "bitrate": 90.0, "K": 64},
-        "K256": {"abx_across": 31.0, "bitrate": 80.0, "K": 256},
-        "smooth0.01": {"abx_across": 32.0, "bitrate": 100.0},
-        "combo0.005_0.05": {"abx_across": 28.0, "bitrate": 100.0, "seeds": 3, "abx_std": 0.5},
-        "combo0.001_0.05": {"abx_across": 29.5, "bitrate": 100.0, "seeds": 3, "abx_std": 2.0},
-        "combo0.01_0.05": {"abx_across": 31.0, "bitrate": 100.0, "abx_seed": 32.5},
-    }
-    found = findings(means)
-    assert found["logmel"].endswith(": reproduces.")
-    assert found["conv"].endswith(": does not reproduce.")
-    assert "does not reproduce" in found["K64"]  # 90, 100, 80 does not rise with K
-    assert "+2.0" in found["combo0.005_0.05"] and found["combo0.005_0.05"].endswith("reproduces.")
-    assert "within the seed-to-seed spread (±2.0)" in found["combo0.001_0.05"]
-    assert "+0.5 vs the main row at the same seed (one seed)" in found["combo0.01_0.05"]
-    assert "+1.0 vs the main row at the same seed" in found["smooth0.01"]  # 33 - 32
+    assert rows["logmel"].model.input_dim == 80 and rows["base"].model.input_dim == 39
+    assert rows["conv"].model.encoder == "conv" and rows["K64"].model.codebook_size == 64
+    assert rows["combo0.005_0.05"].model.smoothing == 5e-3
+    assert rows["combo0.005_0.05"].model.jitter == 0.05
+    records = [
+        *(_record("base", s, 30.0 + 0.1 * s, 100.0 + s) for s in (0, 1, 2)),
+        *(_record("logmel", s, 35.0 + 0.1 * s, 100.0) for s in (0, 1, 2)),
+        *(_record("conv", s, 29.0 + 0.1 * s, 100.0) for s in (0, 1, 2)),
+        _record("K64", 0, 31.0, 90.0),
+        _record("K256", 0, 31.0, 80.0),
+        *(_record("combo0.005_0.05", s, 28.0 + 0.1 * s, 100.0) for s in (0, 1, 2)),
+        *(_record("combo0.001_0.05", s, 28.0 + 3 * s, 100.0) for s in (0, 1, 2)),
+        _record("smooth0.01", 0, 32.0, 100.0),
+    ]
+    table = findings(records, cfg, "smoke").set_index("metric")["finding"]
+    k = cfg.model.codebook_size
+    assert "reproduces" in table[f"TrfVQVAE log-Mel K={k}: ABX %"]
+    assert "contradicts" in table["Conv VQVAE K=256: ABX %"]
+    assert "inconclusive" in table["TrfVQVAE K=64: bitrate"]  # one seed: no spread
+    assert "reproduces" in table["+ smooth λ=0.005 + jitter p=0.05: ABX %"]
+    assert "within the seed spread" in table["+ smooth λ=0.001 + jitter p=0.05: ABX %"]
+    assert "fewer than 2 seeds" in table["+ temp smooth λ=0.01: ABX %"]
+    assert table[f"TrfVQVAE MFCC K={k}: ABX %"] == ""
+    assert table["Indonesian, main model: ABX %"].startswith("Leaderboard")
 
 
 @pytest.mark.parametrize("preset", ["smoke", "embedded", "paper"])
 def test_presets_load(preset):
-    cfg = load_preset(ZeroSpeechConfig, repo_root() / "book/03_zerospeech/presets", preset)
+    cfg = load_config(preset)
     rows = ablation_rows(cfg)
     assert rows[0].key == "base" and len({r.key for r in rows}) == len(rows)
+    assert rows[0].model == cfg.model and cfg.model.input_dim == 39
+
+
+def test_feature_cache_is_keyed_on_content(tmp_path):
+    rng = np.random.default_rng(0)
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+        for name in ("S1_0", "S2_0"):
+            wav = rng.normal(scale=0.1, size=1600).astype(np.float32) if folder == "a" else None
+            if folder == "a":
+                save_audio(tmp_path / folder / f"{name}.wav", wav, 16000)
+            else:
+                (tmp_path / "b" / f"{name}.wav").write_bytes(
+                    (tmp_path / "a" / f"{name}.wav").read_bytes()
+                )
+    assert features_key(tmp_path / "a", "mfcc") == features_key(tmp_path / "b", "mfcc")
+    assert features_key(tmp_path / "a", "mfcc") != features_key(tmp_path / "a", "logmel")
+    store = RunStore("03_zerospeech", root=tmp_path / "runs")
+    first = load_features(tmp_path / "a", "mfcc", store)
+    assert first["S1_0"].shape[1] == 39 and len(store.runs("features")) == 1
+    again = load_features(tmp_path / "b", "mfcc", store)  # same content: the same run
+    np.testing.assert_array_equal(first["S2_0"], again["S2_0"])
+    assert len(store.runs("features")) == 1
+    save_audio(tmp_path / "b" / "S1_0.wav", np.zeros(1600, np.float32), 16000)
+    assert features_key(tmp_path / "a", "mfcc") != features_key(tmp_path / "b", "mfcc")
 
 
 def test_code_segments_merge_runs():

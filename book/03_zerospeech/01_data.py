@@ -31,16 +31,10 @@ import pandas as pd
 from IPython.display import Audio, display
 
 from audiorepro import plotting, reporting
-from audiorepro import zerospeech as zs
-from audiorepro.config import load_preset
-from audiorepro.data.recipes.zerospeech import read_bitrate_filelist, read_item_file
-from audiorepro.features import load_audio
-from audiorepro.metrics.abx import abx
-from audiorepro.paths import repo_root
+from audiorepro.config import to_dict
+from audiorepro.experiments import zerospeech as zs
 
-cfg = load_preset(
-    zs.ZeroSpeechConfig, repo_root() / "book/03_zerospeech/presets", preset, seed=seed
-)
+cfg = zs.load_config(preset, {"seed": seed})
 languages = ["english", "surprise"] if cfg.surprise else ["english"]
 cfg
 
@@ -74,7 +68,7 @@ pd.DataFrame(rows)
 # B come from one speaker and X from another. The model is right when X is closer to A than to B.
 
 # %%
-items = read_item_file(dirs["english"] / "abx/byCtxt_acSpkr.item")
+items = zs.read_item_file(dirs["english"] / "abx/byCtxt_acSpkr.item")
 table = pd.DataFrame([vars(it) for it in items])
 print(
     f"{len(table)} items, {table.phone.nunique()} phones, "
@@ -95,9 +89,9 @@ fig = plotting.bars(
 
 # %%
 first = items[0]
-excerpt, sr = load_audio(dirs["english"] / "test" / f"{first.file}.wav", sr=16000)
-sentence_name = read_bitrate_filelist(dirs["english"] / "bitrate_filelist.txt")[0][0]
-sentence, _ = load_audio(
+excerpt, sr = zs.load_audio(dirs["english"] / "test" / f"{first.file}.wav", sr=16000)
+sentence_name = zs.read_bitrate_filelist(dirs["english"] / "bitrate_filelist.txt")[0][0]
+sentence, _ = zs.load_audio(
     dirs["english"] / "test" / sentence_name.replace(".txt", ".wav"), sr=16000
 )
 print(
@@ -110,8 +104,9 @@ display(Audio(excerpt, rate=sr), Audio(sentence, rate=sr))
 #
 # The paper compares 80 log-Mel bands with 13 MFCCs plus their Δ and ΔΔ (39 dimensions), both
 # from 25 ms windows every 10 ms. We compute them for every file of every split once (log-Mel
-# for English only: only the English tables compare the two); the library caches them on disk
-# for the next pages.
+# for English only: only the English tables compare the two); the library keeps them in the
+# chapter's run store, keyed by the content of the wav files, for the next pages
+# (`audiorepro.data.speech_segments`).
 
 # %%
 feats = {}
@@ -139,7 +134,7 @@ fig = plotting.spectrogram(
 scores = {}
 for lang in languages:
     for mode in ("across", "within"):
-        scores[f"{lang}_{mode}"] = abx(
+        scores[f"{lang}_{mode}"] = zs.abx(
             feats[lang, "test", "mfcc"],
             dirs[lang] / "abx/byCtxt_acSpkr.item",
             mode=mode,
@@ -160,7 +155,7 @@ for lang in languages:
         },
         preset=preset,
         seed=cfg.seed,
-        config=zs.config_dict(cfg),
+        config=to_dict(cfg),
         tags={"row": "mfcc_frames", "language": lang},
     )
 

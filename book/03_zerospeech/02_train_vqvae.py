@@ -29,20 +29,12 @@ import numpy as np
 import pandas as pd
 
 from audiorepro import plotting, reporting
-from audiorepro import zerospeech as zs
-from audiorepro.config import load_preset
-from audiorepro.data.recipes.zerospeech import read_bitrate_filelist
-from audiorepro.paths import repo_root
+from audiorepro.config import to_dict
+from audiorepro.experiments import zerospeech as zs
 
-cfg = load_preset(
-    zs.ZeroSpeechConfig,
-    repo_root() / "book/03_zerospeech/presets",
-    preset,
-    seed=seed,
-    max_steps=max_steps,
-)
+cfg = zs.load_config(preset, {"seed": seed, "train.max_steps": max_steps})
 base = zs.ablation_rows(cfg)[0]
-model_cfg = zs.vqvae_config(cfg)
+model_cfg = cfg.model
 model_cfg
 
 # %% [markdown]
@@ -84,7 +76,9 @@ model_cfg
 # speaker of each segment is its file-name prefix. Adam, as in the paper (the embedded preset
 # uses a larger learning rate and a few hundred steps, since the model and the corpus are small).
 # Each seed sets the initial weights, the data order and the jitter draws; trained models are
-# cached, so the next page evaluates these very models.
+# kept in the chapter's run store (`audiorepro.storage.RunStore`, keyed by the model and training
+# sections, the seed and the content of the training features), so the next page evaluates these
+# very models.
 
 # %%
 runs = {}
@@ -104,7 +98,7 @@ for s, run in runs.items():
         },
         preset=preset,
         seed=s,
-        config=zs.config_dict(model_cfg),
+        config=to_dict(model_cfg),
         tags={"row": "base", "language": "english"},
     )
 fig = plotting.training_curves(runs[cfg.seed].history, smooth=10, title=f"seed {cfg.seed}")
@@ -137,7 +131,7 @@ fig = plotting.bars(
 # same code are merged into one segment):
 
 # %%
-name = read_bitrate_filelist(lang / "bitrate_filelist.txt")[0][0].replace(".txt", "")
+name = zs.read_bitrate_filelist(lang / "bitrate_filelist.txt")[0][0].replace(".txt", "")
 segments = zs.code_segments(codes[name], frame_shift=model_cfg.stride * 0.01)
 fig = plotting.spectrogram(
     zs.load_features(lang, "test", "logmel")[name],

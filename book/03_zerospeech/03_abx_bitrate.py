@@ -31,19 +31,10 @@ max_steps: int | None = None  # cap on optimizer steps; None keeps the preset's
 import pandas as pd
 
 from audiorepro import plotting, reporting
-from audiorepro import zerospeech as zs
-from audiorepro.config import load_preset
-from audiorepro.metrics.abx import abx_error, relative_time_item_file
-from audiorepro.metrics.bitrate import bitrate_from_submission
-from audiorepro.paths import repo_root, results_dir
+from audiorepro.config import to_dict
+from audiorepro.experiments import zerospeech as zs
 
-cfg = load_preset(
-    zs.ZeroSpeechConfig,
-    repo_root() / "book/03_zerospeech/presets",
-    preset,
-    seed=seed,
-    max_steps=max_steps,
-)
+cfg = zs.load_config(preset, {"seed": seed, "train.max_steps": max_steps})
 rows = zs.ablation_rows(cfg)
 pd.DataFrame(
     [
@@ -67,25 +58,22 @@ pd.DataFrame(
 # ```
 
 # %%
-results, records = [], []
+results, records = {}, []
 for row in rows:
     for s in zs.row_seeds(cfg, row):
-        trained, metrics = zs.run_row(cfg, row, s)
+        trained, results[row.key, s] = zs.run_row(cfg, row, s)
         record = reporting.record_result(
             "03_zerospeech",
             "03_abx_bitrate",
-            metrics,
+            results[row.key, s],
             preset=preset,
             seed=s,
-            config=zs.config_dict(trained.model.cfg),
+            config=to_dict(trained.model.cfg),
             tags={"row": row.key, "language": "english"},
         )
         records.append(record)
-        results.append({"row": row.key, "seed": s, **metrics})
-        print(
-            f"{row.label:40s} seed {s}: ABX {metrics['abx_across']:5.2f} %, {metrics['bitrate']:6.1f} b/s"
-        )
-results = pd.DataFrame(results)
+        m = results[row.key, s]
+        print(f"{row.label:36s} seed {s}: ABX {m['abx_across']:5.2f} %, {m['bitrate']:6.1f} b/s")
 
 # %% [markdown]
 # ## Tables 1-3
@@ -93,7 +81,7 @@ results = pd.DataFrame(results)
 # Mean ± standard deviation over seeds where a row has several; the paper's values beside them.
 
 # %%
-summary = zs.summarize(rows, results, cfg)
+summary = zs.summarize(records, cfg, preset)
 summary
 
 # %% [markdown]
@@ -129,18 +117,17 @@ summary[["K", "codes_used", "perplexity", "bitrate", "bitrate_cap"]]
 
 # %%
 if cfg.surprise:
-    for s in (cfg.seed,):
-        _, surprise = zs.run_row(cfg, rows[0], s, language="surprise")
-        record = reporting.record_result(
-            "03_zerospeech",
-            "03_abx_bitrate",
-            surprise,
-            preset=preset,
-            seed=s,
-            config=zs.config_dict(zs.vqvae_config(cfg)),
-            tags={"row": "base", "language": "surprise"},
-        )
-        records.append(record)
+    _, surprise = zs.run_row(cfg, rows[0], cfg.seed, language="surprise")
+    record = reporting.record_result(
+        "03_zerospeech",
+        "03_abx_bitrate",
+        surprise,
+        preset=preset,
+        seed=cfg.seed,
+        config=to_dict(cfg.model),
+        tags={"row": "base", "language": "surprise"},
+    )
+    records.append(record)
     print(f"Indonesian: ABX {surprise['abx_across']:.2f} %, bitrate {surprise['bitrate']:.1f} b/s")
 else:
     print("this preset has no surprise-language corpus")
@@ -154,23 +141,20 @@ else:
 # Scoring the folder gives exactly the numbers measured in memory.
 
 # %%
-main = zs.train_vqvae(cfg, zs.vqvae_config(cfg), cfg.seed)
+main = zs.train_vqvae(cfg, cfg.model, cfg.seed)
 lang = zs.language_dir(cfg, "english")
 codes, vectors = zs.encode_files(main.model, zs.load_features(lang, "test", "mfcc"))
 submission = zs.export_submission(
-    results_dir() / "03_zerospeech" / "submission",
+    zs.submission_dir(),
     "english",
     codes,
     vectors=vectors,
-    hyperparameters=zs.config_dict(main.model.cfg),
+    hyperparameters=to_dict(main.model.cfg),
 )
 test_dir = submission / "2019/english/test"
-from_files = {
-    "abx_across": abx_error(test_dir, lang / "abx/byCtxt_acSpkr.item", frame_shift=0.04),
-    "bitrate": bitrate_from_submission(test_dir, lang / "bitrate_filelist.txt"),
-}
-in_memory = results.query("row == 'base' and seed == @cfg.seed").iloc[0]
-pd.DataFrame({"from the submission files": from_files, "in memory": in_memory[list(from_files)]})
+from_files = zs.score_submission(test_dir, lang, frame_shift=cfg.model.stride * 0.01)
+in_memory = {k: results["base", cfg.seed][k] for k in from_files}
+pd.DataFrame({"from the submission files": from_files, "in memory": in_memory})
 
 # %% [markdown]
 # The official 2019 evaluation ignores frame times: frame $i$ of an $N$-line file sits at
@@ -179,21 +163,20 @@ pd.DataFrame({"from the submission files": from_files, "in memory": in_memory[li
 # 40 ms rule above selects from the item's seconds:
 
 # %%
-relative = relative_time_item_file(
-    lang / "abx/byCtxt_acSpkr.item", results_dir() / "03_zerospeech" / "relative_time.item"
-)
-print(f"ABX across, 2019 frame rule on whole files: {abx_error(test_dir, relative):.2f} %")
+relative = zs.relative_time_abx(test_dir, lang)
+print(f"ABX across, 2019 frame rule on whole files: {relative:.2f} %")
 
 # %% [markdown]
 # ## Paper vs ours
 #
 # Every "ours" value below is read back from the results-ledger records this page wrote (so an
 # older run of the page cannot mix in). "finding" says in one sentence whether the paper's
-# conclusion for that row holds on the embedded corpus.
+# claim about that row reproduces here, contradicts it, or is inconclusive (a difference within
+# the seed-to-seed spread, or a row run with one seed): `audiorepro.reporting.finding`.
 
 # %%
 pd.set_option("display.max_colwidth", None)
-reporting.paper_vs_ours(zs.paper_rows(rows, summary, cfg), preset=preset, records=records)
+zs.findings(records, cfg, preset)
 
 # %% [markdown]
 # The absolute numbers are not comparable with the paper's: the embedded corpus is synthetic

@@ -26,23 +26,18 @@ preset: str = "embedded"  # smoke | embedded | paper
 seed: int | None = None  # None keeps the preset's
 
 # %%
-import dataclasses
-
 import numpy as np
 import pandas as pd
 from IPython.display import Audio, display
 
-from audiorepro import features, plotting, reporting
-from audiorepro import zerospeech as zs
-from audiorepro.config import load_preset
-from audiorepro.paths import repo_root, results_dir
+from audiorepro import plotting, reporting
+from audiorepro.config import replace, to_dict
+from audiorepro.experiments import zerospeech as zs
 
-cfg = load_preset(
-    zs.ZeroSpeechConfig, repo_root() / "book/03_zerospeech/presets", preset, seed=seed
-)
+cfg = zs.load_config(preset, {"seed": seed})
 lang = zs.language_dir(cfg, "english")
-vqvae = zs.train_vqvae(cfg, zs.vqvae_config(cfg), cfg.seed)  # the main model (cached)
-print(f"VQ-VAE from the cache: {vqvae.from_cache}")
+vqvae = zs.train_vqvae(cfg, cfg.model, cfg.seed)  # the main model (from the run store)
+print(f"VQ-VAE from the run store: {vqvae.from_cache}")
 
 # %% [markdown]
 # ## The inverter
@@ -78,13 +73,13 @@ fig = plotting.training_curves(inverter.history, smooth=10, title="inverter trai
 mfcc_voice = zs.load_features(lang, "train/voice", "mfcc")
 convergence = []
 for name in holdout:
-    wav, sr = features.load_audio(lang / "train/voice" / f"{name}.wav", sr=16000)
-    true_mag = features.linear_spectrogram(wav, sr=sr)
+    wav, sr = zs.load_audio(lang / "train/voice" / f"{name}.wav", sr=16000)
+    true_mag = zs.linear_spectrogram(wav, sr=sr)
     resyn, mag, codes = zs.resynthesize(
         vqvae.model, inverter.model, mfcc_voice[name], len(wav), cfg.griffin_lim_iters
     )
-    convergence.append(features.spectral_convergence(true_mag, mag[: len(true_mag)]))
-    oracle = features.griffin_lim(true_mag, n_iter=cfg.griffin_lim_iters, sr=sr, length=len(wav))
+    convergence.append(zs.spectral_convergence(true_mag, mag[: len(true_mag)]))
+    oracle = zs.griffin_lim(true_mag, n_iter=cfg.griffin_lim_iters, sr=sr, length=len(wav))
     print(f"{name}: {len(codes)} codes, spectral convergence {convergence[-1]:.3f}")
     display(Audio(wav, rate=sr), Audio(oracle, rate=sr), Audio(resyn, rate=sr))
     fig = plotting.spectrogram(
@@ -101,7 +96,7 @@ record = reporting.record_result(
     {"spectral_convergence": float(np.mean(convergence))},
     preset=preset,
     seed=cfg.seed,
-    config=zs.config_dict(inverter.model.cfg),
+    config=to_dict(inverter.model.cfg),
     tags={"row": "inverter", "language": "english", "voice": cfg.target_voice},
 )
 print(
@@ -120,7 +115,7 @@ targets = zs.synthesis_targets(lang, cfg.target_voice)
 test_mfcc = zs.load_features(lang, "test", "mfcc")
 converted = {}
 for k, (name, out_name) in enumerate(targets):
-    wav, sr = features.load_audio(lang / "test" / f"{name}.wav", sr=16000)
+    wav, sr = zs.load_audio(lang / "test" / f"{name}.wav", sr=16000)
     converted[out_name], mag, _ = zs.resynthesize(
         vqvae.model, inverter.model, test_mfcc[name], len(wav), cfg.griffin_lim_iters
     )
@@ -138,7 +133,7 @@ for k, (name, out_name) in enumerate(targets):
 # %%
 for voice in zs.synthesis_voices(lang):
     if voice != cfg.target_voice:
-        other = zs.train_inverter(dataclasses.replace(cfg, target_voice=voice), vqvae, cfg.seed)
+        other = zs.train_inverter(replace(cfg, target_voice=voice), vqvae, cfg.seed)
         for name, out_name in zs.synthesis_targets(lang, voice):
             converted[out_name] = zs.resynthesize(
                 vqvae.model, other.model, test_mfcc[name], None, cfg.griffin_lim_iters
@@ -152,12 +147,12 @@ print(f"{len(converted)} converted sentences for voices {zs.synthesis_voices(lan
 # %%
 codes, vectors = zs.encode_files(vqvae.model, test_mfcc)
 submission = zs.export_submission(
-    results_dir() / "03_zerospeech" / "submission",
+    zs.submission_dir(),
     "english",
     codes,
     vectors=vectors,
     wavs=converted,
-    hyperparameters=zs.config_dict(vqvae.model.cfg),
+    hyperparameters=to_dict(vqvae.model.cfg),
 )
 wavs = sorted((submission / "2019/english/test").glob("*.wav"))
 pd.DataFrame({"wav files": [len(wavs)], "embedding files": [len(codes)]})

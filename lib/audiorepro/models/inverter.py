@@ -6,8 +6,8 @@ times side by side so that the sequence has the spectrogram's frame rate S. Then
 a ReLU), sinusoidal position encodings (so that the model can tell the copies of a repeated
 vector apart), three Transformer layers (Figure 1) and a linear output layer predicting the
 linear magnitude spectrogram (B, S, n_bins). Training minimises the L2 distance to the true
-magnitudes (Eq. 14, averaged over frames); Griffin-Lim (:func:`audiorepro.features.griffin_lim`)
-turns a prediction into a waveform.
+magnitudes (Eq. 14, averaged over frames: :func:`audiorepro.losses.inverter.inverter_loss`);
+Griffin-Lim (:func:`audiorepro.features.griffin_lim`) turns a prediction into a waveform.
 
 Magnitudes are divided by one global scale (the mean magnitude of the training spectrograms,
 a buffer), which keeps the loss well conditioned without changing what is predicted.
@@ -25,7 +25,7 @@ from audiorepro.config import field
 from audiorepro.losses.vq import length_mask
 from audiorepro.models.vqvae import TransformerLayer, sinusoidal_positions
 
-__all__ = ["CodebookInverter", "InverterConfig", "MultiscaleConv1d", "inverter_loss"]
+__all__ = ["CodebookInverter", "InverterConfig", "MultiscaleConv1d"]
 
 
 @dataclass(frozen=True)
@@ -87,20 +87,3 @@ class CodebookInverter(nn.Module):
         for layer in self.layers:
             h = layer(h, pad)  # (B, S, D)
         return F.relu(self.out(self.norm(h))) * self.mag_scale  # (B, S, n_bins)
-
-
-def inverter_loss(
-    pred: torch.Tensor, target: torch.Tensor, lengths: torch.Tensor, scale: torch.Tensor
-) -> torch.Tensor:
-    """Eq. 14: squared L2 distance between magnitudes, per valid frame, in units of ``scale``.
-
-    pred, target (B, S, n_bins); lengths (B,) valid frames of the target. The prediction is cut
-    or zero-padded to the target's length (T·r can exceed S by up to r − 1 frames).
-    """
-    s = target.shape[1]
-    pred = pred[:, :s]
-    if pred.shape[1] < s:
-        pred = F.pad(pred, (0, 0, 0, s - pred.shape[1]))
-    per_frame = ((pred - target) / scale).pow(2).sum(-1)  # (B, S)
-    mask = length_mask(lengths, s).to(per_frame.dtype)
-    return (per_frame * mask).sum() / mask.sum().clamp_min(1.0)

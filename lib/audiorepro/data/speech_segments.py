@@ -1,0 +1,193 @@
+"""Speech as feature frames: per-file features of a folder of wavs, cut into training segments.
+
+- :func:`load_features` computes MFCC-39, log-Mel-80 or linear magnitudes for every wav of a
+  folder (10 ms frames), cached in a :class:`~audiorepro.storage.RunStore` under a key of the
+  files' *contents* (:func:`features_key`), so a moved or copied corpus hits the cache and an
+  edited one misses it;
+- :class:`SegmentDataset` / :func:`collate_segments`: utterances cut into consecutive segments
+  of a fixed number of frames, with their speaker, padded into batches (the VQ-VAE's input);
+- :class:`PairDataset` / :func:`collate_pairs`: aligned (codebook vectors, magnitudes) segment
+  pairs padded into batches (the codebook inverter's input).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset
+
+from audiorepro.features import linear_spectrogram, load_audio, log_mel, mfcc_features
+from audiorepro.storage import RunStore
+
+__all__ = [
+    "FEATURES",
+    "FEATURES_VERSION",
+    "HOP_S",
+    "PairDataset",
+    "SAMPLE_RATE",
+    "SegmentDataset",
+    "collate_pairs",
+    "collate_segments",
+    "feature_function",
+    "feature_of",
+    "features_key",
+    "load_features",
+]
+
+FEATURES = {"mfcc": 39, "logmel": 80}
+"""Input features of the VQ-VAE and their dimension F."""
+SAMPLE_RATE = 16_000
+HOP_S = 0.01
+# Bump when a change to the code changes what a cached feature file would hold.
+FEATURES_VERSION = 2
+
+_digests: dict[tuple[str, int, int], str] = {}
+
+
+def feature_function(feature: str) -> Callable[[np.ndarray], np.ndarray]:
+    """``wav (S,) → (T, F)`` at 16 kHz, 10 ms frames: ``mfcc`` (MFCC + Δ + ΔΔ, 39), ``logmel``
+    (80) or ``linear`` (magnitudes, 257)."""
+    if feature == "mfcc":
+        return lambda wav: mfcc_features(wav, SAMPLE_RATE, dim=39)
+    if feature == "logmel":
+        return lambda wav: log_mel(wav, SAMPLE_RATE, n_mels=80)
+    if feature == "linear":
+        return lambda wav: linear_spectrogram(wav, SAMPLE_RATE)
+    raise ValueError(f"feature must be mfcc, logmel or linear, got {feature!r}")
+
+
+def feature_of(input_dim: int) -> str:
+    """The feature of :data:`FEATURES` with dimension ``input_dim`` (39: mfcc, 80: logmel)."""
+    for name, dim in FEATURES.items():
+        if dim == input_dim:
+            return name
+    raise ValueError(f"no input feature has dimension {input_dim}; features: {FEATURES}")
+
+
+def _file_digest(path: Path) -> str:
+    stat = path.stat()
+    memo = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+    if memo not in _digests:
+        _digests[memo] = hashlib.sha1(path.read_bytes()).hexdigest()
+    return _digests[memo]
+
+
+def _wavs(folder: Path) -> list[Path]:
+    wavs = sorted(Path(folder).glob("*.wav"))
+    if not wavs:
+        raise FileNotFoundError(f"{folder}: no .wav files")
+    return wavs
+
+
+def features_key(folder: str | Path, feature: str) -> dict[str, object]:
+    """What defines the features of a folder: the feature, the code's version and one SHA-1 over
+    every wav's name and SHA-1 of its bytes (not the folder's path)."""
+    content = hashlib.sha1()
+    for path in _wavs(Path(folder)):
+        content.update(f"{path.stem}\t{_file_digest(path)}\n".encode())
+    return {"feature": feature, "version": FEATURES_VERSION, "content": content.hexdigest()}
+
+
+def load_features(
+    folder: str | Path, feature: str, store: RunStore | None = None
+) -> dict[str, np.ndarray]:
+    """``{file id: (T, F) float32}`` for every wav of ``folder`` (10 ms frames).
+
+    ``feature``: ``mfcc``, ``logmel`` or ``linear`` (:func:`feature_function`). With a
+    ``store``, the features are kept as one run of kind ``features`` keyed by
+    :func:`features_key`, and computed only the first time.
+    """
+    folder = Path(folder)
+    fn = feature_function(feature)
+
+    def compute() -> dict[str, np.ndarray]:
+        return {
+            p.stem: fn(load_audio(p, sr=SAMPLE_RATE)[0]).astype(np.float32) for p in _wavs(folder)
+        }
+
+    if store is None:
+        return compute()
+
+    def build(tmp: Path) -> dict[str, int]:
+        out = compute()
+        with open(tmp / "features.npz", "wb") as fh:
+            np.savez(fh, **out)
+        return {"files": len(out)}
+
+    def load(run) -> dict[str, np.ndarray]:
+        with np.load(run.file("features.npz")) as data:
+            return {k: data[k] for k in data.files}
+
+    return store.cached("features", features_key(folder, feature), build, load)
+
+
+class SegmentDataset(Dataset):
+    """Utterances cut into consecutive segments of ``segment_frames`` (the last one shorter).
+
+    Items are ``(feats (T, F) float32, speaker index)``; deterministic, so training resumes
+    exactly. Segments shorter than ``min_frames`` are dropped.
+    """
+
+    def __init__(
+        self,
+        utterances: Sequence[np.ndarray],
+        speakers: Sequence[int],
+        segment_frames: int,
+        min_frames: int = 8,
+    ) -> None:
+        self.items: list[tuple[np.ndarray, int]] = []
+        for feats, spk in zip(utterances, speakers, strict=True):
+            for start in range(0, len(feats), segment_frames):
+                seg = feats[start : start + segment_frames]
+                if len(seg) >= min_frames:
+                    self.items.append((seg, int(spk)))
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, index: int) -> tuple[np.ndarray, int]:
+        return self.items[index]
+
+
+def collate_segments(
+    batch: Sequence[tuple[np.ndarray, int]],
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Pad to the longest: feats (B, T, F), lengths (B,), speakers (B,)."""
+    lengths = torch.tensor([len(x) for x, _ in batch])
+    feats = torch.zeros(len(batch), int(lengths.max()), batch[0][0].shape[1])
+    for i, (x, _) in enumerate(batch):
+        feats[i, : len(x)] = torch.from_numpy(np.asarray(x))
+    return feats, lengths, torch.tensor([s for _, s in batch])
+
+
+class PairDataset(Dataset):
+    """Aligned ``(input (T, D), target (S, F))`` segment pairs, e.g. the codebook vectors of a
+    segment and its magnitudes at ``S = r·T`` frames (the inverter's training data)."""
+
+    def __init__(self, items: Sequence[tuple[np.ndarray, np.ndarray]]) -> None:
+        self.items = list(items)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, index: int) -> tuple[np.ndarray, np.ndarray]:
+        return self.items[index]
+
+
+def collate_pairs(
+    batch: Sequence[tuple[np.ndarray, np.ndarray]],
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Pad both sides to their longest: inputs (B, T, D), input lengths (B,), targets
+    (B, S, F), target lengths (B,)."""
+    code_lengths = torch.tensor([len(v) for v, _ in batch])
+    lengths = torch.tensor([len(m) for _, m in batch])
+    vectors = torch.zeros(len(batch), int(code_lengths.max()), batch[0][0].shape[1])
+    mags = torch.zeros(len(batch), int(lengths.max()), batch[0][1].shape[1])
+    for i, (v, m) in enumerate(batch):
+        vectors[i, : len(v)] = torch.from_numpy(v)
+        mags[i, : len(m)] = torch.from_numpy(m)
+    return vectors, code_lengths, mags, lengths

@@ -1,0 +1,922 @@
+"""Chapter 03, ZeroSpeech 2019 with the Transformer VQ-VAE (Tjandra, Sakti & Nakamura 2020).
+
+The pages of ``book/03_zerospeech`` call these one line at a time:
+
+- :func:`load_config` reads a preset into :class:`Config` (corpus, model, training and inverter
+  sections, plus the chapter's sweeps);
+- :func:`language_dir` finds the ZeroSpeech 2019 language folder of the corpus, and
+  :func:`load_features` its MFCC-39, log-Mel-80 or linear features
+  (:mod:`audiorepro.data.speech_segments`, cached by the files' contents);
+- :func:`load_data` gathers the unit-discovery and voice training speech, :func:`train_vqvae`
+  trains a :class:`~audiorepro.models.vqvae.VQVAE` on it with
+  :class:`~audiorepro.training.Trainer` (Adam, the paper's optimizer);
+- :func:`encode_files` turns test files into units, :func:`evaluate` measures the ABX error
+  (:mod:`audiorepro.metrics.abx`) and the bitrate (:mod:`audiorepro.metrics.bitrate`);
+- :func:`ablation_rows` and :func:`run_row` train and score each row of Tables 1-3;
+  :func:`summarize` and :func:`findings` read the ledger back into the page's tables, the
+  latter setting our numbers beside :data:`PAPER`'s;
+- :func:`train_inverter` trains the codebook inverter on one target voice, :func:`resynthesize`
+  turns any utterance into that voice through its units and Griffin-Lim;
+- :func:`export_submission` writes a ZeroSpeech 2019 submission folder and
+  :func:`score_submission` scores it from its files.
+
+Every trained model and feature file is one run of ``RunStore("03_zerospeech")``, keyed by what
+defines it: the VQ-VAE by its model and training sections, seed and the training features'
+content key; the inverter by its sections, seed, target voice and the VQ-VAE's weights.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+import yaml
+
+from audiorepro import reporting
+from audiorepro.config import CorpusSpec, field, load_preset, replace, to_dict
+from audiorepro.data.recipes.zerospeech import (
+    read_bitrate_filelist,
+    read_item_file,
+    read_synthesis_list,
+    speaker_of,
+)
+from audiorepro.data.speech_segments import (
+    FEATURES,
+    HOP_S,
+    SAMPLE_RATE,
+    PairDataset,
+    SegmentDataset,
+    collate_pairs,
+    collate_segments,
+    feature_of,
+    features_key,
+)
+from audiorepro.data.speech_segments import load_features as _features
+from audiorepro.features import (
+    griffin_lim,
+    linear_spectrogram,
+    load_audio,
+    save_audio,
+    spectral_convergence,
+)
+from audiorepro.losses.inverter import inverter_loss
+from audiorepro.metrics.abx import abx, abx_error, relative_time_item_file
+from audiorepro.metrics.bitrate import bitrate, bitrate_from_submission
+from audiorepro.models.inverter import CodebookInverter, InverterConfig
+from audiorepro.models.vqvae import VQVAE, VQVAEConfig
+from audiorepro.paths import data_dir, repo_root, results_dir
+from audiorepro.repro import seed_everything, single_thread
+from audiorepro.storage import (
+    RunStore,
+    load_model_weights,
+    read_json,
+    save_model_weights,
+    write_json,
+)
+from audiorepro.training import TrainConfig, Trainer
+
+__all__ = [
+    "CHAPTER",
+    "FEATURES",
+    "PAPER",
+    "AblationRow",
+    "Config",
+    "PaperResult",
+    "SpeechData",
+    "TrainSection",
+    "TrainedInverter",
+    "TrainedVQVAE",
+    "abx",
+    "ablation_rows",
+    "code_segments",
+    "encode_files",
+    "evaluate",
+    "export_submission",
+    "findings",
+    "griffin_lim",
+    "language_dir",
+    "linear_spectrogram",
+    "load_audio",
+    "load_config",
+    "load_data",
+    "load_features",
+    "read_bitrate_filelist",
+    "read_item_file",
+    "relative_time_abx",
+    "resynthesize",
+    "row_seeds",
+    "run_row",
+    "score_submission",
+    "spectral_convergence",
+    "store",
+    "submission_dir",
+    "summarize",
+    "synthesis_targets",
+    "synthesis_voices",
+    "train_inverter",
+    "train_vqvae",
+]
+
+CHAPTER = "03_zerospeech"
+PRESETS_DIR = Path("book") / CHAPTER / "presets"
+# Bump when a change to the code changes what a stored model would be.
+RUNS_VERSION = 2
+
+
+@dataclass(frozen=True)
+class TrainSection:
+    """How one model of the chapter is trained: Adam, segments, batch size, loop length."""
+
+    lr: float = field(1e-3, help="Adam learning rate (paper: 1e-4)")
+    batch_size: int = field(16, help="segments per batch")
+    num_epochs: int = field(1, help="passes over the training segments")
+    max_steps: int | None = field(None, help="cap on optimizer steps (None: num_epochs)")
+    segment_frames: int = field(
+        128, help="training segment length in input frames (feature frames; codes: inverter)"
+    )
+
+    def loop(self, seed: int) -> TrainConfig:
+        """The :class:`~audiorepro.training.TrainConfig` of one seed (no weight decay)."""
+        return TrainConfig(
+            num_epochs=self.num_epochs,
+            max_steps=self.max_steps,
+            batch_size=self.batch_size,
+            lr=self.lr,
+            weight_decay=0.0,
+            seed=seed,
+            device="cpu" if not torch.cuda.is_available() else "auto",
+            log_every=25,
+        )
+
+
+@dataclass(frozen=True)
+class Config:
+    """Parameters of the chapter's pages (``book/03_zerospeech/presets/*.yaml``)."""
+
+    corpus: CorpusSpec = field(
+        default_factory=CorpusSpec,
+        help="the ZeroSpeech 2019 corpus: smoke | embedded (generated) | paper (a real folder "
+        "with english/ and surprise/, relative paths under the data folder)",
+    )
+    model: VQVAEConfig = field(
+        default_factory=VQVAEConfig,
+        help="the main VQ-VAE (input_dim 39: MFCC, 80: log-Mel); the tables' rows vary it",
+    )
+    train: TrainSection = field(default_factory=TrainSection, help="VQ-VAE training")
+    inverter: InverterConfig = field(
+        default_factory=InverterConfig,
+        help="the codebook inverter (code_dim, n_bins and repeat come from the VQ-VAE and "
+        "the spectrogram)",
+    )
+    inverter_train: TrainSection = field(
+        default_factory=lambda: TrainSection(batch_size=8, num_epochs=4, segment_frames=32),
+        help="inverter training (segment_frames: code frames)",
+    )
+    seed: int = field(0, help="seed of single runs")
+    main_seeds: tuple[int, ...] = field((0, 1, 2), help="seeds of the main rows (mean ± std)")
+    max_train_files: int | None = field(None, help="use only this many training files")
+    codebook_sizes: tuple[int, ...] = field((64, 128, 256, 512), help="K of Table 2")
+    conv_codebook_size: int = field(256, help="K of the convolutional baseline (Table 2)")
+    smoothings: tuple[float, ...] = field((1e-2, 5e-3, 1e-3), help="λ of Table 3")
+    jitters: tuple[float, ...] = field((0.05, 0.075), help="p of Table 3")
+    combos: tuple[tuple[float, float], ...] = field(
+        ((5e-3, 0.05), (1e-3, 0.05)), help="(λ, p) pairs of Table 3"
+    )
+    surprise: bool = field(True, help="also train and evaluate on the surprise language")
+    target_voice: str = field("V001", help="voice the inverter speaks with")
+    griffin_lim_iters: int = field(32, help="Griffin-Lim iterations")
+    n_examples: int = field(2, help="utterances resynthesised on the inverter page")
+
+    def __post_init__(self) -> None:
+        feature_of(self.model.input_dim)  # raises unless 39 (MFCC) or 80 (log-Mel)
+
+
+def load_config(preset: str, overrides: Mapping[str, Any] | None = None) -> Config:
+    """The chapter's :class:`Config` of ``preset``; ``overrides`` set single fields (dotted
+    names for nested ones, ``{"train.max_steps": 10}``), and ``None`` values are ignored."""
+    return load_preset(Config, repo_root() / PRESETS_DIR, preset, **dict(overrides or {}))
+
+
+def store() -> RunStore:
+    """The chapter's run store (models and feature files)."""
+    return RunStore(CHAPTER)
+
+
+# ---------------------------------------------------------------------------------- data
+
+
+def language_dir(config: Config, language: str = "english") -> Path:
+    """The language folder (``english`` or ``surprise``), generating the corpus if needed."""
+    spec = config.corpus
+    if spec.kind == "paper":
+        root = spec.resolve(data_dir())
+    else:
+        from audiorepro.data.embedded.generate import ensure_corpora
+
+        out = None if spec.root is None else spec.resolve(data_dir())
+        paths = ensure_corpora(spec.kind, spec.seed, out=out, only=("zerospeech",), verbose=False)
+        root = Path(paths["zerospeech"])
+    path = root / language
+    if not path.is_dir():
+        raise FileNotFoundError(f"{path}: no ZeroSpeech 2019 {language} folder")
+    return path
+
+
+def load_features(lang_dir: Path, split: str, feature: str) -> dict[str, np.ndarray]:
+    """``{file id: (T, F) float32}`` for every wav of ``<lang_dir>/<split>`` (10 ms frames).
+
+    ``split`` is a folder (``train/unit``, ``train/voice``, ``test``); ``feature`` is ``mfcc``
+    (MFCC + Δ + ΔΔ, 39), ``logmel`` (80) or ``linear`` (the inverter's magnitudes, 257). Kept
+    in the chapter's run store under the content of the wavs.
+    """
+    return _features(Path(lang_dir) / split, feature, store())
+
+
+@dataclass
+class SpeechData:
+    """Training speech: per-file features, their speakers, and what defines them (``key``)."""
+
+    feats: list[np.ndarray]
+    speakers: list[str]
+    key: dict[str, Any]
+
+
+def load_data(config: Config, language: str = "english", feature: str = "mfcc") -> SpeechData:
+    """Features and speakers of the unit-discovery and voice training files (paper §5.1)."""
+    lang_dir = language_dir(config, language)
+    feats, speakers, key = [], [], {"max_train_files": config.max_train_files}
+    for split in ("train/unit", "train/voice"):
+        key[split] = features_key(lang_dir / split, feature)
+        for name, x in sorted(load_features(lang_dir, split, feature).items()):
+            feats.append(x)
+            speakers.append(speaker_of(name))
+    if config.max_train_files is not None:
+        feats, speakers = feats[: config.max_train_files], speakers[: config.max_train_files]
+    return SpeechData(feats, speakers, key)
+
+
+def _weights_digest(model: torch.nn.Module) -> str:
+    digest = hashlib.sha1()
+    for name, tensor in sorted(model.state_dict().items()):
+        digest.update(name.encode())
+        digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+    return digest.hexdigest()
+
+
+# ---------------------------------------------------------------------------------- VQ-VAE
+
+
+@dataclass
+class TrainedVQVAE:
+    """A trained model with its training history and speaker list."""
+
+    model: VQVAE
+    history: dict[str, Any]
+    speakers: list[str]
+    seed: int
+    from_cache: bool
+
+
+def _vqvae_step(model: VQVAE, batch: Any) -> dict[str, torch.Tensor]:
+    feats, lengths, speakers = batch
+    out = model(feats, lengths, speakers)
+    return {
+        "loss": out.loss,
+        "reconstruction": out.reconstruction.detach(),
+        "commitment": out.commitment.detach(),
+    }
+
+
+def train_vqvae(
+    config: Config,
+    model_cfg: VQVAEConfig,
+    seed: int,
+    language: str = "english",
+    progress: str = "none",
+) -> TrainedVQVAE:
+    """Train (or load from the run store) a VQ-VAE on a language's training speech.
+
+    Adam (β = 0.9, 0.999, no weight decay) per ``config.train`` over :class:`SegmentDataset`
+    segments; one ``seed`` sets the initial weights, the data order and the jitter draws. The
+    input feature follows ``model_cfg.input_dim`` (39: MFCC, 80: log-Mel).
+    """
+    data = load_data(config, language, feature_of(model_cfg.input_dim))
+    speakers = sorted(set(data.speakers))
+    train_cfg = config.train.loop(seed)
+    key = {
+        "model": to_dict(model_cfg),
+        "train": to_dict(train_cfg),
+        "segment_frames": config.train.segment_frames,
+        "data": data.key,
+        "version": RUNS_VERSION,
+    }
+    seed_everything(seed)
+    model = VQVAE(model_cfg, n_speakers=len(speakers))
+    trained: dict[str, Any] = {}
+
+    def build(tmp: Path) -> dict[str, Any]:
+        stacked = np.concatenate(data.feats)
+        model.set_normalization(
+            torch.from_numpy(stacked.mean(0)), torch.from_numpy(stacked.std(0))
+        )
+        index = {s: i for i, s in enumerate(speakers)}
+        dataset = SegmentDataset(
+            data.feats, [index[s] for s in data.speakers], config.train.segment_frames
+        )
+        trainer = Trainer(
+            model,
+            _vqvae_step,
+            dataset,
+            train_cfg,
+            collate_fn=collate_segments,
+            optimizer_factory=lambda m, c: torch.optim.Adam(m.parameters(), lr=c.lr),
+            progress=progress,
+        )
+        with single_thread():
+            result = trainer.fit()
+        trained["model"] = trainer.unwrapped_model.cpu().eval()
+        history = {
+            "step": result.steps,
+            "loss": result.losses,
+            **dict(result.step_metrics.items()),
+            "wall_time_s": result.wall_time_s,
+        }
+        save_model_weights(trained["model"], tmp / "model.safetensors")
+        write_json(tmp / "history.json", history)
+        return {"speakers": speakers}
+
+    def load(run) -> TrainedVQVAE:
+        if "model" in trained:
+            net = trained["model"]
+        else:
+            load_model_weights(model, run.file("model.safetensors"))
+            net = model.eval()
+        history = read_json(run.file("history.json"))
+        return TrainedVQVAE(net, history, speakers, seed, "model" not in trained)
+
+    return store().cached("vqvae", key, build, load)
+
+
+@torch.no_grad()
+def encode_files(
+    model: VQVAE, feats: Mapping[str, np.ndarray], batch_size: int = 64
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Units of every file: ``({id: codes (T',) int64}, {id: codebook vectors (T', D_e)})``."""
+    model.eval()
+    names = sorted(feats, key=lambda n: len(feats[n]))
+    codes, vectors = {}, {}
+    with single_thread():
+        for start in range(0, len(names), batch_size):
+            chunk = names[start : start + batch_size]
+            x, lengths, _ = collate_segments([(feats[n], 0) for n in chunk])
+            c, e, code_lengths = model.encode(x, lengths)
+            for i, name in enumerate(chunk):
+                n = int(code_lengths[i])
+                codes[name] = c[i, :n].numpy().astype(np.int64)
+                vectors[name] = e[i, :n].numpy().astype(np.float32)
+    return codes, vectors
+
+
+def code_segments(codes: np.ndarray, frame_shift: float) -> list[tuple[str, float, float]]:
+    """Runs of one code as ``(code, start_s, end_s)`` intervals (for a spectrogram tier)."""
+    segments, start = [], 0
+    for t in range(1, len(codes) + 1):
+        if t == len(codes) or codes[t] != codes[start]:
+            segments.append((str(codes[start]), start * frame_shift, t * frame_shift))
+            start = t
+    return segments
+
+
+def evaluate(
+    model: VQVAE,
+    lang_dir: Path,
+    test_feats: Mapping[str, np.ndarray],
+    item_file: str = "abx/byCtxt_acSpkr.item",
+    within: bool = False,
+) -> dict[str, float]:
+    """ABX across (%) on the codebook vectors and bitrate (b/s) of a model's test units.
+
+    ABX: the whole-file items of ``item_file``, frames selected with libri-light's rule at the
+    code frame shift (``stride`` × 10 ms). Bitrate: the files of ``bitrate_filelist.txt`` and
+    their wav durations. Also the codebook usage over the test set (codes used, perplexity).
+    """
+    codes, vectors = encode_files(model, test_feats)
+    shift = model.cfg.stride * HOP_S
+    result = abx(vectors, Path(lang_dir) / item_file, "angular", "across", frame_shift=shift)
+    entries = read_bitrate_filelist(Path(lang_dir) / "bitrate_filelist.txt")
+    names = [n[: -len(".txt")] for n, _ in entries]
+    rate = bitrate([codes[n] for n in names], sum(d for _, d in entries))
+    pooled = np.concatenate(list(codes.values()))
+    p = np.bincount(pooled, minlength=model.cfg.codebook_size) / len(pooled)
+    p = p[p > 0]
+    metrics = {
+        "abx_across": result.error,
+        "bitrate": rate,
+        "codes_used": float(len(p)),
+        "perplexity": float(2 ** -(p * np.log2(p)).sum()),
+        "n_triplets": float(result.n_triplets),
+    }
+    if within:
+        metrics["abx_within"] = abx(
+            vectors, Path(lang_dir) / item_file, "angular", "within", frame_shift=shift
+        ).error
+    return metrics
+
+
+# ---------------------------------------------------------------------------------- inverter
+
+
+@dataclass
+class TrainedInverter:
+    """A trained codebook inverter for one target voice."""
+
+    model: CodebookInverter
+    history: dict[str, Any]
+    voice: str
+    from_cache: bool
+
+
+def _inverter_step(model: CodebookInverter, batch: Any) -> torch.Tensor:
+    vectors, code_lengths, mags, lengths = batch
+    return inverter_loss(model(vectors, code_lengths), mags, lengths, model.mag_scale)
+
+
+def train_inverter(
+    config: Config,
+    vqvae: TrainedVQVAE,
+    seed: int,
+    language: str = "english",
+    progress: str = "none",
+    holdout: Sequence[str] = (),
+) -> TrainedInverter:
+    """Train (or load from the run store) the inverter on the target voice's training files.
+
+    The frozen VQ-VAE encodes each voice file; the inverter learns to map its codebook vectors
+    to the file's linear magnitude spectrogram (same 10 ms frames as the VQ-VAE input).
+    Files named in ``holdout`` are left out (to measure the inverter on unseen speech).
+    """
+    lang_dir = language_dir(config, language)
+    feature = feature_of(vqvae.model.cfg.input_dim)
+    inputs = load_features(lang_dir, "train/voice", feature)
+    mags = load_features(lang_dir, "train/voice", "linear")
+    names = sorted(
+        n for n in inputs if speaker_of(n) == config.target_voice and n not in set(holdout)
+    )
+    if not names:
+        raise ValueError(f"no training file of voice {config.target_voice} in {lang_dir}")
+    _, vectors = encode_files(vqvae.model, {n: inputs[n] for n in names})
+    r = vqvae.model.cfg.stride
+    seg = config.inverter_train.segment_frames
+    items = []
+    for n in names:
+        for start in range(0, len(vectors[n]), seg):
+            v = vectors[n][start : start + seg]
+            m = mags[n][start * r : (start + len(v)) * r]
+            if len(m) >= r:
+                items.append((v, m))
+    inv_cfg = replace(
+        config.inverter,
+        code_dim=vqvae.model.cfg.code_dim,
+        n_bins=next(iter(mags.values())).shape[1],
+        repeat=r,
+    )
+    train_cfg = config.inverter_train.loop(seed)
+    key = {
+        "inverter": to_dict(inv_cfg),
+        "train": to_dict(train_cfg),
+        "segment_codes": seg,
+        "vqvae": _weights_digest(vqvae.model),
+        "voice": config.target_voice,
+        "files": names,
+        "data": [
+            features_key(lang_dir / "train/voice", feature),
+            features_key(lang_dir / "train/voice", "linear"),
+        ],
+        "version": RUNS_VERSION,
+    }
+    seed_everything(seed)
+    model = CodebookInverter(inv_cfg)
+    trained: dict[str, Any] = {}
+
+    def build(tmp: Path) -> None:
+        model.mag_scale.fill_(float(np.concatenate([m for _, m in items]).mean()))
+        trainer = Trainer(
+            model,
+            _inverter_step,
+            PairDataset(items),
+            train_cfg,
+            collate_fn=collate_pairs,
+            optimizer_factory=lambda m, c: torch.optim.Adam(m.parameters(), lr=c.lr),
+            progress=progress,
+        )
+        with single_thread():
+            result = trainer.fit()
+        trained["model"] = trainer.unwrapped_model.cpu().eval()
+        history = {"step": result.steps, "loss": result.losses, "wall_time_s": result.wall_time_s}
+        save_model_weights(trained["model"], tmp / "model.safetensors")
+        write_json(tmp / "history.json", history)
+
+    def load(run) -> TrainedInverter:
+        if "model" in trained:
+            net = trained["model"]
+        else:
+            load_model_weights(model, run.file("model.safetensors"))
+            net = model.eval()
+        history = read_json(run.file("history.json"))
+        return TrainedInverter(net, history, config.target_voice, "model" not in trained)
+
+    return store().cached("inverter", key, build, load)
+
+
+@torch.no_grad()
+def resynthesize(
+    vqvae: VQVAE,
+    inverter: CodebookInverter,
+    feats: np.ndarray,
+    n_samples: int | None,
+    griffin_lim_iters: int = 32,
+    seed: int = 0,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Utterance features (T, F) → units → magnitudes → waveform in the inverter's voice.
+
+    Returns ``(wav (n_samples,), predicted magnitudes (S, n_bins), codes (T',))``;
+    ``n_samples=None`` gives ``160 · (S − 1)`` samples.
+    """
+    vqvae.eval()
+    inverter.eval()
+    x = torch.from_numpy(np.asarray(feats, dtype=np.float32))[None]
+    codes, e, code_lengths = vqvae.encode(x, torch.tensor([len(feats)]))
+    mag = inverter(e, code_lengths)[0, : len(feats)].numpy()  # (S, n_bins)
+    wav = griffin_lim(mag, n_iter=griffin_lim_iters, sr=SAMPLE_RATE, length=n_samples, seed=seed)
+    return wav, mag, codes[0, : int(code_lengths[0])].numpy()
+
+
+def synthesis_voices(lang_dir: Path) -> list[str]:
+    """The target voices named in ``<lang_dir>/synthesis.txt``, sorted."""
+    return sorted({v for _, v in read_synthesis_list(Path(lang_dir) / "synthesis.txt")})
+
+
+def synthesis_targets(lang_dir: Path, voice: str) -> list[tuple[str, str]]:
+    """``[(test file id, output wav name)]`` of the synthesis list entries for ``voice``.
+
+    The output name is the voice followed by the test file's utterance id (``V001_0012``).
+    """
+    out = []
+    for path, target in read_synthesis_list(Path(lang_dir) / "synthesis.txt"):
+        if target == voice:
+            name = path.split("/", 1)[1]
+            out.append((name, f"{target}_{name.split('_', 1)[1]}"))
+    return out
+
+
+# ---------------------------------------------------------------------------------- export
+
+
+def _one_hot_lines(codes: np.ndarray, k: int) -> str:
+    rows = np.zeros((len(codes), k), dtype=np.int64)
+    rows[np.arange(len(codes)), codes] = 1
+    return "".join(" ".join(map(str, row)) + "\n" for row in rows)
+
+
+def _vector_lines(vectors: np.ndarray) -> str:
+    # the shortest repr of each float32 value widened to float64: read back as float64 (as the
+    # official loader does) it is exactly the vector the model produced
+    rows = np.float32(vectors).astype(np.float64)
+    return "".join(" ".join(repr(v) for v in row.tolist()) + "\n" for row in rows)
+
+
+def submission_dir() -> Path:
+    """Where the pages write the chapter's ZeroSpeech 2019 submission."""
+    return results_dir() / CHAPTER / "submission"
+
+
+def export_submission(
+    out_dir: str | os.PathLike[str],
+    language: str,
+    codes: Mapping[str, np.ndarray],
+    *,
+    vectors: Mapping[str, np.ndarray] | None = None,
+    codebook_size: int | None = None,
+    wavs: Mapping[str, np.ndarray] | None = None,
+    author: str = "audiorepro",
+    affiliation: str = "audiorepro",
+    description: str = "Transformer VQ-VAE (Tjandra et al. 2020) reimplemented in audiorepro",
+    hyperparameters: Mapping[str, Any] | None = None,
+) -> Path:
+    """Write a ZeroSpeech 2019 submission (reference §2.2) and return ``out_dir``.
+
+    ``<out_dir>/metadata.yaml``, ``<out_dir>/2019/metadata.yaml`` and
+    ``<out_dir>/2019/<language>/test/<file>.txt``: one line per code frame, the codebook vector
+    (``vectors``) or, without vectors, a one-hot vector of ``codebook_size`` (never a single
+    integer column, which the official ABX loader drops). ``wavs`` maps a file name such as
+    ``V001_0012`` (target voice, then the test file's utterance id) to a 16 kHz waveform, written
+    next to the embeddings.
+    """
+    if vectors is None and codebook_size is None:
+        raise ValueError("give the codebook vectors or the codebook size (for one-hot lines)")
+    out = Path(out_dir)
+    test = out / "2019" / language / "test"
+    test.mkdir(parents=True, exist_ok=True)
+    for name, c in codes.items():
+        text = (
+            _vector_lines(vectors[name])
+            if vectors is not None
+            else _one_hot_lines(c, codebook_size)
+        )
+        (test / f"{name}.txt").write_text(text)
+    for name, wav in (wavs or {}).items():
+        save_audio(test / f"{name}.wav", wav, SAMPLE_RATE)
+    (out / "metadata.yaml").write_text(
+        yaml.safe_dump({"author": author, "affiliation": affiliation, "open source": True})
+    )
+    (out / "2019" / "metadata.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "abx distance": "dtw_cosine",
+                "system description": description,
+                "hyperparameters": dict(hyperparameters or {}),
+                "using parallel train": False,
+                "using external data": False,
+            },
+            sort_keys=False,
+        )
+    )
+    code = out / "2019" / "code"
+    code.mkdir(parents=True, exist_ok=True)
+    (code / "README.txt").write_text(
+        "The code is the audiorepro library: lib/audiorepro/models/vqvae.py, "
+        "lib/audiorepro/models/inverter.py, lib/audiorepro/experiments/zerospeech.py.\n"
+    )
+    return out
+
+
+def score_submission(
+    test_dir: Path, lang_dir: Path, frame_shift: float = 0.04
+) -> dict[str, float]:
+    """ABX across (%) and bitrate (b/s) of a submission's ``2019/<language>/test`` folder,
+    read from its files as the challenge's scorer would."""
+    return {
+        "abx_across": abx_error(
+            test_dir, Path(lang_dir) / "abx/byCtxt_acSpkr.item", frame_shift=frame_shift
+        ),
+        "bitrate": bitrate_from_submission(test_dir, Path(lang_dir) / "bitrate_filelist.txt"),
+    }
+
+
+def relative_time_abx(test_dir: Path, lang_dir: Path) -> float:
+    """ABX across (%) of a submission folder with the 2019 scorer's frame rule: the item file
+    rewritten in relative time (every whole-file item from 0 to 1)."""
+    relative = relative_time_item_file(
+        Path(lang_dir) / "abx/byCtxt_acSpkr.item", results_dir() / CHAPTER / "relative_time.item"
+    )
+    return abx_error(test_dir, relative)
+
+
+# ---------------------------------------------------------------------------------- tables
+
+
+@dataclass(frozen=True)
+class PaperResult:
+    """One of the paper's rows: ABX across (%) and bitrate (b/s) on the test set, and where."""
+
+    abx_across: float
+    bitrate: float
+    source: str
+
+
+# The paper's English Tables 1-3 (stride 4× throughout) and the leaderboard's surprise language.
+PAPER: dict[tuple[str, Any], PaperResult] = {
+    ("logmel", 128): PaperResult(33.79, 171.05, "Table 1"),
+    ("mfcc", 128): PaperResult(21.91, 170.42, "Tables 1-3"),
+    ("mfcc", 64): PaperResult(22.72, 141.82, "Table 2"),
+    ("mfcc", 256): PaperResult(21.94, 194.69, "Table 2"),
+    ("mfcc", 512): PaperResult(21.6, 217.47, "Table 2"),
+    ("conv", 256): PaperResult(24.17, 184.32, "Table 2"),
+    ("smooth", 1e-2): PaperResult(21.88, 169.02, "Table 3"),
+    ("smooth", 5e-3): PaperResult(21.67, 169.2, "Table 3"),
+    ("smooth", 1e-3): PaperResult(21.75, 169.56, "Table 3"),
+    ("jitter", 0.05): PaperResult(21.57, 166.19, "Table 3"),
+    ("jitter", 0.075): PaperResult(21.70, 164.08, "Table 3"),
+    ("combo", (5e-3, 0.05)): PaperResult(20.71, 171.99, "Table 3"),
+    ("combo", (1e-3, 0.05)): PaperResult(20.14, 167.02, "Table 3"),
+    ("surprise", 128): PaperResult(14.17, 170.92, "leaderboard 2019_task/12"),
+}
+
+
+@dataclass(frozen=True)
+class AblationRow:
+    """One row of the paper's Tables 1-3: the model to train, and the paper's numbers for it."""
+
+    key: str
+    label: str
+    table: str
+    model: VQVAEConfig
+    paper: PaperResult | None
+    main: bool = False
+
+
+def ablation_rows(config: Config) -> list[AblationRow]:
+    """The rows of Tables 1-3 that the preset asks for; main rows run with every main seed.
+
+    Each row's model is ``config.model`` with the row's changes (``audiorepro.config.replace``).
+    """
+    base, k0 = config.model, config.model.codebook_size
+
+    def row(key, label, table, paper_key, main=False, **changes) -> AblationRow:
+        model = replace(base, **changes) if changes else base
+        return AblationRow(key, label, table, model, PAPER.get(paper_key), main)
+
+    rows = [
+        row("base", f"TrfVQVAE MFCC K={k0}", "1, 2, 3", ("mfcc", k0), main=True),
+        row(
+            "logmel",
+            f"TrfVQVAE log-Mel K={k0}",
+            "1",
+            ("logmel", k0),
+            main=True,
+            input_dim=FEATURES["logmel"],
+        ),
+        row(
+            "conv",
+            f"Conv VQVAE K={config.conv_codebook_size}",
+            "2",
+            ("conv", config.conv_codebook_size),
+            main=True,
+            encoder="conv",
+            codebook_size=config.conv_codebook_size,
+        ),
+    ]
+    for k in config.codebook_sizes:
+        if k != k0:
+            rows.append(row(f"K{k}", f"TrfVQVAE K={k}", "2", ("mfcc", k), codebook_size=k))
+    for lam in config.smoothings:
+        rows.append(
+            row(f"smooth{lam:g}", f"+ temp smooth λ={lam:g}", "3", ("smooth", lam), smoothing=lam)
+        )
+    for p in config.jitters:
+        rows.append(row(f"jitter{p:g}", f"+ temp jitter p={p:g}", "3", ("jitter", p), jitter=p))
+    for i, (lam, p) in enumerate(config.combos):
+        rows.append(
+            row(
+                f"combo{lam:g}_{p:g}",
+                f"+ smooth λ={lam:g} + jitter p={p:g}",
+                "3",
+                ("combo", (lam, p)),
+                main=i == 0,  # the paper's submitted system; the others run one seed
+                smoothing=lam,
+                jitter=p,
+            )
+        )
+    return rows
+
+
+def row_seeds(config: Config, row: AblationRow) -> tuple[int, ...]:
+    """Every main seed for a main row, the single ``config.seed`` otherwise."""
+    return config.main_seeds if row.main else (config.seed,)
+
+
+def run_row(
+    config: Config, row: AblationRow, seed: int, language: str = "english"
+) -> tuple[TrainedVQVAE, dict[str, float]]:
+    """Train (or load) the row's model for one seed and evaluate its units on ``language``."""
+    trained = train_vqvae(config, row.model, seed, language=language)
+    lang_dir = language_dir(config, language)
+    test = load_features(lang_dir, "test", feature_of(row.model.input_dim))
+    metrics = evaluate(trained.model, lang_dir, test)
+    metrics["train_wall_time_s"] = float(trained.history.get("wall_time_s", 0.0))
+    return trained, metrics
+
+
+def _tags(key: str, language: str = "english") -> dict[str, str]:
+    return {"row": key, "language": language}
+
+
+def summarize(records: Sequence[Mapping[str, Any]], config: Config, preset: str) -> pd.DataFrame:
+    """One line per row of :func:`ablation_rows` that ``records`` (ledger records of the
+    evaluation page) hold: means and standard deviations over seeds, codebook usage, the most a
+    K-code stream at the code rate can carry (``bitrate_cap``) and the paper's values."""
+    out = []
+    for row in ablation_rows(config):
+
+        def vals(metric: str, key: str = row.key) -> list[float]:
+            return reporting.values(
+                records, chapter=CHAPTER, preset=preset, metric=metric, tags=_tags(key)
+            )
+
+        abx_vals, rates = vals("abx_across"), vals("bitrate")
+        if not abx_vals:
+            continue
+        (abx_mean, abx_std), (rate_mean, rate_std) = (
+            reporting.mean_std(abx_vals),
+            reporting.mean_std(rates),
+        )
+        k = row.model.codebook_size
+        out.append(
+            {
+                "row": row.key,
+                "label": row.label,
+                "table": row.table,
+                "K": k,
+                "seeds": len(abx_vals),
+                "abx": abx_mean,
+                "abx_std": abx_std,
+                "bitrate": rate_mean,
+                "bitrate_std": rate_std,
+                "codes_used": float(np.mean(vals("codes_used"))),
+                "perplexity": float(np.mean(vals("perplexity"))),
+                "bitrate_cap": math.log2(k) / (row.model.stride * HOP_S),
+                "paper_abx": row.paper.abx_across if row.paper else None,
+                "paper_bitrate": row.paper.bitrate if row.paper else None,
+            }
+        )
+    return pd.DataFrame(out).set_index("row")
+
+
+def _row_finding(
+    records: Sequence[Mapping[str, Any]], preset: str, row: AblationRow, base: AblationRow
+) -> str:
+    """The verdict on the paper's claim about ``row`` (against the main row), or ""."""
+
+    def vals(key: str, metric: str) -> list[float]:
+        tags = _tags(key)
+        return reporting.values(records, chapter=CHAPTER, preset=preset, metric=metric, tags=tags)
+
+    if row.key == "logmel":
+        claim, better, worse = "MFCC beats log-Mel by 11.9 ABX points (Table 1)", "base", "logmel"
+    elif row.key == "conv":
+        claim, better, worse = (
+            "the Transformer beats the conv VQ-VAE by 2.2 (Table 2)",
+            "base",
+            "conv",
+        )
+    elif row.key.startswith("K"):
+        k, k0 = row.model.codebook_size, base.model.codebook_size
+        better, worse = (row.key, "base") if k > k0 else ("base", row.key)
+        claim = f"bitrate rises with K: K={max(k, k0)} above K={min(k, k0)} (Table 2)"
+        return reporting.finding(
+            claim, vals(better, "bitrate"), vals(worse, "bitrate"), metric="bitrate", digits=1
+        ).sentence
+    elif row.key.startswith(("smooth", "jitter", "combo")):
+        gain = "1.2-1.8" if row.key.startswith("combo") else "0.0-0.3"
+        claim, better, worse = (
+            f"{row.label} lowers ABX by {gain} points (Table 3)",
+            row.key,
+            "base",
+        )
+    else:
+        return ""
+    return reporting.finding(
+        claim,
+        vals(better, "abx_across"),
+        vals(worse, "abx_across"),
+        metric="ABX %",
+        higher_is_better=False,
+    ).sentence
+
+
+def findings(records: Sequence[Mapping[str, Any]], config: Config, preset: str) -> pd.DataFrame:
+    """The paper-vs-ours table of the evaluation page: for every row of Tables 1-3 (and the
+    surprise language), ABX and bitrate beside the paper's, with the verdict on the paper's
+    claim about that row computed by :func:`audiorepro.reporting.finding` from ``records``."""
+    rows = ablation_rows(config)
+    table = []
+    for row in rows:
+        source = row.paper.source if row.paper else ""
+        found = _row_finding(records, preset, row, rows[0])
+        for metric, unit, digits in (("abx_across", "ABX %", 2), ("bitrate", "bitrate", 1)):
+            table.append(
+                reporting.PaperRow(
+                    f"{row.label}: {unit}",
+                    metric,
+                    getattr(row.paper, metric) if row.paper else None,
+                    CHAPTER,
+                    _tags(row.key),
+                    digits=digits,
+                    finding=found if (metric == "bitrate") == row.key.startswith("K") else "",
+                    source=source,
+                )
+            )
+    if config.surprise:
+        paper = PAPER["surprise", 128]
+        for metric, unit, digits in (("abx_across", "ABX %", 2), ("bitrate", "bitrate", 1)):
+            table.append(
+                reporting.PaperRow(
+                    f"Indonesian, main model: {unit}",
+                    metric,
+                    getattr(paper, metric),
+                    CHAPTER,
+                    _tags("base", "surprise"),
+                    digits=digits,
+                    finding="Leaderboard value of the 4× system." if digits == 2 else "",
+                    source=paper.source,
+                )
+            )
+    return reporting.paper_vs_ours(table, preset=preset, records=records)
