@@ -325,3 +325,19 @@ def test_train_is_reproducible_reuses_its_run_and_evaluates_both_views(tmp_path)
     assert evaluate(again.model, data["test"]) == scores
     other = train(replace(cfg, seed=6), data, store=store)
     assert other.path != first.path and len(store.runs("model")) == 2
+
+
+@pytest.mark.parametrize("kind", ["smoke", "embedded", "paper"])
+def test_corpus_root_is_honoured_for_every_kind(tmp_path, monkeypatch, kind):
+    import audiorepro.data.embedded.generate as generate
+    import audiorepro.data.embedded.word_corpus as word_corpus
+    from audiorepro.config import CorpusSpec
+    from audiorepro.experiments.awe import Config, corpus_root
+
+    made = []
+    monkeypatch.setattr(word_corpus, "generate_word_corpus", lambda *a: made.append(a))
+    monkeypatch.setattr(generate, "ensure_corpora", lambda *a, **k: pytest.fail("default place"))
+    cfg = Config(corpus=CorpusSpec(kind, root=str(tmp_path / "words"), seed=3))
+    assert corpus_root(cfg) == tmp_path / "words"
+    # A generated corpus is generated (or reused) there; a paper corpus is only read.
+    assert made == ([] if kind == "paper" else [(tmp_path / "words", kind, 3)])
