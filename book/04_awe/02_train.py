@@ -77,10 +77,10 @@ cfg
 # ## Training with the plateau schedule
 #
 # Adam with $\beta = (0.9, 0.999)$, $\epsilon = 10^{-8}$; after every epoch the dev cross-view
-# AP is measured; after `patience` epochs without a new best, the best model *and optimizer
-# state* are reloaded and the learning rate divided by 10; training ends below $10^{-7}$ or at
-# the epoch cap of the preset. The trained model is kept in the chapter's run store, keyed by
-# its configuration and seed, where the evaluation page finds it again.
+# AP is measured; after `train.patience` epochs without a new best, the best model *and
+# optimizer state* are reloaded and the learning rate divided by 10; training ends below
+# $10^{-7}$ or at the epoch cap of the preset. The trained model is kept in the chapter's run
+# store, keyed by its configuration and seed, where the evaluation page finds it again.
 #
 # ```{literalinclude} ../../lib/audiorepro/experiments/awe.py
 # :pyobject: train

@@ -69,8 +69,9 @@ pd.DataFrame(table2).round(3)
 # ## The chosen model over seeds (Tables 3 and 4)
 #
 # The paper's chosen model, N = 4 and h = 16 with mean pooling, trained with the full plateau
-# schedule (capped at `num_epochs`) once per seed, then scored on the test set. These are the
-# configurations the training page asks for, so its run of the preset's seed is reused here.
+# schedule (capped at `train.num_epochs`) once per seed, then scored on the test set. These
+# are the configurations the training page asks for, so its run of the preset's seed is
+# reused here.
 
 # %%
 runs = {c.seed: awe.train(c, data) for c in awe.seed_configs(cfg)}
