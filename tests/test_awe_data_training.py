@@ -224,38 +224,59 @@ def test_hdf5_bad_input_names_utterance_or_key(tmp_path, utterances, dim, messag
         prepare_split(tmp_path, "test", source="hdf5")
 
 
-def test_paper_rows_check_each_finding_on_our_numbers():
-    from audiorepro.training.awe import AWEExperimentConfig, paper_rows
+def _records(xv, heads, chosen, dtw):
+    """Ledger records of two seeds per setting (second seed: value - 0.001)."""
+    out = []
 
-    cfg = AWEExperimentConfig(corpus="smoke", sweep_layers=(1, 4, 8), sweep_heads=(1, 16, 32))
+    def add(seed, metrics, tags):
+        rec = {"chapter": "04_awe", "page": "03_evaluate", "preset": "smoke", "seed": seed}
+        out.append(rec | {"metrics": metrics, "tags": tags})
+
+    for seed, shift in ((0, 0.0), (1, 0.001)):
+        for (n, p), v in xv.items():
+            add(seed, {"crossview_ap": v - shift}, {"table": "1", "N": n, "pooling": p})
+        for h, v in heads.items():
+            add(seed, {"acoustic_ap": v - shift}, {"table": "2", "h": h})
+        add(seed, {k: v - shift for k, v in chosen.items()}, {"model": "chosen"})
+    add(0, {"acoustic_ap": dtw}, {"model": "mfcc-dtw"})
+    return out
+
+
+def test_findings_check_each_claim_on_ledger_records():
+    from audiorepro.config import CorpusSpec
+    from audiorepro.experiments.awe import PAPER, Config, findings
+
+    cfg = Config(corpus=CorpusSpec("smoke"), sweep_layers=(1, 4, 8), sweep_heads=(1, 16, 32))
     xv = {(1, "avg"): 0.3, (1, "rep"): 0.1, (4, "avg"): 0.4, (4, "rep"): 0.2}
     xv.update({(8, "avg"): 0.01, (8, "rep"): 0.0})
-    table1 = [
-        {"phone_layers": n, "phone_pooling": p, "crossview_ap": v} for (n, p), v in xv.items()
-    ]
-    table2 = [{"phone_heads": h, "acoustic_ap": a} for h, a in ((1, 0.3), (16, 0.5), (32, 0.4))]
+    heads = {1: 0.3, 16: 0.5, 32: 0.4}
     good = {"acoustic_ap": 0.6, "crossview_ap": 0.5}
-    rows = paper_rows(cfg, table1, table2, good, 0.2, [0.5, 0.55])
-    findings = [r.finding for r in rows if r.finding and "±" not in r.finding]
-    assert len(findings) == 6 and all(
-        f.endswith("reproduces") or "(ours: 16)" in f for f in findings
-    )
-    assert not any("does not" in f for f in findings)
+    table = findings(_records(xv, heads, good, 0.2), cfg, "smoke", on_dtw_pairs=[0.5, 0.55])
+    claims = [f for f in table["finding"] if "seeds)" in f]
+    # 3 x Avg beats Rep, 2 x middle depth, 2 x h = 16, DTW, acoustic above cross-view.
+    assert len(claims) == 9 and all(": reproduces" in f for f in claims), claims
+    assert table["paper"][0] == f"{PAPER['Table 1'][(1, 'avg')]:.3f}"
+    assert table["ours"][0] == "0.299 ± 0.001" and table["seeds"][0] == "0, 1"
     # Flip every finding.
-    xv[(4, "rep")], xv[(8, "avg")] = 0.9, 0.6
-    table1 = [
-        {"phone_layers": n, "phone_pooling": p, "crossview_ap": v} for (n, p), v in xv.items()
-    ]
-    table2[1]["acoustic_ap"] = 0.1
+    xv[(1, "rep")], xv[(4, "rep")], xv[(8, "rep")] = 0.65, 0.9, 0.75
+    xv[(1, "avg")], xv[(8, "avg")] = 0.6, 0.7
+    heads[16] = 0.1
     bad = {"acoustic_ap": 0.4, "crossview_ap": 0.5}
-    rows = paper_rows(cfg, table1, table2, bad, 0.6, [0.5, 0.7])
-    findings = [r.finding for r in rows if r.finding and "±" not in r.finding]
-    assert sum("does not reproduce" in f for f in findings) == 6
-    assert rows[0].paper == 0.272 and rows[0].tags == {"table": "1", "N": 1, "pooling": "avg"}
+    table = findings(_records(xv, heads, bad, 0.6), cfg, "smoke", on_dtw_pairs=[0.5, 0.52])
+    claims = [f for f in table["finding"] if "seeds)" in f]
+    assert len(claims) == 9 and all(": contradicts" in f for f in claims), claims
+    # One seed per sweep setting: no spread, so inconclusive.
+    one_seed = [r for r in _records(xv, heads, bad, 0.6) if r["seed"] == 0 or "model" in r["tags"]]
+    table = findings(one_seed, cfg, "smoke")
+    assert "inconclusive" in table["finding"][1]
 
 
-def test_train_awe_is_reproducible_and_evaluates_both_views(tmp_path):
-    from audiorepro.training.awe import AWEExperimentConfig, evaluate_awe, train_awe
+def test_train_is_reproducible_reuses_its_run_and_evaluates_both_views(tmp_path):
+    from audiorepro.config import CorpusSpec, replace
+    from audiorepro.experiments.awe import Config, evaluate, train
+    from audiorepro.models.awe import AWEModelConfig
+    from audiorepro.storage import RunStore
+    from audiorepro.training.plateau import PlateauTrainConfig
 
     words = ["absolutely", "because", "something"]
     data = {}
@@ -268,17 +289,55 @@ def test_train_awe_is_reproducible_and_evaluates_both_views(tmp_path):
         (root / f"{split}.list").write_text((root / "test.list").read_text())
         (root / f"swbd.{split}.npz").write_bytes((root / "swbd.test.npz").read_bytes())
         data[split] = prepare_split(root, split, feature_dim=6)
-    cfg = AWEExperimentConfig(
-        corpus="smoke", feature_dim=6, d_model=8, acoustic_layers=1, acoustic_heads=2,
-        acoustic_ff=16, phone_layers=1, phone_heads=2, phone_ff=16, batch_size=4, lr=1e-3,
-        num_epochs=2, distance="cos", loss_k=2, device="cpu", torch_threads=1,
-    )  # fmt: skip
-    first = train_awe(cfg, data, seed=5)
-    second = train_awe(cfg, data, seed=5)
-    assert first.result.eval_metrics == second.result.eval_metrics
-    assert len(first.result.eval_metrics) == 2 and first.result.final_step == 6
+    model = AWEModelConfig(
+        feature_dim=6,
+        d_model=8,
+        acoustic_layers=1,
+        acoustic_heads=2,
+        acoustic_ff=16,
+        phone_layers=1,
+        phone_heads=2,
+        phone_ff=16,
+    )
+    cfg = Config(
+        corpus=CorpusSpec("smoke"),
+        model=model,
+        train=PlateauTrainConfig(
+            batch_size=4, lr=1e-3, num_epochs=2, device="cpu", torch_threads=1
+        ),
+        distance="cos",
+        loss_k=2,
+        seed=5,
+    )
+    store = RunStore("04_awe", tmp_path / "runs")
+    first = train(cfg, data, store=store)
+    second = train(cfg, data, store=RunStore("04_awe", tmp_path / "other"))
+    assert first.history.eval_metrics == second.history.eval_metrics
+    assert len(first.history.eval_metrics) == 2 and first.history.final_step == 6
     for a, b in zip(first.model.parameters(), second.model.parameters(), strict=True):
         assert torch.equal(a, b)
-    scores = evaluate_awe(first.model, data["test"])
+    scores = evaluate(first.model, data["test"])
     assert set(scores) == {"acoustic_ap", "crossview_ap"}
     assert all(0.0 < v <= 1.0 for v in scores.values())
+    # The same configuration again is loaded from the store; chapter-level fields do not count.
+    again = train(replace(cfg, dtw_tokens=7, sweep_epochs=3), data, store=store)
+    assert again.path == first.path and len(store.runs("model")) == 1
+    assert evaluate(again.model, data["test"]) == scores
+    other = train(replace(cfg, seed=6), data, store=store)
+    assert other.path != first.path and len(store.runs("model")) == 2
+
+
+@pytest.mark.parametrize("kind", ["smoke", "embedded", "paper"])
+def test_corpus_root_is_honoured_for_every_kind(tmp_path, monkeypatch, kind):
+    import audiorepro.data.embedded.generate as generate
+    import audiorepro.data.embedded.word_corpus as word_corpus
+    from audiorepro.config import CorpusSpec
+    from audiorepro.experiments.awe import Config, corpus_root
+
+    made = []
+    monkeypatch.setattr(word_corpus, "generate_word_corpus", lambda *a: made.append(a))
+    monkeypatch.setattr(generate, "ensure_corpora", lambda *a, **k: pytest.fail("default place"))
+    cfg = Config(corpus=CorpusSpec(kind, root=str(tmp_path / "words"), seed=3))
+    assert corpus_root(cfg) == tmp_path / "words"
+    # A generated corpus is generated (or reused) there; a paper corpus is only read.
+    assert made == ([] if kind == "paper" else [(tmp_path / "words", kind, 3)])

@@ -22,20 +22,17 @@
 
 # %% tags=["parameters"]
 preset: str = "embedded"  # smoke | embedded | paper
-data_root: str | None = None  # paper preset: the Switchboard word folder; None keeps the preset's
+corpus_root: str | None = None  # the word-corpus folder; None keeps the preset's
 
 # %%
 import numpy as np
 import pandas as pd
 
 from audiorepro import plotting, reporting
-from audiorepro.config import load_preset
-from audiorepro.paths import repo_root
-from audiorepro.training.awe import AWEExperimentConfig, load_awe_data
+from audiorepro.config import to_dict
+from audiorepro.experiments import awe
 
-cfg = load_preset(
-    AWEExperimentConfig, repo_root() / "book/04_awe/presets", preset, data_root=data_root
-)
+cfg = awe.load_config(preset, **{"corpus.root": corpus_root})
 cfg
 
 # %% [markdown]
@@ -49,7 +46,7 @@ cfg
 # and the loader counts both.
 
 # %%
-data = load_awe_data(cfg)
+data = awe.load_data(cfg)
 train_types = set(data["train"].words)
 summary = pd.DataFrame(
     [
@@ -103,7 +100,7 @@ fig = plotting.histogram(
 
 # %%
 reporting.record_result(
-    "04_awe",
+    awe.CHAPTER,
     "01_data",
     {
         f"{name}_{what}": value
@@ -116,8 +113,12 @@ reporting.record_result(
         )
     },
     preset=preset,
-    seed=cfg.corpus_seed,
-    config={"corpus": cfg.corpus, "feature_dim": cfg.feature_dim, "min_frames": cfg.min_frames},
+    seed=cfg.corpus.seed,
+    config={
+        "corpus": to_dict(cfg.corpus),
+        "feature_dim": cfg.model.feature_dim,
+        "min_frames": cfg.min_frames,
+    },
 )
 
 # %% [markdown]

@@ -27,28 +27,19 @@
 preset: str = "embedded"  # smoke | embedded | paper
 seed: int | None = None  # seed of this run; None keeps the preset's
 num_epochs: int | None = None  # cap on epochs; None keeps the preset's
-data_root: str | None = None  # paper preset: the Switchboard word folder
+corpus_root: str | None = None  # the word-corpus folder; None keeps the preset's
 
 # %%
-import dataclasses
-
 import pandas as pd
 
 from audiorepro import plotting, reporting
-from audiorepro.config import load_preset, to_dict
-from audiorepro.models.awe import num_parameters
-from audiorepro.paths import repo_root
-from audiorepro.training.awe import AWEExperimentConfig, evaluate_awe, load_awe_data, train_awe
+from audiorepro.config import replace, to_dict
+from audiorepro.experiments import awe
 
-cfg = load_preset(
-    AWEExperimentConfig,
-    repo_root() / "book/04_awe/presets",
-    preset,
-    seed=seed,
-    num_epochs=num_epochs,
-    data_root=data_root,
+cfg = awe.load_config(
+    preset, seed=seed, **{"train.num_epochs": num_epochs, "corpus.root": corpus_root}
 )
-data = load_awe_data(cfg)
+data = awe.load_data(cfg)
 cfg
 
 # %% [markdown]
@@ -86,28 +77,24 @@ cfg
 # ## Training with the plateau schedule
 #
 # Adam with $\beta = (0.9, 0.999)$, $\epsilon = 10^{-8}$; after every epoch the dev cross-view
-# AP is measured; after `patience` epochs without a new best, the best model *and optimizer
-# state* are reloaded and the learning rate divided by 10; training ends below $10^{-7}$ or at
-# the epoch cap of the preset.
+# AP is measured; after `train.patience` epochs without a new best, the best model *and
+# optimizer state* are reloaded and the learning rate divided by 10; training ends below
+# $10^{-7}$ or at the epoch cap of the preset. The trained model is kept in the chapter's run
+# store, keyed by its configuration and seed, where the evaluation page finds it again.
+#
+# ```{literalinclude} ../../lib/audiorepro/experiments/awe.py
+# :pyobject: train
+# ```
 
 # %%
-run = train_awe(cfg, data, progress="lines")
-print(f"acoustic encoder: {num_parameters(run.model.acoustic):,} parameters")
-print(f"phoneme encoder: {num_parameters(run.model.phones):,} parameters")
-print("schedule events (step, event):", run.schedule.history)
+run = awe.train(cfg, data, progress="lines")
+print(f"acoustic encoder: {awe.num_parameters(run.model.acoustic):,} parameters")
+print(f"phoneme encoder: {awe.num_parameters(run.model.phones):,} parameters")
+print("schedule events (step, event):", run.schedule_events)
 
 # %%
-history = run.result
-fig = plotting.training_curves(
-    {
-        "step": history.steps,
-        "loss": history.losses,
-        "eval_step": history.eval_steps,
-        "eval": history.eval_metrics,
-    },
-    title="training loss and dev AP",
-    smooth=5,
-)
+history = run.history
+fig = plotting.history_curves(history, title="training loss and dev AP", smooth=5)
 
 # %% [markdown]
 # ## The paper's distance: $1 - \cos^2$
@@ -119,19 +106,20 @@ fig = plotting.training_curves(
 # `sweep_epochs` epochs with the squared distance, against the run above, epoch by epoch:
 
 # %%
-squared = train_awe(dataclasses.replace(cfg, distance="cos2"), data, num_epochs=cfg.sweep_epochs)
-n = min(len(history.eval_steps), len(squared.result.eval_steps))
+squared_cfg = replace(cfg, distance="cos2", **{"train.num_epochs": cfg.sweep_epochs})
+squared = awe.train(squared_cfg, data)
+n = min(len(history.eval_steps), len(squared.history.eval_steps))
 per_epoch = pd.DataFrame(
     {
         "dev cross-view AP, 1 - cos": history.eval_metric("crossview_ap")[:n],
-        "dev cross-view AP, 1 - cos²": squared.result.eval_metric("crossview_ap")[:n],
+        "dev cross-view AP, 1 - cos²": squared.history.eval_metric("crossview_ap")[:n],
         "dev acoustic AP, 1 - cos": history.eval_metric("acoustic_ap")[:n],
-        "dev acoustic AP, 1 - cos²": squared.result.eval_metric("acoustic_ap")[:n],
+        "dev acoustic AP, 1 - cos²": squared.history.eval_metric("acoustic_ap")[:n],
     },
     index=pd.RangeIndex(1, n + 1, name="epoch"),
 )
 reporting.record_result(
-    "04_awe",
+    awe.CHAPTER,
     "02_train",
     {"dev_crossview_ap": squared.best_dev},
     preset=preset,
@@ -149,10 +137,10 @@ per_epoch.round(3)
 # every word type of the split.
 
 # %%
-scores = {split: evaluate_awe(run.model, data[split]) for split in ("dev", "test")}
+scores = {split: awe.evaluate(run.model, data[split]) for split in ("dev", "test")}
 for split, metrics in scores.items():
     reporting.record_result(
-        "04_awe",
+        awe.CHAPTER,
         "02_train",
         metrics,
         preset=preset,

@@ -25,36 +25,18 @@
 
 # %% tags=["parameters"]
 preset: str = "embedded"  # smoke | embedded | paper
-data_root: str | None = None  # paper preset: the Switchboard word folder
+corpus_root: str | None = None  # the word-corpus folder; None keeps the preset's
 
 # %%
-import numpy as np
 import pandas as pd
 
 from audiorepro import plotting, reporting
-from audiorepro.config import load_preset, to_dict
-from audiorepro.metrics.average_precision import same_different_ap
-from audiorepro.paths import repo_root
-from audiorepro.training.awe import (
-    AWEExperimentConfig,
-    dtw_baseline,
-    embed_segments,
-    embed_words,
-    evaluate_awe,
-    load_awe_data,
-    nearest_words,
-    paper_rows,
-    project_2d,
-    sweep,
-    train_awe,
-)
+from audiorepro.config import to_dict
+from audiorepro.experiments import awe
 
-cfg = load_preset(
-    AWEExperimentConfig, repo_root() / "book/04_awe/presets", preset, data_root=data_root
-)
-data = load_awe_data(cfg)
+cfg = awe.load_config(preset, **{"corpus.root": corpus_root})
+data = awe.load_data(cfg)
 test = data["test"]
-record = dict(preset=preset, config=to_dict(cfg))
 cfg
 
 # %% [markdown]
@@ -63,25 +45,13 @@ cfg
 # Every run uses the same seed, acoustic encoder and `sweep_epochs` epochs (the paper: 15
 # epochs, which it found indicative of the final ranking), with `table1_heads` heads in the
 # phoneme encoder. The paper reports these sweeps on its dev set; we report the test set and
-# keep the best dev epoch of each run.
+# keep the best dev epoch of each run. Each setting is a variant of the preset's config
+# (`audiorepro.config.replace`), and its trained model is kept in the chapter's run store: a
+# setting equal to one trained before, here or on the training page, is loaded, not retrained.
 
 # %%
-cache: dict = {}
-table1 = sweep(
-    cfg,
-    data,
-    [
-        {"phone_layers": n, "phone_pooling": p, "phone_heads": cfg.table1_heads}
-        for n in cfg.sweep_layers
-        for p in ("avg", "rep")
-    ],
-    num_epochs=cfg.sweep_epochs,
-    cache=cache,
-)
-for row in table1:
-    tags = {"table": "1", "N": row["phone_layers"], "pooling": row["phone_pooling"]}
-    metrics = {k: row[k] for k in ("acoustic_ap", "crossview_ap", "dev_crossview_ap")}
-    reporting.record_result("04_awe", "03_evaluate", metrics, seed=cfg.seed, tags=tags, **record)
+table1 = awe.sweep(awe.table1_configs(cfg), data)
+awe.record_sweep(table1, "1", page="03_evaluate", preset=preset, config=cfg)
 pd.DataFrame(table1).round(3)
 
 # %% [markdown]
@@ -91,35 +61,31 @@ pd.DataFrame(table1).round(3)
 # run with `table1_heads` heads is Table 1's).
 
 # %%
-table2 = sweep(
-    cfg,
-    data,
-    [
-        {"phone_layers": cfg.phone_layers, "phone_pooling": "avg", "phone_heads": h}
-        for h in cfg.sweep_heads
-    ],
-    num_epochs=cfg.sweep_epochs,
-    cache=cache,
-)
-for row in table2:
-    tags = {"table": "2", "h": row["phone_heads"]}
-    metrics = {k: row[k] for k in ("acoustic_ap", "crossview_ap", "dev_crossview_ap")}
-    reporting.record_result("04_awe", "03_evaluate", metrics, seed=cfg.seed, tags=tags, **record)
+table2 = awe.sweep(awe.table2_configs(cfg), data)
+awe.record_sweep(table2, "2", page="03_evaluate", preset=preset, config=cfg)
 pd.DataFrame(table2).round(3)
 
 # %% [markdown]
 # ## The chosen model over seeds (Tables 3 and 4)
 #
 # The paper's chosen model, N = 4 and h = 16 with mean pooling, trained with the full plateau
-# schedule (capped at `num_epochs`) once per seed, then scored on the test set.
+# schedule (capped at `train.num_epochs`) once per seed, then scored on the test set. These
+# are the configurations the training page asks for, so its run of the preset's seed is
+# reused here.
 
 # %%
-runs = {s: train_awe(cfg, data, seed=s) for s in cfg.seeds}
-chosen = {}
-for s, run in runs.items():
-    chosen[s] = evaluate_awe(run.model, test, cfg.eval_batch_size)
-    tags = {"model": "chosen"}
-    reporting.record_result("04_awe", "03_evaluate", chosen[s], seed=s, tags=tags, **record)
+runs = {c.seed: awe.train(c, data) for c in awe.seed_configs(cfg)}
+chosen = {s: awe.evaluate(run.model, test, cfg.eval_batch_size) for s, run in runs.items()}
+for s, metrics in chosen.items():
+    reporting.record_result(
+        awe.CHAPTER,
+        "03_evaluate",
+        metrics,
+        preset=preset,
+        seed=s,
+        config=to_dict(cfg),
+        tags={"model": "chosen"},
+    )
 chosen_df = pd.DataFrame(chosen).T
 chosen_df.loc["mean"], chosen_df.loc["std"] = chosen_df.mean(), chosen_df.std(ddof=1)
 chosen_df.round(3)
@@ -133,26 +99,23 @@ chosen_df.round(3)
 # chosen models' acoustic AP on exactly that subset is shown beside it.
 
 # %%
-baseline = dtw_baseline(test, cfg.dtw_tokens, seed=cfg.seed)
-subset = baseline["indices"]
-subset_words = [test.words[i] for i in subset]
+baseline = awe.dtw_baseline(test, cfg.dtw_tokens, seed=cfg.seed)
 reporting.record_result(
-    "04_awe",
+    awe.CHAPTER,
     "03_evaluate",
     {"acoustic_ap": baseline["ap"]},
+    preset=preset,
     seed=cfg.seed,
+    config=to_dict(cfg),
     tags={"model": "mfcc-dtw"},
-    **record,
 )
 on_subset = [
-    same_different_ap(embed_segments(run.model, test)[subset], subset_words)
+    awe.acoustic_ap_on(run.model, test, baseline["indices"], cfg.eval_batch_size)
     for run in runs.values()
 ]
-print(f"{baseline['num_pairs']:,} pairs of {len(subset)} test tokens")
+print(f"{baseline['num_pairs']:,} pairs of {len(baseline['indices'])} test tokens")
 print(f"MFCC + DTW AP: {baseline['ap']:.3f}")
-print(
-    f"chosen model on the same pairs: {np.mean(on_subset):.3f} ± {np.std(on_subset, ddof=1):.3f}"
-)
+print(f"chosen model on the same pairs: {reporting.format_mean_std(on_subset, 3)}")
 
 # %% [markdown]
 # ## Both views in one space
@@ -163,14 +126,8 @@ print(
 
 # %%
 model = runs[cfg.seeds[0]].model
-emb_x = embed_segments(model, test)
-words, emb_c = embed_words(model, test.word_phones)
-counts = pd.Series(test.words).value_counts()
-shown = sorted(counts.index[:8])
-tok = [i for i, w in enumerate(test.words) if w in shown]
-xy_tok, xy_word = project_2d(emb_x[tok], emb_c[[words.index(w) for w in shown]])
 fig = plotting.two_view_projection(
-    xy_tok, [test.words[i] for i in tok], xy_word, shown, title="test tokens and written words"
+    *awe.projection(model, test), title="test tokens and written words"
 )
 
 # %% [markdown]
@@ -181,16 +138,7 @@ fig = plotting.two_view_projection(
 # unseen words the phoneme encoder has only their phones to go on.
 
 # %%
-train_types = set(data["train"].words)
-rng = np.random.default_rng(cfg.seed)
-seen = [i for i, w in enumerate(test.words) if w in train_types]
-unseen = [i for i, w in enumerate(test.words) if w not in train_types]
-queries = sorted(
-    rng.choice(seen, 4, replace=False).tolist() + unseen[:: max(1, len(unseen) // 4)][:4]
-)
-neighbours = pd.DataFrame(nearest_words(emb_x, test.words, words, emb_c, queries))
-neighbours["seen in train"] = [test.words[q] in train_types for q in queries]
-neighbours
+awe.nearest_word_table(model, data, seed=cfg.seed)
 
 # %% [markdown]
 # ## Paper vs ours
@@ -198,11 +146,11 @@ neighbours
 # The paper's Tables 1 and 2 are dev-set sweeps on Switchboard after 15 epochs; ours are
 # test-set sweeps on the embedded corpus after `sweep_epochs` epochs with a smaller model, so
 # the absolute numbers are not comparable: the question is which *findings* carry over. Each
-# finding below is checked on our numbers.
+# finding below is checked on our numbers from the ledger; a sweep has one seed per setting,
+# so its comparisons have no seed spread to judge against and stay inconclusive.
 
 # %%
-rows = paper_rows(cfg, table1, table2, chosen_df.loc["mean"], baseline["ap"], on_subset)
-reporting.paper_vs_ours(rows, preset=preset)
+awe.findings(reporting.read_ledger(), cfg, preset, on_dtw_pairs=on_subset)
 
 # %% [markdown]
 # In this notebook we have

@@ -326,3 +326,30 @@ def bars(
     if title:
         ax.set_title(title)
     return fig
+
+
+# chapter 04
+
+
+def history_curves(
+    history: Any,
+    *,
+    ax: plt.Axes | None = None,
+    title: str | None = None,
+    eval_metrics: Sequence[str] | None = None,
+    smooth: int = 1,
+) -> Figure:
+    """:func:`training_curves` of a training history object: anything with ``steps``,
+    ``losses``, ``eval_steps`` and ``eval_metrics`` attributes (``TrainResult``)."""
+    return training_curves(
+        {
+            "step": history.steps,
+            "loss": history.losses,
+            "eval_step": history.eval_steps,
+            "eval": history.eval_metrics,
+        },
+        ax=ax,
+        title=title,
+        eval_metrics=eval_metrics,
+        smooth=smooth,
+    )

@@ -21,6 +21,7 @@ schedule multiplies each group's ``base_lr`` by a factor, so the decay is applie
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 from collections.abc import Mapping
 from pathlib import Path
@@ -28,8 +29,9 @@ from typing import Any
 
 import torch
 
+from audiorepro.config import ConfigError, field
 from audiorepro.training.checkpoint import load_tree, save_tree
-from audiorepro.training.loop import Callback, Trainer
+from audiorepro.training.loop import Callback, TrainConfig, Trainer
 
 
 class ReduceLROnPlateauWithReset(Callback):
@@ -165,4 +167,69 @@ class ReduceLROnPlateauWithReset(Callback):
         model.load_state_dict(self._best()["model"])
 
 
-__all__ = ["ReduceLROnPlateauWithReset"]
+@dataclasses.dataclass(frozen=True)
+class PlateauTrainConfig:
+    """A training section for runs stopped by :class:`ReduceLROnPlateauWithReset`.
+
+    One evaluation per epoch drives the schedule; training ends once the learning rate falls
+    below ``min_lr`` or after ``num_epochs``. Defaults are the AWE paper's (§3.2).
+    """
+
+    batch_size: int = field(256, help="examples per batch (paper: 256)")
+    lr: float = field(5e-4, help="learning rate (paper: 5e-4)")
+    num_epochs: int = field(100, help="cap on epochs (training stops earlier at min_lr)")
+    patience: int = field(4, help="flat evaluations before lr * lr_factor and reset (paper: 4)")
+    lr_factor: float = field(0.1, help="learning-rate decay factor (paper: 0.1)")
+    min_lr: float = field(1e-7, help="stop when the learning rate falls below (paper: 1e-7)")
+    max_grad_norm: float | None = field(None, help="gradient clipping (None: off; agwe: 10)")
+    device: str = field("auto", help="auto | cpu | cuda")
+    torch_threads: int | None = field(
+        None,
+        help="torch CPU threads during training and embedding (None: leave torch's setting); "
+        "1 for small models on a shared CPU, where more threads only wait on each other",
+    )
+
+    def __post_init__(self) -> None:
+        for name in ("batch_size", "num_epochs", "patience"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(
+                    f"PlateauTrainConfig.{name}: expected an int >= 1, got {value!r}"
+                )
+        if not 0.0 < self.lr_factor < 1.0:
+            raise ConfigError(
+                f"PlateauTrainConfig.lr_factor must be in (0, 1), got {self.lr_factor}"
+            )
+
+    def trainer_config(self, seed: int) -> TrainConfig:
+        """The :class:`TrainConfig` of one run: constant lr (the callback decays it), no weight
+        decay, an evaluation after every epoch, no periodic progress lines."""
+        return TrainConfig(
+            num_epochs=self.num_epochs,
+            batch_size=self.batch_size,
+            lr=self.lr,
+            weight_decay=0.0,
+            max_grad_norm=self.max_grad_norm,
+            device=self.device,
+            seed=seed,
+            eval_every=0,
+            log_every=10_000,
+            schedule="constant",
+            keep_checkpoints=1,
+        )
+
+    def callback(
+        self, metric: str, mode: str = "max", directory: str | Path | None = None
+    ) -> ReduceLROnPlateauWithReset:
+        """The schedule of this section, tracking ``metric``."""
+        return ReduceLROnPlateauWithReset(
+            metric,
+            mode=mode,
+            patience=self.patience,
+            factor=self.lr_factor,
+            min_lr=self.min_lr,
+            directory=directory,
+        )
+
+
+__all__ = ["PlateauTrainConfig", "ReduceLROnPlateauWithReset"]

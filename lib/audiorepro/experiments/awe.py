@@ -1,0 +1,782 @@
+"""Chapter 04: multi-view transformer acoustic word embeddings (Rhodes & Bains, §3).
+
+One configuration (:class:`Config`, one YAML preset per scale in ``book/04_awe/presets``),
+composed of the corpus (:class:`~audiorepro.config.CorpusSpec`), the encoders
+(:class:`~audiorepro.models.awe.AWEModelConfig`) and the training section
+(:class:`~audiorepro.training.plateau.PlateauTrainConfig`), and the calls the pages make:
+
+- :func:`load_config` and :func:`load_data`: the preset, and the train/dev/test word segments
+  after the paper's selection;
+- :func:`train`: Adam (lr 5e-4, betas 0.9/0.999, eps 1e-8), batches of 256 segments, the eq. (4)
+  loss, dev cross-view AP after every epoch and the plateau schedule (4 flat epochs: reload the
+  best model and optimizer state, lr / 10; stop below 1e-7), on
+  :class:`audiorepro.training.Trainer`. Every trained model is kept in the chapter's
+  :class:`~audiorepro.storage.RunStore`, keyed by what defines it, so a page that asks for a
+  model another page already trained loads it instead of training it again;
+- :func:`table1_configs`, :func:`table2_configs` and :func:`sweep`: the paper's sweeps over the
+  phoneme encoder, as variants of one config;
+- :func:`evaluate`: acoustic (same-different) AP and cross-view AP of a split;
+- :func:`dtw_baseline`: the MFCC + DTW same-different baseline (Table 3, first row) with chapter
+  03's DTW (:func:`audiorepro.metrics.dtw.pairwise_dtw`);
+- :func:`projection` and :func:`nearest_word_table`, for the figures;
+- :data:`PAPER` and :func:`findings`: the paper's numbers and the paper-vs-ours table.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from audiorepro import reporting
+from audiorepro.config import ConfigError, CorpusSpec, field, load_preset, replace, to_dict
+from audiorepro.data.awe import (
+    MultiViewDataset,
+    WordSegments,
+    collate_multiview,
+    pad_sequences,
+    prepare_split,
+)
+from audiorepro.losses.multiview import DISTANCES, MultiViewContrastiveLoss
+from audiorepro.metrics.average_precision import (
+    cross_view_ap,
+    pairs_average_precision,
+    same_different_ap,
+)
+from audiorepro.metrics.dtw import pairwise_dtw
+from audiorepro.models.awe import AWEModelConfig, MultiViewAWE, num_parameters
+from audiorepro.paths import repo_root
+from audiorepro.reporting import PaperRow
+from audiorepro.repro import seed_everything
+from audiorepro.storage import (
+    Run,
+    RunStore,
+    load_model_weights,
+    read_json,
+    save_model_weights,
+    write_json,
+)
+from audiorepro.training.loop import Trainer, TrainResult, resolve_device
+from audiorepro.training.optimizers import adam_factory
+from audiorepro.training.plateau import PlateauTrainConfig
+
+CHAPTER = "04_awe"
+PRESETS = repo_root() / "book" / CHAPTER / "presets"
+DATA_FORMATS = ("npz", "hdf5")
+SPLITS = ("train", "dev", "test")
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """Everything a chapter-04 page needs; paper values in ``presets/paper.yaml``."""
+
+    corpus: CorpusSpec = field(
+        default_factory=CorpusSpec,
+        help="the word corpus: smoke | embedded (generated, under root if given) | paper (root: "
+        "the Switchboard word folder; relative: under $AUDIOREPRO_DATA)",
+    )
+    model: AWEModelConfig = field(
+        default_factory=AWEModelConfig,
+        help="the two encoders (num_phones is taken from the data)",
+    )
+    train: PlateauTrainConfig = field(
+        default_factory=PlateauTrainConfig, help="batches, Adam's lr and the plateau schedule"
+    )
+    data_format: str = field("npz", help="npz (lists + npz) | hdf5 (agwe utterance features)")
+    min_frames: int = field(2, help="segments shorter than this are dropped (paper: 2)")
+    max_train_tokens: int | None = field(None, help="cap on train tokens (None: all)")
+    margin: float = field(0.5, help="margin m of eq. (4) (agwe-recipe: 0.5)")
+    loss_k: int = field(8, help="most offending negatives averaged per term (agwe-recipe: 8)")
+    distance: str = field("cos2", help="cos2 (paper: 1 - cos^2) | cos (code base: 1 - cos)")
+    seed: int = field(0, help="seed of a run (initialisation, data order, dropout)")
+    seeds: tuple[int, ...] = field((0, 1, 2), help="seeds of the chosen model (mean ± std)")
+    sweep_epochs: int = field(15, help="epochs of each sweep run (paper: 15)")
+    sweep_layers: tuple[int, ...] = field((1, 4, 8), help="Table 1: phoneme encoder layers")
+    sweep_heads: tuple[int, ...] = field(
+        (1, 4, 8, 16, 32), help="Table 2: heads at N = model.phone_layers"
+    )
+    table1_heads: int = field(4, help="Table 1: heads of every phoneme encoder (paper: 4)")
+    dtw_tokens: int = field(200, help="test tokens of the MFCC + DTW baseline (all pairs)")
+    eval_batch_size: int = field(512, help="segments per forward pass when embedding")
+
+    def __post_init__(self) -> None:
+        if self.data_format not in DATA_FORMATS:
+            raise ConfigError(
+                f"data_format: expected one of {DATA_FORMATS}, got {self.data_format!r}"
+            )
+        if self.distance not in DISTANCES:
+            raise ConfigError(f"distance: expected one of {DISTANCES}, got {self.distance!r}")
+        if not self.seeds:
+            raise ConfigError("seeds: give at least one seed")
+
+
+def load_config(preset: str, **overrides: Any) -> Config:
+    """The ``preset`` of this chapter with ``overrides`` applied (``None`` values are ignored;
+    dotted names such as ``"corpus.root"`` or ``"train.num_epochs"`` set nested fields)."""
+    return load_preset(Config, PRESETS, preset, **overrides)
+
+
+# ------------------------------------------------------------------------------- data
+
+
+def corpus_root(config: Config) -> Path:
+    """The word-corpus folder: ``corpus.root`` when given (a generated corpus is generated there,
+    or reused), else the generated corpus's default place."""
+    spec = config.corpus
+    if spec.kind == "paper":
+        return spec.resolve(Path())
+    if spec.root is None:
+        from audiorepro.data.embedded.generate import ensure_corpora
+
+        return Path(ensure_corpora(spec.kind, spec.seed, only=("words",))["words"])
+    from audiorepro.data.embedded.word_corpus import generate_word_corpus
+
+    root = spec.resolve(Path())
+    generate_word_corpus(root, spec.kind, spec.seed)
+    return root
+
+
+def load_data(config: Config) -> dict[str, WordSegments]:
+    """``{"train", "dev", "test"}`` segments after the selection of §3.1."""
+    root = corpus_root(config)
+    return {
+        split: prepare_split(
+            root,
+            split,
+            feature_dim=config.model.feature_dim,
+            min_frames=config.min_frames,
+            max_tokens=config.max_train_tokens if split == "train" else None,
+            source=config.data_format,
+        )
+        for split in SPLITS
+    }
+
+
+def num_phone_ids(data: Mapping[str, WordSegments]) -> int:
+    """The phone vocabulary size the model needs for every split."""
+    return max(s.num_phones for s in data.values())
+
+
+def data_digest(data: Mapping[str, WordSegments]) -> str:
+    """Hex digest of the segments' keys, frames and phones: the data identity of a run."""
+    digest = hashlib.sha256()
+    for split in sorted(data):
+        seg = data[split]
+        digest.update(f"{split}:{len(seg)}:".encode())
+        for key, feats, phones in zip(seg.keys, seg.feats, seg.phones, strict=True):
+            digest.update(key.encode())
+            digest.update(str(feats.shape).encode())
+            digest.update(np.ascontiguousarray(feats).tobytes())
+            digest.update(np.ascontiguousarray(phones).tobytes())
+    return digest.hexdigest()[:16]
+
+
+def model_config(config: Config, data: Mapping[str, WordSegments]) -> AWEModelConfig:
+    """``config.model`` with the phone vocabulary of ``data``."""
+    return dataclasses.replace(config.model, num_phones=num_phone_ids(data))
+
+
+# ------------------------------------------------------------------------------- embedding
+
+
+def _device_of(model: torch.nn.Module) -> torch.device:
+    return next(model.parameters()).device
+
+
+@torch.no_grad()
+def embed_segments(
+    model: MultiViewAWE, segments: WordSegments, batch_size: int = 512
+) -> np.ndarray:
+    """f(x) of every token, (N, D) float32, in token order (eval mode, length-sorted batches)."""
+    was_training = model.training
+    model.eval()
+    device = _device_of(model)
+    order = np.argsort([f.shape[0] for f in segments.feats], kind="stable")
+    out = np.zeros((len(segments), model.config.d_model), dtype=np.float32)
+    try:
+        for start in range(0, len(order), batch_size):
+            idx = order[start : start + batch_size]
+            feats, lengths = pad_sequences([torch.from_numpy(segments.feats[i]) for i in idx])
+            emb = model.acoustic(feats.to(device), lengths.to(device))  # (B, D)
+            out[idx] = emb.float().cpu().numpy()
+    finally:
+        model.train(was_training)
+    return out
+
+
+@torch.no_grad()
+def embed_words(
+    model: MultiViewAWE, word_phones: dict[str, np.ndarray], batch_size: int = 512
+) -> tuple[list[str], np.ndarray]:
+    """g(c) of each word: ``(sorted words, (W, D) float32)``."""
+    was_training = model.training
+    model.eval()
+    device = _device_of(model)
+    words = sorted(word_phones)
+    out = np.zeros((len(words), model.config.d_model), dtype=np.float32)
+    try:
+        for start in range(0, len(words), batch_size):
+            chunk = words[start : start + batch_size]
+            phones, lengths = pad_sequences([torch.from_numpy(word_phones[w]) for w in chunk])
+            emb = model.phones(phones.to(device), lengths.to(device))  # (W, D)
+            out[start : start + len(chunk)] = emb.float().cpu().numpy()
+    finally:
+        model.train(was_training)
+    return words, out
+
+
+def evaluate(
+    model: MultiViewAWE, segments: WordSegments, batch_size: int = 512
+) -> dict[str, float]:
+    """``acoustic_ap`` (same-different over all token pairs) and ``crossview_ap`` (tokens x the
+    split's unique words), as agwe-recipe's ``MultiViewAP``."""
+    emb_x = embed_segments(model, segments, batch_size)
+    words, emb_c = embed_words(model, segments.word_phones, batch_size)
+    return {
+        "acoustic_ap": float(same_different_ap(emb_x, segments.words)),
+        "crossview_ap": float(cross_view_ap(emb_x, segments.words, emb_c, words)),
+    }
+
+
+def acoustic_ap_on(
+    model: MultiViewAWE, segments: WordSegments, indices: Sequence[int], batch_size: int = 512
+) -> float:
+    """Same-different AP of the model over all pairs of the tokens ``indices`` (e.g. the MFCC +
+    DTW baseline's subset, to compare on the same pairs)."""
+    emb = embed_segments(model, segments, batch_size)[np.asarray(indices)]
+    return float(same_different_ap(emb, [segments.words[i] for i in indices]))
+
+
+# ------------------------------------------------------------------------------- training
+
+
+@dataclasses.dataclass
+class AWERun:
+    """A trained model (best dev state loaded) and how it got there.
+
+    Attributes:
+        model: the model with the best dev cross-view AP, in eval mode.
+        history: the training history (losses per step, dev metrics per epoch).
+        schedule_events: ``(step, event)`` of the plateau schedule ("best", "decay", "stop").
+        best_dev: the best dev cross-view AP.
+        seed: the run's seed.
+        model_config: the encoders' configuration.
+        path: the run's folder in the run store.
+    """
+
+    model: MultiViewAWE
+    history: TrainResult
+    schedule_events: list[tuple[int, str]]
+    best_dev: float
+    seed: int
+    model_config: AWEModelConfig
+    path: Path
+
+
+def run_config(config: Config, data: Mapping[str, WordSegments]) -> dict[str, Any]:
+    """What defines a trained model, the key of its run: the resolved encoders, the training
+    section, the loss, the seed, the embedding batch (dev AP picks the best epoch) and the data
+    identity. The chapter-level fields (sweeps, seeds list, baseline size) are left out, so that
+    a sweep setting equal to the chosen model is the chosen model's run."""
+    return {
+        "model": to_dict(model_config(config, data)),
+        "train": to_dict(config.train),
+        "loss": {"margin": config.margin, "k": config.loss_k, "distance": config.distance},
+        "seed": config.seed,
+        "eval_batch_size": config.eval_batch_size,
+        "data": data_digest(data),
+    }
+
+
+def _set_threads(config: Config) -> None:
+    if config.train.torch_threads is not None:
+        torch.set_num_threads(config.train.torch_threads)
+
+
+def _fit(
+    config: Config, data: Mapping[str, WordSegments], progress: str
+) -> tuple[MultiViewAWE, TrainResult, Any]:
+    seed_everything(config.seed)
+    model = MultiViewAWE(model_config(config, data))
+    loss = MultiViewContrastiveLoss(config.margin, config.loss_k, config.distance)
+
+    def loss_fn(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> dict[str, Any]:
+        emb_x, emb_c = model(
+            batch["feats"], batch["lengths"], batch["phones"], batch["phone_lengths"]
+        )
+        terms = loss.terms(emb_x, emb_c, batch["inverse"])
+        out: dict[str, Any] = {"loss": (terms["obj0"] + terms["obj1"] + terms["obj2"]).mean()}
+        out.update({k: v.detach().mean() for k, v in terms.items()})
+        return out
+
+    dev = data["dev"]
+
+    def eval_fn(model: torch.nn.Module) -> dict[str, float]:
+        return evaluate(model, dev, config.eval_batch_size)  # type: ignore[arg-type]
+
+    schedule = config.train.callback("crossview_ap", mode="max")
+    trainer = Trainer(
+        model,
+        loss_fn,
+        MultiViewDataset(data["train"]),
+        config.train.trainer_config(config.seed),
+        collate_fn=collate_multiview,
+        eval_fn=eval_fn,
+        optimizer_factory=adam_factory,
+        callbacks=[schedule],
+        progress=progress,
+    )
+    result = trainer.fit()
+    best = trainer.unwrapped_model
+    schedule.restore_best(best)
+    return best, result, schedule  # type: ignore[return-value]
+
+
+def train(
+    config: Config,
+    data: Mapping[str, WordSegments],
+    *,
+    store: RunStore | None = None,
+    progress: str = "none",
+) -> AWERun:
+    """Train one multi-view model (seed ``config.seed``, at most ``config.train.num_epochs``
+    epochs) and return it with the best dev state loaded, or load it from the run store if it
+    was trained before.
+
+    Args:
+        config: the experiment configuration; variants (sweeps, seeds) via
+            :func:`audiorepro.config.replace`.
+        data: :func:`load_data` output.
+        store: where runs are kept (default ``RunStore("04_awe")``).
+        progress: the Trainer's progress mode.
+    """
+    store = store if store is not None else RunStore(CHAPTER)
+    _set_threads(config)
+    resolved = model_config(config, data)
+
+    def build(folder: Path) -> dict[str, Any]:
+        model, result, schedule = _fit(config, data, progress)
+        best_dev = float(schedule.best) if schedule.best is not None else float("nan")
+        save_model_weights(model, folder / "model.safetensors")
+        write_json(
+            folder / "history.json",
+            {
+                "history": result.to_dict(),
+                "schedule": [list(h) for h in schedule.history],
+                "best_dev": best_dev,
+            },
+        )
+        return {"best_dev": best_dev, "epochs": result.final_epoch}
+
+    def load(run: Run) -> AWERun:
+        model = MultiViewAWE(resolved)
+        load_model_weights(model, run.file("model.safetensors"))
+        model.to(resolve_device(config.train.device)).eval()
+        saved = read_json(run.file("history.json"))
+        return AWERun(
+            model=model,
+            history=TrainResult.from_dict(saved["history"]),
+            schedule_events=[(int(s), str(e)) for s, e in saved["schedule"]],
+            best_dev=float(saved["best_dev"]),
+            seed=config.seed,
+            model_config=resolved,
+            path=run.path,
+        )
+
+    return store.cached("model", run_config(config, data), build, load)
+
+
+def table1_configs(config: Config) -> list[Config]:
+    """Table 1's runs: phoneme encoders of ``sweep_layers`` depths, Avg and Rep pooling,
+    ``table1_heads`` heads, ``sweep_epochs`` epochs."""
+    return [
+        replace(
+            config,
+            **{
+                "model.phone_layers": n,
+                "model.phone_pooling": p,
+                "model.phone_heads": config.table1_heads,
+                "train.num_epochs": config.sweep_epochs,
+            },
+        )
+        for n in config.sweep_layers
+        for p in ("avg", "rep")
+    ]
+
+
+def table2_configs(config: Config) -> list[Config]:
+    """Table 2's runs: ``sweep_heads`` heads at the chosen depth, Avg pooling."""
+    return [
+        replace(
+            config,
+            **{
+                "model.phone_pooling": "avg",
+                "model.phone_heads": h,
+                "train.num_epochs": config.sweep_epochs,
+            },
+        )
+        for h in config.sweep_heads
+    ]
+
+
+def seed_configs(config: Config) -> list[Config]:
+    """The chosen model once per seed of ``config.seeds``."""
+    return [replace(config, seed=s) for s in config.seeds]
+
+
+def sweep(
+    configs: Sequence[Config],
+    data: Mapping[str, WordSegments],
+    *,
+    split: str = "test",
+    store: RunStore | None = None,
+) -> list[dict[str, Any]]:
+    """Train (or load) one model per config and score it on ``split``.
+
+    Returns one row per config: ``phone_layers``, ``phone_pooling``, ``phone_heads``,
+    ``acoustic_ap`` and ``crossview_ap`` on ``split``, ``dev_crossview_ap`` (best), ``epochs``
+    and ``seconds`` (of the training).
+    """
+    rows = []
+    for config in configs:
+        run = train(config, data, store=store)
+        row: dict[str, Any] = {
+            "phone_layers": config.model.phone_layers,
+            "phone_pooling": config.model.phone_pooling,
+            "phone_heads": config.model.phone_heads,
+        }
+        row.update(evaluate(run.model, data[split], config.eval_batch_size))
+        row.update(
+            dev_crossview_ap=run.best_dev,
+            epochs=run.history.final_epoch,
+            seconds=round(run.history.wall_time_s, 1),
+        )
+        rows.append(row)
+    return rows
+
+
+SWEEP_METRICS = ("acoustic_ap", "crossview_ap", "dev_crossview_ap")
+
+
+def sweep_tags(row: Mapping[str, Any], table: str) -> dict[str, Any]:
+    """The ledger tags of a sweep row: ``{"table": "1", "N", "pooling"}`` or
+    ``{"table": "2", "h"}``."""
+    if table == "1":
+        return {"table": "1", "N": row["phone_layers"], "pooling": row["phone_pooling"]}
+    return {"table": "2", "h": row["phone_heads"]}
+
+
+def record_sweep(
+    rows: Sequence[Mapping[str, Any]], table: str, *, page: str, preset: str, config: Config
+) -> None:
+    """One ledger record per sweep row (seed ``config.seed``), tagged by :func:`sweep_tags`."""
+    for row in rows:
+        reporting.record_result(
+            CHAPTER,
+            page,
+            {k: row[k] for k in SWEEP_METRICS},
+            preset=preset,
+            seed=config.seed,
+            config=to_dict(config),
+            tags=sweep_tags(row, table),
+        )
+
+
+# ------------------------------------------------------------------------------- baselines
+
+
+def dtw_baseline(
+    segments: WordSegments, tokens: int, seed: int = 0, distance: str = "cosine"
+) -> dict[str, Any]:
+    """MFCC + DTW same-different AP over all pairs of a seeded subset of ``tokens`` tokens.
+
+    Kamper et al.'s baseline (the paper's Table 3, first row): DTW over the MFCC + Δ + ΔΔ frames
+    with a frame-level cosine (here angular, chapter 03's ``"cosine"``) distance, normalised by
+    the path length. Returns ``{"ap", "indices", "num_pairs"}``; ``indices`` lets a model be
+    scored on the same subset (:func:`acoustic_ap_on`).
+    """
+    rng = np.random.default_rng(seed)
+    n = min(tokens, len(segments))
+    indices = np.sort(rng.choice(len(segments), size=n, replace=False))
+    feats = [segments.feats[i] for i in indices]
+    offsets = np.concatenate([[0], np.cumsum([f.shape[0] for f in feats])])
+    i, j = np.triu_indices(n, k=1)
+    dist = pairwise_dtw(np.concatenate(feats), offsets, np.stack([i, j], 1), distance=distance)
+    labels = np.asarray([segments.words[k] for k in indices])
+    ap = pairs_average_precision(dist, labels[i] == labels[j])
+    return {"ap": float(ap), "indices": indices, "num_pairs": int(i.size)}
+
+
+# ------------------------------------------------------------------------------- figures
+
+
+def project_2d(*arrays: np.ndarray) -> list[np.ndarray]:
+    """PCA of the L2-normalised rows of all arrays together -> each as (n_i, 2)."""
+    normed = [a / np.linalg.norm(a, axis=1, keepdims=True) for a in arrays]
+    stacked = np.concatenate(normed)
+    centred = stacked - stacked.mean(axis=0)
+    _, _, vt = np.linalg.svd(centred, full_matrices=False)
+    flat = centred @ vt[:2].T  # (sum n_i, 2)
+    out, start = [], 0
+    for a in normed:
+        out.append(flat[start : start + a.shape[0]])
+        start += a.shape[0]
+    return out
+
+
+def projection(
+    model: MultiViewAWE, segments: WordSegments, num_words: int = 8, batch_size: int = 512
+) -> tuple[np.ndarray, list[str], np.ndarray, list[str]]:
+    """Both views of the ``num_words`` most frequent words of ``segments`` in one 2-D PCA:
+    ``(token xy, token words, written-word xy, written words)``, the arguments of
+    :func:`audiorepro.plotting.two_view_projection`."""
+    emb_x = embed_segments(model, segments, batch_size)
+    words, emb_c = embed_words(model, segments.word_phones, batch_size)
+    counts = pd.Series(segments.words).value_counts()
+    shown = sorted(counts.index[:num_words])
+    tok = [i for i, w in enumerate(segments.words) if w in shown]
+    xy_tok, xy_word = project_2d(emb_x[tok], emb_c[[words.index(w) for w in shown]])
+    return xy_tok, [segments.words[i] for i in tok], xy_word, shown
+
+
+def nearest_words(
+    emb_x: np.ndarray,
+    token_words: Sequence[str],
+    words: Sequence[str],
+    emb_c: np.ndarray,
+    queries: Sequence[int],
+    k: int = 3,
+) -> list[dict[str, Any]]:
+    """For each query token: its word, the k nearest written words (cosine), and whether the
+    nearest is right."""
+    a = emb_x / np.linalg.norm(emb_x, axis=1, keepdims=True)
+    c = emb_c / np.linalg.norm(emb_c, axis=1, keepdims=True)
+    rows = []
+    for q in queries:
+        sims = c @ a[q]
+        top = np.argsort(-sims, kind="stable")[:k]
+        rows.append(
+            {
+                "token word": token_words[q],
+                "nearest written words": ", ".join(f"{words[t]} ({sims[t]:.2f})" for t in top),
+                "correct": words[top[0]] == token_words[q],
+            }
+        )
+    return rows
+
+
+def nearest_word_table(
+    model: MultiViewAWE,
+    data: Mapping[str, WordSegments],
+    *,
+    seed: int = 0,
+    split: str = "test",
+    per_group: int = 4,
+    batch_size: int = 512,
+) -> pd.DataFrame:
+    """The three nearest written words of ``per_group`` random ``split`` tokens of words seen in
+    training and of up to ``per_group`` tokens of unseen words, with a "seen in train" column."""
+    segments = data[split]
+    emb_x = embed_segments(model, segments, batch_size)
+    words, emb_c = embed_words(model, segments.word_phones, batch_size)
+    train_types = set(data["train"].words)
+    rng = np.random.default_rng(seed)
+    seen = [i for i, w in enumerate(segments.words) if w in train_types]
+    unseen = [i for i, w in enumerate(segments.words) if w not in train_types]
+    picked = rng.choice(seen, per_group, replace=False).tolist()
+    queries = sorted(picked + unseen[:: max(1, len(unseen) // per_group)][:per_group])
+    table = pd.DataFrame(nearest_words(emb_x, segments.words, words, emb_c, queries))
+    table["seen in train"] = [segments.words[q] in train_types for q in queries]
+    return table
+
+
+# ------------------------------------------------------------------------------- the paper
+
+PAPER: dict[str, dict[Any, float]] = {
+    # Table 1: dev cross-view AP after 15 epochs, by phoneme-encoder depth N and pooling.
+    "Table 1": {
+        (1, "avg"): 0.272,
+        (1, "rep"): 0.030,
+        (4, "avg"): 0.298,
+        (4, "rep"): 0.247,
+        (8, "avg"): 0.000,
+        (8, "rep"): 0.000,
+    },
+    # Table 2: dev acoustic AP after 15 epochs, N = 4, Avg, by number of heads h.
+    "Table 2": {1: 0.373, 4: 0.425, 8: 0.429, 16: 0.447, 32: 0.413},
+    # Table 3: test acoustic (same-different) AP.
+    "Table 3": {"mfcc-dtw": 0.214, "chosen": 0.708},
+    # Table 4: test cross-view AP.
+    "Table 4": {"chosen": 0.551},
+}
+"""The paper's numbers (Rhodes & Bains), by table: Table 1 cross-view AP by ``(N, pooling)``,
+Table 2 acoustic AP by heads, Table 3 acoustic AP and Table 4 cross-view AP by model."""
+
+PAPER_BEST_HEADS = 16
+"""Table 2's best number of heads (and the chosen model's)."""
+
+
+def findings(
+    records: Sequence[Mapping[str, Any]],
+    config: Config,
+    preset: str,
+    *,
+    on_dtw_pairs: Sequence[float] | None = None,
+) -> pd.DataFrame:
+    """The paper-vs-ours table of chapter 04, every value and finding from ledger ``records``.
+
+    Findings (each by :func:`audiorepro.reporting.finding`, so single-seed sweeps are
+    inconclusive): Avg beats Rep at every depth; the middle depth beats the others (Avg;
+    the deepest one collapses in the paper); h = 16 beats the other head counts; the transformer
+    beats MFCC + DTW (on the baseline's own pairs when ``on_dtw_pairs``, the chosen models'
+    acoustic AP on that subset, is given; DTW has no seed, so one value suffices there);
+    acoustic AP exceeds cross-view AP.
+    """
+
+    def ours(metric: str, tags: Mapping[str, Any]) -> list[float]:
+        return reporting.values(records, chapter=CHAPTER, preset=preset, metric=metric, tags=tags)
+
+    def says(claim: str, metric: str, better: Any, worse: Any, **kw: Any) -> str:
+        better = ours(metric, better) if isinstance(better, Mapping) else better
+        return reporting.finding(
+            claim, better, ours(metric, worse), metric=metric, digits=3, **kw
+        ).sentence
+
+    def t1(n: int, p: str) -> dict[str, Any]:
+        return {"table": "1", "N": n, "pooling": p}
+
+    depths = list(config.sweep_layers)
+    middle = depths[len(depths) // 2]
+    rows = []
+    for n in depths:
+        for p in ("avg", "rep"):
+            if p == "rep":
+                text = says(f"Avg beats Rep at N = {n}", "crossview_ap", t1(n, "avg"), t1(n, p))
+            elif n != middle:
+                text = says(
+                    f"N = {middle} beats N = {n} (Avg)", "crossview_ap", t1(middle, p), t1(n, p)
+                )
+            else:
+                text = ""
+            rows.append(
+                PaperRow(
+                    f"Table 1 cross-view AP, N = {n} {p.capitalize()}",
+                    "crossview_ap",
+                    PAPER["Table 1"].get((n, p)),
+                    CHAPTER,
+                    t1(n, p),
+                    digits=3,
+                    finding=text,
+                    source="Table 1",
+                )
+            )
+    best_h = PAPER_BEST_HEADS
+    for h in config.sweep_heads:
+        text = ""
+        if h != best_h and best_h in config.sweep_heads:
+            text = says(
+                f"h = {best_h} beats h = {h}",
+                "acoustic_ap",
+                {"table": "2", "h": best_h},
+                {"table": "2", "h": h},
+            )
+        rows.append(
+            PaperRow(
+                f"Table 2 acoustic AP, h = {h}",
+                "acoustic_ap",
+                PAPER["Table 2"].get(h),
+                CHAPTER,
+                {"table": "2", "h": h},
+                digits=3,
+                finding=text,
+                source="Table 2",
+            )
+        )
+    chosen, dtw = {"model": "chosen"}, {"model": "mfcc-dtw"}
+    pairs = "on the same pairs" if on_dtw_pairs is not None else "(whole test set)"
+    beats_dtw = says(
+        f"the transformer beats MFCC + DTW {pairs}",
+        "acoustic_ap",
+        list(on_dtw_pairs) if on_dtw_pairs is not None else chosen,
+        dtw,
+        min_seeds=1,
+    )
+    below = reporting.finding(
+        "acoustic AP exceeds cross-view AP",
+        ours("acoustic_ap", chosen),
+        ours("crossview_ap", chosen),
+        digits=3,
+    ).sentence
+    rows += [
+        PaperRow(
+            "Table 3 MFCC + DTW acoustic AP",
+            "acoustic_ap",
+            PAPER["Table 3"]["mfcc-dtw"],
+            CHAPTER,
+            dtw,
+            digits=3,
+            finding=beats_dtw,
+            source="Table 3",
+        ),
+        PaperRow(
+            "Table 3 transformer acoustic AP",
+            "acoustic_ap",
+            PAPER["Table 3"]["chosen"],
+            CHAPTER,
+            chosen,
+            digits=3,
+            finding="mean ± std over seeds",
+            source="Table 3",
+        ),
+        PaperRow(
+            "Table 4 transformer cross-view AP",
+            "crossview_ap",
+            PAPER["Table 4"]["chosen"],
+            CHAPTER,
+            chosen,
+            digits=3,
+            finding=below,
+            source="Table 4",
+        ),
+    ]
+    return reporting.paper_vs_ours(rows, preset=preset, records=records)
+
+
+__all__ = [
+    "CHAPTER",
+    "PAPER",
+    "PRESETS",
+    "AWERun",
+    "Config",
+    "acoustic_ap_on",
+    "corpus_root",
+    "data_digest",
+    "dtw_baseline",
+    "embed_segments",
+    "embed_words",
+    "evaluate",
+    "findings",
+    "load_config",
+    "load_data",
+    "model_config",
+    "nearest_word_table",
+    "nearest_words",
+    "num_parameters",
+    "num_phone_ids",
+    "project_2d",
+    "projection",
+    "record_sweep",
+    "run_config",
+    "seed_configs",
+    "sweep",
+    "sweep_tags",
+    "table1_configs",
+    "table2_configs",
+    "train",
+]

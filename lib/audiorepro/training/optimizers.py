@@ -1,0 +1,15 @@
+"""Optimizer factories for :class:`audiorepro.training.Trainer` (``optimizer_factory=``)."""
+
+from __future__ import annotations
+
+import torch
+
+from audiorepro.training.loop import TrainConfig
+
+
+def adam_factory(model: torch.nn.Module, config: TrainConfig) -> torch.optim.Optimizer:
+    """Adam with betas (0.9, 0.999) and eps 1e-8, no weight decay (the AWE paper, §3.2)."""
+    return torch.optim.Adam(model.parameters(), lr=config.lr, betas=(0.9, 0.999), eps=1e-8)
+
+
+__all__ = ["adam_factory"]
