@@ -45,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from audiorepro.data.recipes import RecipeError
+from audiorepro.data.recipes.common import RecipeError
 
 SPLITS: tuple[str, ...] = ("train", "dev", "test")
 """The three Switchboard AWE splits (disjoint conversation sides)."""

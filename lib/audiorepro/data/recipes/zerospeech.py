@@ -45,7 +45,7 @@ from pathlib import Path
 import numpy as np
 
 from audiorepro.data.manifests import Recording, Supervision, write_manifest
-from audiorepro.data.recipes import RecipeError
+from audiorepro.data.recipes.common import RecipeError
 
 SPLITS: dict[str, str] = {
     "train-unit": "train/unit",
