@@ -401,17 +401,6 @@ def manifest_counts(corpora_dir: str | os.PathLike[str]) -> dict[str, Any]:
     return json.loads(path.read_text())
 
 
-def check_items(items: Sequence[CaptionItem]) -> list[str]:
-    """Every problem of a list of items at once: empty captions and missing audio files."""
-    problems = []
-    for item in items:
-        if not item.caption.strip():
-            problems.append(f"{item.key}: empty caption")
-        if not Path(item.audio).is_file():
-            problems.append(f"{item.key}: audio file missing: {item.audio}")
-    return problems
-
-
 __all__ = [
     "CORPORA",
     "PRETRAIN_SPLITS",
@@ -420,7 +409,6 @@ __all__ = [
     "EvaluationSet",
     "RecipeError",
     "RetrievalDataError",
-    "check_items",
     "collate_captions",
     "caption_items",
     "caption_statistics",
