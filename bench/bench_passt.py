@@ -24,7 +24,7 @@ import torch
 
 from audiorepro.features import PasstMel
 from audiorepro.models import cnn14, passt_n, passt_s, passt_small, passt_tiny
-from audiorepro.models.passt import Attention
+from audiorepro.models.vit import Attention
 
 
 def explicit_attention(self: Attention, x: torch.Tensor) -> torch.Tensor:

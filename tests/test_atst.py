@@ -7,17 +7,18 @@ import numpy as np
 import pytest
 import torch
 
+from audiorepro.features import AtstMel
 from audiorepro.models.atst import (
     ATST_SILENCE,
-    AtstMel,
     atst_frame_base,
     atst_frame_tiny,
     atst_state_dict_from_checkpoint,
     frequency_warp,
     load_atst_checkpoint,
 )
-from audiorepro.models.passt import count_parameters
+from audiorepro.models.passt import count_parameters, passt_tiny
 from audiorepro.models.snippets import embed_snippets
+from audiorepro.models.vit import Block
 from audiorepro.training import CheckpointError
 
 
@@ -72,6 +73,18 @@ def _released_ssl_checkpoint(model) -> dict[str, torch.Tensor]:
         state[f"model.student.encoder.{key}"] = torch.randn_like(value)
     state["model.teacher.encoder.cls_token"] = torch.randn(1, 1, model.embed_dim)
     return state
+
+
+def test_atst_and_passt_share_one_block_implementation():
+    torch.manual_seed(0)
+    atst_block = atst_frame_tiny(qkv_bias=True).blocks[0]
+    passt_block = passt_tiny().blocks[0]
+    assert type(atst_block) is type(passt_block) is Block
+    passt_block.load_state_dict(atst_block.state_dict(), strict=True)
+    atst_block.eval()
+    passt_block.eval()
+    x = torch.randn(2, 7, 64)
+    torch.testing.assert_close(atst_block(x), passt_block(x), rtol=0, atol=0)
 
 
 def test_ssl_and_finetuned_checkpoints_load_with_the_reference_renaming(tmp_path):

@@ -6,7 +6,13 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from audiorepro.data.recipes.zerospeech import ZeroSpeechFormatError, write_filelist
+from audiorepro.data.recipes.zerospeech import (
+    ZeroSpeechFormatError,
+    read_embedding_file,
+    write_filelist,
+)
+from audiorepro.metrics import bitrate as bitrate_module
+from audiorepro.metrics.abx import read_submission_folder
 from audiorepro.metrics.bitrate import bitrate, bitrate_from_submission, entropy_bits
 
 
@@ -70,6 +76,25 @@ def test_submission_folder_with_file_list(tmp_path):
     (folder / "S1_0.txt").write_text("1 0 0 0\n1 0\n")
     with pytest.raises(ZeroSpeechFormatError, match=r"S1_0.txt:2.*dimension 2 differs"):
         bitrate_from_submission(folder, filelist)
+
+
+def test_one_embedding_file_reader_for_bitrate_and_abx(tmp_path):
+    folder = tmp_path / "test"
+    folder.mkdir()
+    path = folder / "S1_0.txt"
+    path.write_text("1 0\n\n3\n0 1\n")
+    assert bitrate_module.read_embedding_file is read_embedding_file
+    # The bitrate counts every line, the ABX loader drops single-column ones (as the official).
+    with pytest.raises(ZeroSpeechFormatError, match=r"S1_0.txt:3.*dimension 1 differs"):
+        read_embedding_file(path)
+    np.testing.assert_array_equal(read_submission_folder(folder)["S1_0"], [[1.0, 0.0], [0.0, 1.0]])
+    path.write_text("3\n1\n\n")
+    np.testing.assert_array_equal(read_embedding_file(path), [[3.0], [1.0]])
+    (tmp_path / "empty.txt").write_text("")
+    assert read_embedding_file(tmp_path / "empty.txt").shape == (0, 0)
+    (tmp_path / "bad.txt").write_text("1 x\n")
+    with pytest.raises(ZeroSpeechFormatError, match=r"bad.txt:1.*space-separated numbers"):
+        read_embedding_file(tmp_path / "bad.txt", drop_single_column=True)
 
 
 def test_bad_inputs():

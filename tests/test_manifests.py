@@ -16,7 +16,6 @@ from audiorepro.data.manifests import (
     AlignmentItem,
     AudioSource,
     ManifestError,
-    Problem,
     Recording,
     Supervision,
     read_manifest,
@@ -25,6 +24,7 @@ from audiorepro.data.manifests import (
     validate,
     write_manifest,
 )
+from audiorepro.data.problems import Problem
 from audiorepro.data.sources import (
     SourcesError,
     checksum,

@@ -3,6 +3,8 @@
 - :mod:`audiorepro.data.manifests`: :class:`Recording`, :class:`Supervision`, JSONL(.gz)
   reading and atomic writing, :func:`validate`, and :func:`check_manifest_dir` (every check on
   a directory of manifests and its audio).
+- :mod:`audiorepro.data.problems`: :class:`Problem`, one finding of a check (``path:line:
+  field: message``).
 - :mod:`audiorepro.data.sources`: a real corpus's ``sources.yaml`` (:class:`CorpusSources`),
   :func:`checksum` and :func:`verify_downloads`.
 
@@ -14,7 +16,6 @@ from audiorepro.data.manifests import (
     AlignmentItem,
     AudioSource,
     ManifestError,
-    Problem,
     Recording,
     Supervision,
     check_audio,
@@ -26,6 +27,7 @@ from audiorepro.data.manifests import (
     validate,
     write_manifest,
 )
+from audiorepro.data.problems import Problem
 from audiorepro.data.sources import (
     CorpusSources,
     SourceFile,

@@ -44,12 +44,12 @@ import re
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any
 
 import soundfile
 
-if TYPE_CHECKING:
-    from audiorepro.data.sources import CorpusSources
+from audiorepro.data.problems import Problem
+from audiorepro.data.sources import CorpusSources, load_sources, verify_downloads
 
 DURATION_TOLERANCE = 1e-3
 """Largest allowed gap (s) between a recording's ``duration`` and ``num_samples/sampling_rate``."""
@@ -91,23 +91,6 @@ LHOTSE_RECIPE_NAME = re.compile(
 )
 """Lhotse recipes' own naming, also accepted: ``<corpus>_recordings_<split>.jsonl.gz``
 (``librispeech_supervisions_dev-clean.jsonl.gz`` belongs to split ``dev-clean``)."""
-
-
-class Problem(NamedTuple):
-    """One problem found by a check: where it is, which field, and what is wrong.
-
-    ``line`` is 1-based, or ``None`` when the problem concerns a whole file. ``str(problem)``
-    is the ``path:line: field: message`` form that compilers and editors understand.
-    """
-
-    path: str
-    line: int | None
-    field: str
-    message: str
-
-    def __str__(self) -> str:
-        where = self.path if self.line is None else f"{self.path}:{self.line}"
-        return f"{where}: {self.field}: {self.message}"
 
 
 class ManifestError(ValueError):
@@ -983,9 +966,6 @@ def check_manifest_dir(
         ValueError: ``checksums=True`` without ``sources``.
         SourcesError: the ``sources.yaml`` is malformed.
     """
-    # Imported here: sources.py imports Problem from this module.
-    from audiorepro.data.sources import load_sources, verify_downloads
-
     manifest_dir = Path(manifest_dir)
     if not manifest_dir.is_dir():
         raise NotADirectoryError(f"{manifest_dir}: not a directory of manifests")

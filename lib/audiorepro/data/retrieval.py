@@ -35,6 +35,7 @@ from torch.utils.data import Dataset
 
 from audiorepro.data.manifests import find_manifests, read_recordings, read_supervisions
 from audiorepro.data.recipes import RecipeError, prepare_audio_caption_manifests
+from audiorepro.features.atst_mel import AtstMel
 from audiorepro.features.audio import load_audio
 from audiorepro.features.passt_mel import PasstMel
 from audiorepro.paths import data_dir
@@ -192,7 +193,7 @@ def log_mel_features(
     """Log-mel of every distinct recording: ``{item.key: (T, F) float16}``.
 
     ``front_end="passt"`` (default): eval-mode :class:`PasstMel` at 32 kHz, F = 128.
-    ``front_end="atst"``: ATST-Frame's :class:`~audiorepro.models.atst.AtstMel` at 16 kHz,
+    ``front_end="atst"``: ATST-Frame's :class:`~audiorepro.features.AtstMel` at 16 kHz,
     F = 64 (paper (b) §4.4: each model's own spectrogram recipe).
 
     Computed once and cached in ``<cache_dir or data dir/cache/retrieval>/<hash>.pt``, the hash
@@ -218,8 +219,6 @@ def log_mel_features(
     if path.is_file():
         return torch.load(path)
     if front_end == "atst":
-        from audiorepro.models.atst import AtstMel
-
         mel, sample_rate, n_fft, bands = AtstMel().eval(), 16_000, 1024, 64
     else:
         mel, sample_rate, bands = PasstMel().eval(), SAMPLE_RATE, 128
@@ -402,17 +401,6 @@ def manifest_counts(corpora_dir: str | os.PathLike[str]) -> dict[str, Any]:
     return json.loads(path.read_text())
 
 
-def check_items(items: Sequence[CaptionItem]) -> list[str]:
-    """Every problem of a list of items at once: empty captions and missing audio files."""
-    problems = []
-    for item in items:
-        if not item.caption.strip():
-            problems.append(f"{item.key}: empty caption")
-        if not Path(item.audio).is_file():
-            problems.append(f"{item.key}: audio file missing: {item.audio}")
-    return problems
-
-
 __all__ = [
     "CORPORA",
     "PRETRAIN_SPLITS",
@@ -421,7 +409,6 @@ __all__ = [
     "EvaluationSet",
     "RecipeError",
     "RetrievalDataError",
-    "check_items",
     "collate_captions",
     "caption_items",
     "caption_statistics",

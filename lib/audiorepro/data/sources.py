@@ -38,7 +38,7 @@ from typing import Any
 import yaml
 
 from audiorepro.config import ConfigError
-from audiorepro.data.manifests import Problem
+from audiorepro.data.problems import Problem
 from audiorepro.paths import repo_root
 
 CHECKSUM_ALGOS = ("md5", "sha256")

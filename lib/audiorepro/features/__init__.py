@@ -2,10 +2,12 @@
 
 - :mod:`~audiorepro.features.audio`: load (downmix, resample), atomic 16-bit WAV save, header.
 - :mod:`~audiorepro.features.passt_mel`: PaSST's 32 kHz, 128-band normalised log-mel front end.
+- :mod:`~audiorepro.features.atst_mel`: ATST-Frame's 16 kHz, 64-band min-max scaled log-mel.
 - :mod:`~audiorepro.features.speech`: log-Mel-80 and MFCC + Δ + ΔΔ (ZeroSpeech, AWE chapters).
 - :mod:`~audiorepro.features.spectrogram`: linear magnitude spectrogram and Griffin-Lim.
 """
 
+from audiorepro.features.atst_mel import ATST_SILENCE, AtstMel
 from audiorepro.features.audio import AudioError, audio_info, load_audio, resample_type, save_audio
 from audiorepro.features.passt_mel import (
     PasstMel,
@@ -30,6 +32,8 @@ from audiorepro.features.speech import (
 )
 
 __all__ = [
+    "ATST_SILENCE",
+    "AtstMel",
     "VALID_MFCC_DIMS",
     "AudioError",
     "PasstMel",

@@ -46,6 +46,7 @@ import pandas as pd
 from audiorepro.data.recipes.zerospeech import (
     AbxItem,
     ZeroSpeechFormatError,
+    read_embedding_file,
     read_item_file,
     write_item_file,
 )
@@ -70,46 +71,13 @@ MODES = ("across", "within")
 # ----------------------------------------------------------------------------- inputs
 
 
-def _parse_txt(path: Path) -> np.ndarray:
-    """One ZeroSpeech 2019 embedding file → (N, D) float64.
-
-    Like the official loader (``zerospeech2020`` ``_load_features_2019``), lines with a single
-    column are dropped, and blank lines are ignored.
-    """
-    rows = []
-    width = None
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, start=1):
-            fields = line.split()
-            if len(fields) <= 1:
-                continue
-            try:
-                row = [float(v) for v in fields]
-            except ValueError:
-                raise ZeroSpeechFormatError(
-                    path, number, f"expected space-separated numbers, got {line.strip()!r}"
-                ) from None
-            if width is None:
-                width = len(row)
-            elif len(row) != width:
-                raise ZeroSpeechFormatError(
-                    path, number, f"expected {width} columns as on the first frame, got {len(row)}"
-                )
-            rows.append(row)
-    if not rows:
-        raise ZeroSpeechFormatError(
-            path,
-            None,
-            "no frame with more than one column: the official 2019 loader drops single-column "
-            "lines, so write one-hot or codebook vectors, not one integer per line",
-        )
-    return np.asarray(rows, dtype=np.float64)
-
-
 def read_submission_folder(
     folder: str | os.PathLike[str], files: Sequence[str] | None = None
 ) -> dict[str, np.ndarray]:
     """Read a ZeroSpeech 2019 submission folder (one ``<file>.txt`` per test file).
+
+    Each file is read as the official ABX loader reads it: single-column lines are dropped
+    (:func:`audiorepro.data.recipes.zerospeech.read_embedding_file`).
 
     Args:
         folder: e.g. ``submission/2019/english/test``.
@@ -129,7 +97,7 @@ def read_submission_folder(
         path = folder / f"{name}.txt"
         if not path.is_file():
             raise ZeroSpeechFormatError(path, None, f"missing embedding file for {name}")
-        out[name] = _parse_txt(path)
+        out[name] = read_embedding_file(path, drop_single_column=True)
     return out
 
 

@@ -5,7 +5,8 @@ frame (line) of every file is one symbol occurrence; the symbols are the *distin
 one-hot vector, an integer id and a codebook vector of the same unit are the same symbol. ``N``
 is the number of frames, ``H = −Σ p_s log2 p_s`` the entropy of the pooled symbol distribution in
 bits and ``D`` the total duration in seconds (the sum of the wav durations of the listed files).
-Continuous features make every frame distinct, so ``H = log2 N``.
+Continuous features make every frame distinct, so ``H = log2 N``. The files are read by
+:func:`audiorepro.data.recipes.zerospeech.read_embedding_file` (every non-blank line a frame).
 """
 
 from __future__ import annotations
@@ -16,7 +17,11 @@ from pathlib import Path
 
 import numpy as np
 
-from audiorepro.data.recipes.zerospeech import ZeroSpeechFormatError, read_bitrate_filelist
+from audiorepro.data.recipes.zerospeech import (
+    ZeroSpeechFormatError,
+    read_bitrate_filelist,
+    read_embedding_file,
+)
 
 __all__ = ["bitrate", "bitrate_from_submission", "entropy_bits", "read_embedding_file"]
 
@@ -68,34 +73,6 @@ def bitrate(sequences: Sequence[np.ndarray], total_duration_s: float) -> float:
         )
     stacked = np.concatenate(arrays)
     return len(stacked) * entropy_bits(stacked) / total_duration_s
-
-
-def read_embedding_file(path: str | os.PathLike[str]) -> np.ndarray:
-    """One embedding ``.txt`` as the bitrate reads it: every non-blank line is a frame.
-
-    Unlike the ABX loader, single-column lines count. Raises :class:`ZeroSpeechFormatError`
-    naming ``file:line`` for a non-numeric value or a line whose width differs from the first.
-    """
-    path = Path(path)
-    rows, width = [], None
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        fields = line.split()
-        if not fields:
-            continue
-        try:
-            row = [float(v) for v in fields]
-        except ValueError:
-            raise ZeroSpeechFormatError(
-                path, number, f"expected space-separated numbers, got {line.strip()!r}"
-            ) from None
-        if width is None:
-            width = len(row)
-        elif len(row) != width:
-            raise ZeroSpeechFormatError(
-                path, number, f"vector dimension {len(row)} differs from the first line's {width}"
-            )
-        rows.append(row)
-    return np.asarray(rows, dtype=np.float64).reshape(len(rows), width or 0)
 
 
 def bitrate_from_submission(

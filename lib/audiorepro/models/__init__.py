@@ -9,15 +9,17 @@ feature size in ``num_features`` (also ``embed_dim``), and ``max_frames`` (the l
 - :mod:`~audiorepro.models.passt`: PaSST audio spectrogram transformer (variants N, S, L, S20 of
   paper (a) Table 2 and small CPU configurations).
 - :mod:`~audiorepro.models.panns`: CNN14 and CNN10 of PANNs.
+- :mod:`~audiorepro.models.vit`: the pre-norm ViT block PaSST and ATST-Frame share.
 - :mod:`~audiorepro.models.snippets`: long audio as the mean embedding of fixed-length snippets.
 - :mod:`~audiorepro.models.atst`: ATST-Frame frame-based spectrogram transformer (paper (b)
-  §4.2.2), its front end and frequency warping, checkpoint loading.
+  §4.2.2), frequency warping, checkpoint loading (its front end is
+  :class:`audiorepro.features.AtstMel`).
 - :mod:`~audiorepro.models.mobilenet`: EfficientAT MobileNetV3 (``mn40_as_ext``, paper (b)
   §4.2.3), checkpoint loading.
 - :mod:`~audiorepro.models.pretrained`: released weights from local files, strict key checks.
 """
 
-from audiorepro.models.atst import ATSTFrame, AtstMel, atst, atst_frame_base, atst_frame_tiny
+from audiorepro.models.atst import ATSTFrame, atst, atst_frame_base, atst_frame_tiny
 from audiorepro.models.audio_encoders import AUDIO_ENCODERS, audio_encoder
 from audiorepro.models.mobilenet import MN, mn40_as_ext, mobilenet
 from audiorepro.models.panns import CNN, cnn10, cnn14, load_panns_checkpoint
@@ -40,7 +42,6 @@ from audiorepro.models.snippets import embed_snippets, snippet_mask
 __all__ = [
     "ATSTFrame",
     "AUDIO_ENCODERS",
-    "AtstMel",
     "CNN",
     "MN",
     "atst",

@@ -13,7 +13,7 @@ their own loaders do (:func:`atst_state_dict_from_checkpoint`):
 Forward, as the reference ``get_intermediate_layers(..., n=1, scene=False)`` that salsa calls:
 
 1. input (B, 1, 64, T): 64 mel bands at 16 kHz, 10 ms hop, min-max scaled to about [-1, 1]
-   (:class:`AtstMel`);
+   (:class:`audiorepro.features.AtstMel`);
 2. *frames, not patches*: each token is one block of 4 frames spanning all 64 bands (no patching
    over frequency), flattened band-major (``b c (h p1) (w p2) -> b (w h) (p1 p2 c)``) and
    projected by ``patch_embed.patch_embed``; trailing frames that do not fill a token are dropped;
@@ -50,17 +50,16 @@ from os import PathLike
 import torch
 from torch import nn
 
-from audiorepro.models.passt import Attention, DropPath, Mlp
+from audiorepro.features.atst_mel import ATST_SILENCE
 from audiorepro.models.pretrained import load_state_dict_file
 from audiorepro.models.snippets import embed_snippets
+from audiorepro.models.vit import Block
 from audiorepro.storage import CheckpointError, check_state_dict
 
 __all__ = [
     "ATST_CONFIGS",
     "ATST_SILENCE",
     "ATSTFrame",
-    "AtstMel",
-    "FrameBlock",
     "FramePatchEmbed",
     "atst",
     "atst_frame_base",
@@ -70,49 +69,6 @@ __all__ = [
     "frequency_warp",
     "load_atst_checkpoint",
 ]
-
-# AtstMel's min-max scaling: the dB range of the AudioSet statistics the checkpoints were trained on.
-_DB_MIN, _DB_MAX = -79.6482, 50.6842
-# The scaled value of the clamped floor (-50 dB): what zero-padded audio looks like to the model.
-ATST_SILENCE = (-50.0 - _DB_MIN) / (_DB_MAX - _DB_MIN) * 2.0 - 1.0
-
-
-class AtstMel(nn.Module):
-    """ATST-Frame's front end (salsa ``models/audio/atst.py`` ``ATSTMel``): waveform → (B, 1, 64, T).
-
-    16 kHz mono input (resample 32 kHz audio first, e.g. ``torchaudio.functional.resample``);
-    STFT n_fft = window = 1024, hop 160 (10 ms), centred; 64 HTK mel bands 60–7800 Hz of the power
-    spectrum; dB with an 80 dB dynamic range, clamped to [-50, 80] dB; min-max scaled with the
-    reference's constants (-79.6482, 50.6842) to about [-1, 1]. A 10 s clip gives 1001 frames.
-
-    Difference: the reference's ``AmplitudeToDB(top_db=80)`` measures the 80 dB range from the
-    maximum of the whole *batch*; here it is per clip, so a clip's features do not depend on
-    what it is batched with.
-    """
-
-    def __init__(self, sample_rate: int = 16000) -> None:
-        super().__init__()
-        import librosa
-
-        self.sample_rate = sample_rate
-        # torchaudio.transforms.MelSpectrogram's defaults: HTK mel scale, unnormalised triangles.
-        basis = librosa.filters.mel(
-            sr=sample_rate, n_fft=1024, n_mels=64, fmin=60.0, fmax=7800.0, htk=True, norm=None
-        )
-        self.register_buffer("mel_basis", torch.from_numpy(basis).float(), persistent=False)
-        self.register_buffer("window", torch.hann_window(1024), persistent=False)
-
-    @torch.no_grad()
-    def forward(self, wav: torch.Tensor) -> torch.Tensor:
-        """wav (B, S) at 16 kHz → scaled log-mel (B, 1, 64, S // 160 + 1)."""
-        stft = torch.stft(
-            wav.float(), 1024, hop_length=160, window=self.window, center=True,
-            pad_mode="reflect", return_complex=True,
-        )  # fmt: skip
-        spec = self.mel_basis @ stft.abs().pow(2)  # (B, 64, T)
-        db = 10.0 * torch.log10(spec.clamp(min=1e-10))
-        db = torch.maximum(db, db.amax(dim=(1, 2), keepdim=True) - 80.0).clamp(-50.0, 80.0)
-        return ((db - _DB_MIN) / (_DB_MAX - _DB_MIN) * 2.0 - 1.0).unsqueeze(1)
 
 
 def frequency_warp(
@@ -185,31 +141,6 @@ class FramePatchEmbed(nn.Module):
         return self.patch_embed(x)  # (B, T', D)
 
 
-class FrameBlock(nn.Module):
-    """Pre-norm transformer block with the reference's names; qkv without bias at paper size."""
-
-    def __init__(
-        self,
-        dim: int,
-        num_heads: int,
-        mlp_ratio: float = 4.0,
-        qkv_bias: bool = False,
-        drop: float = 0.0,
-        attn_drop: float = 0.0,
-        drop_path: float = 0.0,
-    ) -> None:
-        super().__init__()
-        self.norm1 = nn.LayerNorm(dim, eps=1e-6)
-        self.attn = Attention(dim, num_heads, qkv_bias, attn_drop, drop)
-        self.drop_path = DropPath(drop_path) if drop_path > 0.0 else nn.Identity()
-        self.norm2 = nn.LayerNorm(dim, eps=1e-6)
-        self.mlp = Mlp(dim, int(dim * mlp_ratio), drop)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = x + self.drop_path(self.attn(self.norm1(x)))  # (B, N, D)
-        return x + self.drop_path(self.mlp(self.norm2(x)))
-
-
 class ATSTFrame(nn.Module):
     """ATST-Frame audio encoder: (B, 1, F, T) scaled log-mel → (logits, features (B, D)).
 
@@ -280,7 +211,7 @@ class ATSTFrame(nn.Module):
         rates = [drop_path_rate * i / max(1, depth - 1) for i in range(depth)]
         self.blocks = nn.ModuleList(
             [
-                FrameBlock(embed_dim, num_heads, mlp_ratio, qkv_bias, drop_rate, attn_drop_rate, r)
+                Block(embed_dim, num_heads, mlp_ratio, qkv_bias, drop_rate, attn_drop_rate, r)
                 for r in rates
             ]
         )
@@ -350,7 +281,7 @@ class ATSTFrame(nn.Module):
         snippets that contain audio (paper (b) §4.2.2), padding with :data:`ATST_SILENCE`.
 
         Trailing frames that do not fill a 4-frame token are dropped first (the model would drop
-        them anyway), so the 1001 frames :class:`AtstMel` gives a 10 s clip are one snippet, not
+        them anyway), so the 1001 frames :class:`~audiorepro.features.AtstMel` gives a 10 s clip are one snippet, not
         a full one plus a 1-frame one; lengths are rounded down likewise (at least one token).
 
         Args:

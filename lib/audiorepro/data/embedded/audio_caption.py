@@ -52,8 +52,9 @@ from typing import Any
 import numpy as np
 import soundfile as sf
 
-from audiorepro.config import ConfigError, field, from_dict, to_dict
+from audiorepro.config import ConfigError, field, to_dict
 from audiorepro.data.embedded.atomic import generate_atomically
+from audiorepro.data.embedded.corpus_presets import CORPUS_PRESETS, corpus_preset
 from audiorepro.data.embedded.scenes import (
     AUDIOCAPS_STYLE,
     CLOTHO_STYLE,
@@ -208,19 +209,6 @@ class AudioCaptionCorpusConfig:
         raise ValueError(f"unknown corpus {corpus!r}")
 
 
-PRESET_CONFIGS = {
-    "smoke": AudioCaptionCorpusConfig(
-        clotho_clips=(24, 8, 8),
-        audiocaps_clips=(12, 4, 4),
-        wavcaps_clips=(4, 8),
-        wavcaps_clotho_overlap=2,
-        snippet_s=2.0,
-    ),
-    "embedded": AudioCaptionCorpusConfig(),
-}
-"""Per-preset defaults. ``paper`` has none: it reads the real corpora (audiorepro.data.recipes)."""
-
-
 def audio_caption_config(preset: str, **overrides: Any) -> AudioCaptionCorpusConfig:
     """The configuration of a preset (``smoke`` or ``embedded``) with single-field overrides.
 
@@ -228,15 +216,13 @@ def audio_caption_config(preset: str, **overrides: Any) -> AudioCaptionCorpusCon
         ConfigError: unknown preset (``paper`` included: it uses the real corpora), unknown
             override key, or invalid value.
     """
-    if preset not in PRESET_CONFIGS:
+    if preset not in CORPUS_PRESETS:
         raise ConfigError(
             f"unknown preset {preset!r} for the embedded audio-caption corpora; valid: "
-            f"{', '.join(PRESET_CONFIGS)} (the paper preset prepares the real ClothoV2, "
+            f"{', '.join(CORPUS_PRESETS)} (the paper preset prepares the real ClothoV2, "
             "AudioCaps and WavCaps with audiorepro.data.recipes)"
         )
-    values = to_dict(PRESET_CONFIGS[preset])
-    values.update(overrides)
-    return from_dict(AudioCaptionCorpusConfig, values, source=f"preset {preset!r}")
+    return corpus_preset(AudioCaptionCorpusConfig, preset, "audio_caption", overrides)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -649,7 +635,7 @@ def generate_audio_caption_corpora(
 
     Args:
         out_dir: the corpus folder to create (``clotho/``, ``audiocaps/``, ``wavcaps/`` inside).
-        preset: ``smoke`` or ``embedded`` (sizes in :data:`PRESET_CONFIGS`).
+        preset: ``smoke`` or ``embedded`` (the sizes: :func:`audio_caption_config`).
         seed: the corpus seed; equal seeds give byte-identical files.
         speech: optional ``speech(text, rng) -> (wav 32 kHz float32, transcript)``; its
             ``name`` attribute (or qualified name) is recorded in the marker.
@@ -664,7 +650,7 @@ def generate_audio_caption_corpora(
     out_dir = Path(out_dir)
     if config is None:
         config = audio_caption_config(preset)
-    elif preset not in PRESET_CONFIGS:
+    elif preset not in CORPUS_PRESETS:
         audio_caption_config(preset)  # raises the unknown-preset error
     if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
         raise ValueError(f"seed must be an integer >= 0, got {seed!r}")

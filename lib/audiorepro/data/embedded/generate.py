@@ -19,13 +19,14 @@ import numpy as np
 from scipy.signal import resample_poly
 
 from audiorepro.data.embedded.audio_caption import generate_audio_caption_corpora
+from audiorepro.data.embedded.corpus_presets import CORPUS_PRESETS
 from audiorepro.data.embedded.espeak import english_voices, synthesize
 from audiorepro.data.embedded.word_corpus import generate_word_corpus
 from audiorepro.data.embedded.zerospeech_corpus import generate_zerospeech_corpus
 from audiorepro.paths import data_dir
 
 CORPORA = ("zerospeech", "words", "audio_caption")
-PRESETS = ("smoke", "embedded")
+PRESETS = CORPUS_PRESETS
 
 
 def corpora_root(preset: str, seed: int, out: str | Path | None = None) -> Path:

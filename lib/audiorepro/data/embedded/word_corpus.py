@@ -58,6 +58,7 @@ import numpy as np
 
 from audiorepro.config import ConfigError, field
 from audiorepro.data.embedded.atomic import generate_atomically, write_json
+from audiorepro.data.embedded.corpus_presets import CORPUS_PRESETS, corpus_preset
 from audiorepro.data.embedded.espeak import SAMPLE_RATE, Voice, english_voices, synthesize
 from audiorepro.data.embedded.lexicon import (
     SWITCHBOARD_SYMBOLS,
@@ -81,7 +82,6 @@ from audiorepro.data.manifests import (
 from audiorepro.data.recipes.switchboard import SPLITS, format_key
 from audiorepro.data.sources import write_sources_yaml
 from audiorepro.features import load_audio, mfcc_features, save_audio
-from audiorepro.paths import data_dir
 
 AUDIO_DIR = "audio"
 VOCAB_FILE = "vocab.json"
@@ -152,45 +152,19 @@ class WordCorpusConfig:
         return {"train": self.train_speakers, "dev": self.dev_speakers, "test": self.test_speakers}
 
 
-PRESET_CONFIGS: dict[str, WordCorpusConfig] = {
-    "smoke": WordCorpusConfig(
-        train_speakers=4,
-        dev_speakers=2,
-        test_speakers=2,
-        sentences_per_speaker=7,
-        word_types=30,
-        unseen_types=6,
-    ),
-    "embedded": WordCorpusConfig(
-        train_speakers=24,
-        dev_speakers=8,
-        test_speakers=8,
-        sentences_per_speaker=34,
-        unseen_types=32,
-    ),
-}
-"""Sizes per preset. ``paper`` has none: it reads the real Switchboard lists and features
-(:func:`audiorepro.data.recipes.switchboard.load_word_split`)."""
-
-
 def word_corpus_config(preset: str) -> WordCorpusConfig:
     """The configuration of a preset (``smoke`` or ``embedded``).
 
     Raises:
         ConfigError: an unknown preset (``paper`` included: it uses the real corpus).
     """
-    if preset not in PRESET_CONFIGS:
+    if preset not in CORPUS_PRESETS:
         raise ConfigError(
             f"unknown preset {preset!r} for the embedded word corpus; valid: "
-            f"{', '.join(PRESET_CONFIGS)} (the paper preset reads the real Switchboard word "
+            f"{', '.join(CORPUS_PRESETS)} (the paper preset reads the real Switchboard word "
             "segments with audiorepro.data.recipes.switchboard)"
         )
-    return PRESET_CONFIGS[preset]
-
-
-def default_word_corpus_dir(preset: str, seed: int = 0) -> Path:
-    """Where the book keeps the generated corpus: ``<data>/swbd_words_<preset>_seed<seed>``."""
-    return data_dir() / f"swbd_words_{preset}_seed{seed}"
+    return corpus_preset(WordCorpusConfig, preset, "word_corpus")
 
 
 def word_pronunciations(word: str) -> list[list[str]]:
@@ -497,7 +471,7 @@ def generate_word_corpus(
 
     Args:
         out_dir: the corpus folder.
-        preset: ``smoke`` or ``embedded`` (:data:`PRESET_CONFIGS`).
+        preset: ``smoke`` or ``embedded`` (the sizes: :func:`word_corpus_config`).
         seed: the corpus seed; equal seeds give byte-identical files.
         config: replaces the preset's configuration (recorded in the marker).
         progress: called with the counts when done (for notebooks).
@@ -524,9 +498,7 @@ def generate_word_corpus(
 
 
 __all__ = [
-    "PRESET_CONFIGS",
     "WordCorpusConfig",
-    "default_word_corpus_dir",
     "generate_word_corpus",
     "target_words",
     "word_corpus_config",

@@ -95,6 +95,7 @@ from audiorepro.data.embedded.atomic import (
     read_marker,
     write_json,
 )
+from audiorepro.data.embedded.corpus_presets import CORPUS_PRESETS, corpus_preset
 from audiorepro.data.embedded.espeak import (
     SAMPLE_RATE,
     Synthesis,
@@ -126,7 +127,6 @@ from audiorepro.data.recipes.zerospeech import (
 )
 from audiorepro.data.sources import write_sources_yaml
 from audiorepro.features import save_audio
-from audiorepro.paths import data_dir
 
 FORMAT_VERSION = 1
 """Bumped whenever the generator's output changes for the same settings."""
@@ -225,92 +225,19 @@ class ZeroSpeechCorpusConfig:
         return getattr(self, name)
 
 
-PRESET_CONFIGS: dict[str, ZeroSpeechCorpusConfig] = {
-    "smoke": ZeroSpeechCorpusConfig(
-        english=LanguageCorpusConfig(
-            unit_speakers=3,
-            test_speakers=3,
-            target_voices=2,
-            unit_utterances=2,
-            voice_utterances=2,
-            excerpt_pool=5,
-            excerpt_sentences=5,
-            sentence_pool=2,
-            full_sentences=2,
-            bitrate_sentences=1,
-            synthesis_sentences=1,
-            test_vocabulary=30,
-            min_words=6,
-            max_words=9,
-        ),
-        surprise=LanguageCorpusConfig(
-            unit_speakers=2,
-            test_speakers=3,
-            target_voices=1,
-            unit_utterances=2,
-            voice_utterances=2,
-            excerpt_pool=5,
-            excerpt_sentences=5,
-            sentence_pool=2,
-            full_sentences=2,
-            bitrate_sentences=1,
-            synthesis_sentences=1,
-            test_vocabulary=30,
-            min_words=4,
-            max_words=6,
-        ),
-    ),
-    "embedded": ZeroSpeechCorpusConfig(
-        english=LanguageCorpusConfig(
-            unit_speakers=24,
-            test_speakers=8,
-            target_voices=2,
-            unit_utterances=18,
-            voice_utterances=72,
-            excerpt_pool=40,
-            excerpt_sentences=16,
-            sentence_pool=16,
-            full_sentences=6,
-            bitrate_sentences=4,
-            synthesis_sentences=3,
-        ),
-        surprise=LanguageCorpusConfig(
-            unit_speakers=8,
-            test_speakers=4,
-            target_voices=1,
-            unit_utterances=20,
-            voice_utterances=30,
-            excerpt_pool=20,
-            excerpt_sentences=12,
-            sentence_pool=8,
-            full_sentences=4,
-            bitrate_sentences=3,
-            synthesis_sentences=2,
-        ),
-    ),
-}
-"""Sizes per preset. ``paper`` has none: it reads the real corpus
-(:func:`audiorepro.data.recipes.zerospeech.prepare_zerospeech2019`)."""
-
-
 def zerospeech_config(preset: str) -> ZeroSpeechCorpusConfig:
     """The corpus configuration of a preset (``smoke`` or ``embedded``).
 
     Raises:
         ConfigError: an unknown preset (``paper`` included: it uses the real corpus).
     """
-    if preset not in PRESET_CONFIGS:
+    if preset not in CORPUS_PRESETS:
         raise ConfigError(
             f"unknown preset {preset!r} for the embedded ZeroSpeech 2019 corpus; valid: "
-            f"{', '.join(PRESET_CONFIGS)} (the paper preset reads the real corpus with "
+            f"{', '.join(CORPUS_PRESETS)} (the paper preset reads the real corpus with "
             "audiorepro.data.recipes.zerospeech)"
         )
-    return PRESET_CONFIGS[preset]
-
-
-def default_zerospeech_dir(preset: str, seed: int = 0) -> Path:
-    """Where the book keeps the generated corpus: ``<data>/zerospeech2019_<preset>_seed<seed>``."""
-    return data_dir() / f"zerospeech2019_{preset}_seed{seed}"
+    return corpus_preset(ZeroSpeechCorpusConfig, preset, "zerospeech")
 
 
 # --- ABX triplets ------------------------------------------------------------------------------
@@ -731,7 +658,7 @@ def generate_zerospeech_corpus(
 
     Args:
         out_dir: the corpus folder (``english/`` and ``surprise/`` are created inside).
-        preset: ``smoke`` or ``embedded`` (:data:`PRESET_CONFIGS`).
+        preset: ``smoke`` or ``embedded`` (the sizes: :func:`zerospeech_config`).
         seed: the corpus seed; equal seeds give byte-identical files.
         config: replaces the preset's sizes (recorded in the marker).
         progress: called with a short message after each language (for notebooks).
@@ -780,7 +707,6 @@ __all__ = [
     "LANGUAGES",
     "MANIFEST_DIR",
     "MARKER",
-    "PRESET_CONFIGS",
     "SENTENCE_ITEM_FILE",
     "SOURCES_FILE",
     "SYNTHESIS_LIST",
@@ -788,7 +714,6 @@ __all__ = [
     "ZeroSpeechCorpusConfig",
     "check_seed",
     "corpus_settings",
-    "default_zerospeech_dir",
     "generate_atomically",
     "generate_zerospeech_corpus",
     "language_dir",

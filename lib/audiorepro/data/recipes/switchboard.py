@@ -39,13 +39,13 @@ import dataclasses
 import json
 import os
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from audiorepro.data.recipes import RecipeError
+from audiorepro.data.recipes.common import RecipeError
 
 SPLITS: tuple[str, ...] = ("train", "dev", "test")
 """The three Switchboard AWE splits (disjoint conversation sides)."""
@@ -569,14 +569,6 @@ def key_seconds(entry: WordKey) -> tuple[float, float]:
     return entry.start * FRAME_SHIFT_S, entry.end * FRAME_SHIFT_S
 
 
-def word_counts(words: Sequence[str]) -> dict[str, int]:
-    """Tokens per word type, sorted by word."""
-    counts: dict[str, int] = {}
-    for word in words:
-        counts[word] = counts.get(word, 0) + 1
-    return dict(sorted(counts.items()))
-
-
 __all__ = [
     "FRAME_SHIFT_S",
     "KEY_PATTERN",
@@ -593,5 +585,4 @@ __all__ = [
     "load_word_split",
     "parse_key",
     "read_word_list",
-    "word_counts",
 ]

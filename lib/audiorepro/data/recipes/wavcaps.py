@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from audiorepro.data.manifests import write_manifest
-from audiorepro.data.recipes import (
+from audiorepro.data.recipes.common import (
     RecipeError,
     caption_supervision,
     find_audio,

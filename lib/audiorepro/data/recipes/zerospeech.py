@@ -24,7 +24,10 @@ It also reads and writes the text formats of the evaluation (§1.2, §2.1, §5):
   4.883875``, the embedding file name and the wav duration in seconds; the embedding file list
   has the same format (:func:`read_bitrate_filelist`, :func:`write_filelist`);
 - the **synthesis list** ``synthesis.txt``: ``test/S002_0379088085 V002``, a test file to
-  resynthesise in a target voice (:func:`read_synthesis_list`).
+  resynthesise in a target voice (:func:`read_synthesis_list`);
+- the **embedding files** of a submission, ``<file id>.txt`` with one frame per line
+  (space-separated floats: features, one-hot or codebook vectors), read by the ABX scorer and the
+  bitrate alike (:func:`read_embedding_file`).
 
 Every malformed line raises :class:`ZeroSpeechFormatError` naming ``file:line``, what was
 expected and what was found.
@@ -39,8 +42,10 @@ import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+import numpy as np
+
 from audiorepro.data.manifests import Recording, Supervision, write_manifest
-from audiorepro.data.recipes import RecipeError
+from audiorepro.data.recipes.common import RecipeError
 
 SPLITS: dict[str, str] = {
     "train-unit": "train/unit",
@@ -146,19 +151,74 @@ def _number(value: str, path: Path, line: int, what: str) -> float:
     return number
 
 
-def _text_lines(path: Path) -> list[tuple[int, list[str]]]:
-    """``(line number, fields)`` of the non-blank lines of a UTF-8 text file."""
+def _read_text(path: Path) -> str:
+    """A UTF-8 text file; a missing or unreadable file raises :class:`ZeroSpeechFormatError`."""
     try:
-        text = path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ZeroSpeechFormatError(path, None, "file not found") from None
     except (OSError, UnicodeDecodeError) as err:
         raise ZeroSpeechFormatError(path, None, f"cannot read the file: {err}") from err
+
+
+def _text_lines(path: Path) -> list[tuple[int, list[str]]]:
+    """``(line number, fields)`` of the non-blank lines of a UTF-8 text file."""
     return [
         (number, line.split())
-        for number, line in enumerate(text.splitlines(), start=1)
+        for number, line in enumerate(_read_text(path).splitlines(), start=1)
         if line.strip()
     ]
+
+
+def read_embedding_file(
+    path: str | os.PathLike[str], *, drop_single_column: bool = False
+) -> np.ndarray:
+    """One ZeroSpeech 2019 embedding file ``<file id>.txt`` → (frames, dim) float64.
+
+    Every non-blank line is one frame of space-separated numbers, all lines of the same width.
+
+    Args:
+        path: the ``.txt`` file.
+        drop_single_column: skip lines with a single column, as the official ABX loader
+            (``zerospeech2020`` ``_load_features_2019``) does; the file must then keep at least
+            one frame. The bitrate counts every line (False).
+
+    Returns:
+        (frames, dim) float64; (0, 0) for a file without frames when single columns are kept.
+
+    Raises:
+        ZeroSpeechFormatError: naming ``file:line``, for a non-numeric value or a line whose
+            width differs from the first frame's; naming the file, for an unreadable file or
+            (``drop_single_column``) a file without a frame of more than one column.
+    """
+    path = Path(path)
+    rows: list[list[float]] = []
+    width = None
+    for number, line in enumerate(_read_text(path).splitlines(), start=1):
+        fields = line.split()
+        if not fields or (drop_single_column and len(fields) == 1):
+            continue
+        try:
+            row = [float(v) for v in fields]
+        except ValueError:
+            raise ZeroSpeechFormatError(
+                path, number, f"expected space-separated numbers, got {line.strip()!r}"
+            ) from None
+        if width is None:
+            width = len(row)
+        elif len(row) != width:
+            raise ZeroSpeechFormatError(
+                path, number, f"vector dimension {len(row)} differs from the first line's {width}"
+            )
+        rows.append(row)
+    if drop_single_column and not rows:
+        raise ZeroSpeechFormatError(
+            path,
+            None,
+            "no frame with more than one column: the official 2019 loader drops single-column "
+            "lines, so write one-hot or codebook vectors, not one integer per line",
+        )
+    return np.asarray(rows, dtype=np.float64).reshape(len(rows), width or 0)
 
 
 def read_item_file(path: str | os.PathLike[str]) -> list[AbxItem]:
