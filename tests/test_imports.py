@@ -46,7 +46,13 @@ PAGE_IMPORTS = (
 #: What the data pages may import in addition: they show the corpora and front ends and have no
 #: experiments module of their own.
 DATA_PAGES = "00_data"
-DATA_PAGE_IMPORTS = ("audiorepro.data.embedded", "audiorepro.features")
+DATA_PAGE_IMPORTS = (
+    "audiorepro.data",
+    "audiorepro.features",
+    "audiorepro.signals",  # the test signals the front-end page plots
+    "audiorepro.repro",  # seed_everything for the page's random example
+    "audiorepro.paths",  # where the page's presets live
+)
 
 
 # ----------------------------------------------------------------------------- reading the source
