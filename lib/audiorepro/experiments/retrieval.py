@@ -664,7 +664,6 @@ def pretrain_entry(config: Config, seed: int, data: RetrievalData) -> Run:
     """The run-store entry of :func:`pretrain` (its key identifies the pretrained weights)."""
     return run_entry(
         "pretrain",
-        "pretrain_entry",
         config,
         seed,
         items=data.training_items(config.pretrain_corpora),
@@ -677,7 +676,6 @@ def pretrain(config: Config, seed: int, data: RetrievalData, **kwargs: Any) -> D
     """Stage 1 (paper §2.6): contrastive pretraining on ``config.pretrain_corpora``."""
     return run_training(
         "pretrain",
-        "pretrain_entry",
         config,
         seed,
         data,
