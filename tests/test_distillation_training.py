@@ -245,7 +245,8 @@ def test_two_processes_train_as_one_process_on_the_global_batch(tmp_path):
     for s, store in zip((1, 2), stage1_stores(cfg, items, features), strict=True):
         store.save(tmp_path / f"teacher{s}")
     tests_dir = str(REPO / "tests")
-    base_env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": tests_dir}
+    path = os.pathsep.join(p for p in (tests_dir, os.environ.get("PYTHONPATH")) if p)
+    base_env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": path}
 
     def run(world: int, batch: int) -> None:
         port = str(29500 + os.getpid() % 1000 + world)
