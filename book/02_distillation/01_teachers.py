@@ -35,6 +35,9 @@ data = distillation.load_data(config.retrieval)
 config
 
 # %% [markdown]
+# The chapter's code is `audiorepro.experiments.distillation`; its `Config` nests chapter 01's
+# (`retrieval`), so the data, the text encoder and the PaSST teacher are chapter 01's.
+#
 # ## Two more audio encoders
 #
 # **ATST-Frame** (§4.2.2) is a transformer over *frames*: each token is a block of 4 log-mel
