@@ -15,7 +15,6 @@ import torch
 from audiorepro.config import ConfigError, load_preset
 from audiorepro.data.retrieval import CaptionItem
 from audiorepro.distillation import TeacherEmbeddingsError, TeacherEnsemble
-from audiorepro.models.atst import ATST_SILENCE
 from audiorepro.experiments import retrieval
 from audiorepro.experiments.distillation import (
     PRESETS,
@@ -27,6 +26,7 @@ from audiorepro.experiments.distillation import (
 )
 from audiorepro.experiments.retrieval import build_model as build_dual_encoder
 from audiorepro.experiments.retrieval import train_dual_encoder
+from audiorepro.models.atst import ATST_SILENCE
 from audiorepro.models.dual_encoder import DualEncoderConfig
 from conftest import REPO
 

@@ -121,7 +121,10 @@ def test_training_is_seeded_and_saved_runs_reload(smoke):
     tuned = run_training("t", cfg, 5, data, init=a, **kwargs)
     assert tuned.run_key != a.run_key
     entry = dict(items=items, num_epochs=1, lr=1e-3)
-    assert run_entry("f", cfg, 5, init="x", **entry).key != run_entry("f", cfg, 5, init="y", **entry).key
+    assert (
+        run_entry("f", cfg, 5, init="x", **entry).key
+        != run_entry("f", cfg, 5, init="y", **entry).key
+    )
     metrics = evaluate(a, data.eval_set, data.features, cfg)
     assert set(metrics) == {"mAP@10", "R@1", "R@5", "R@10"}
     state = trained_state(a)
