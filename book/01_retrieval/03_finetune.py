@@ -26,21 +26,12 @@ preset: str = "embedded"  # smoke | embedded | paper
 # %%
 import pandas as pd
 
-from audiorepro import reporting
-from audiorepro.config import load_preset, to_dict
-from audiorepro.paths import repo_root
-from audiorepro.training.retrieval import (
-    RetrievalConfig,
-    evaluate_retrieval,
-    finetune,
-    load_retrieval_data,
-    metrics_percent,
-    pretrain,
-)
+from audiorepro.config import load_preset
+from audiorepro.experiments import retrieval
 
-cfg = load_preset(RetrievalConfig, repo_root() / "book/01_retrieval/presets", preset)
-data = load_retrieval_data(preset, cfg)
-cfg
+config = load_preset(retrieval.Config, retrieval.PRESETS, preset)
+data = retrieval.load_data(config)
+config
 
 # %% [markdown]
 # ## Caption augmentation
@@ -65,26 +56,14 @@ print("paraphrase:", example.paraphrases[0] if example.paraphrases else "(none)"
 # `finetune_epochs` epochs (§3.5).
 
 # %%
-rows = []
-for seed in cfg.seeds:
-    stages = {
-        "pretrain": pretrain(preset, cfg, seed, data),
-        "finetune": finetune(preset, cfg, seed, data, augment=False),
-        "finetune-aug": finetune(preset, cfg, seed, data, augment=True),
-    }
-    for stage, model in stages.items():
-        metrics = evaluate_retrieval(model, data.eval_set, data.features, cfg)
-        if stage != "pretrain":  # page 02 records the pretrained models
-            _ = reporting.record_result(
-                "01_retrieval",
-                "03_finetune",
-                metrics,
-                preset=preset,
-                seed=seed,
-                config=to_dict(cfg),
-                tags={"stage": stage},
-            )
-        rows.append({"stage": stage, "seed": seed, **metrics_percent(metrics)})
+# page 02 records the pretrained models; this page the fine-tuned ones
+runs = retrieval.evaluate_stages(
+    config, data, preset=preset, page="03_finetune", recorded=("finetune", "finetune-aug")
+)
+rows = [
+    {"stage": stage, "seed": seed, **{k: round(100 * v, 2) for k, v in metrics.items()}}
+    for (stage, seed), (_, metrics) in runs.items()
+]
 
 # %% [markdown]
 # ## Three stages compared

@@ -25,31 +25,19 @@
 preset: str = "embedded"  # smoke | embedded | paper
 
 # %%
-import pandas as pd
 
 from audiorepro import plotting, reporting
-from audiorepro.config import load_preset, to_dict
-from audiorepro.models.atst import atst
-from audiorepro.models.mobilenet import mobilenet
-from audiorepro.models.passt import passt
-from audiorepro.paths import repo_root
-from audiorepro.training.distillation import DistillationConfig, stage1_teacher, teacher_config
-from audiorepro.training.retrieval import (
-    RetrievalConfig,
-    evaluate_retrieval,
-    load_retrieval_data,
-    seed_table,
-)
+from audiorepro.config import load_preset
+from audiorepro.experiments import distillation
 
-CHAPTER = "02_distillation"
-dcfg = load_preset(DistillationConfig, repo_root() / "book/02_distillation/presets", preset)
-rcfg = load_preset(
-    RetrievalConfig, repo_root() / "book/01_retrieval/presets", dcfg.retrieval_preset
-)
-data = load_retrieval_data(preset, rcfg)
-dcfg
+config = load_preset(distillation.Config, distillation.PRESETS, preset)
+data = distillation.load_data(config.retrieval)
+config
 
 # %% [markdown]
+# The chapter's code is `audiorepro.experiments.distillation`; its `Config` nests chapter 01's
+# (`retrieval`), so the data, the text encoder and the PaSST teacher are chapter 01's.
+#
 # ## Two more audio encoders
 #
 # **ATST-Frame** (§4.2.2) is a transformer over *frames*: each token is a block of 4 log-mel
@@ -72,23 +60,7 @@ dcfg
 
 
 # %%
-def millions(module) -> float:
-    return round(sum(p.numel() for p in module.parameters()) / 1e6, 2)
-
-
-sizes = pd.DataFrame(
-    [
-        {"encoder": "PaSST", "paper": "n (chapter 01 paper preset)",
-         "paper M params": millions(passt("n")), "ours": rcfg.passt_variant,
-         "ours M params": millions(passt(rcfg.passt_variant))},
-        {"encoder": "ATST-Frame", "paper": "base", "paper M params": millions(atst("base")),
-         "ours": dcfg.atst_variant, "ours M params": millions(atst(dcfg.atst_variant))},
-        {"encoder": "MobileNetV3", "paper": "mn40_as_ext",
-         "paper M params": millions(mobilenet("mn40_as_ext")), "ours": dcfg.mobilenet_variant,
-         "ours M params": millions(mobilenet(dcfg.mobilenet_variant))},
-    ]
-)  # fmt: skip
-sizes
+distillation.encoder_sizes(config)
 
 # %% [markdown]
 # ## Pretraining the teachers
@@ -102,18 +74,7 @@ sizes
 # crops of `stage1_max_audio_s` seconds; every model is evaluated on whole clips.
 
 # %%
-teachers = {}
-for seed in dcfg.seeds:
-    for name in dcfg.teachers:
-        tcfg = teacher_config(dcfg, rcfg, name)
-        model = stage1_teacher(preset, dcfg, rcfg, name, seed, data)
-        metrics = evaluate_retrieval(model, data.eval_set, data.features_for(tcfg), tcfg)
-        _ = reporting.record_result(
-            CHAPTER, "01_teachers", metrics, preset=preset, seed=seed,
-            config={"distillation": to_dict(dcfg), "retrieval": to_dict(tcfg)},
-            tags={"model": name, "stage": "stage1"},
-        )  # fmt: skip
-        teachers[name, seed] = model
+teachers = distillation.evaluate_teachers(config, data, preset=preset, page="01_teachers")
 
 # %% [markdown]
 # ## Training curves
@@ -122,15 +83,9 @@ for seed in dcfg.seeds:
 # the curves show how quickly each audio encoder learns on the embedded corpora.
 
 # %%
-seed0 = dcfg.seeds[0]
-curves = {name: teachers[name, seed0].train_history.get("losses", []) for name in dcfg.teachers}
-fig, ax = plotting.plt.subplots(figsize=(6, 3))
-for name, losses in curves.items():
-    ax.plot(range(1, len(losses) + 1), losses, label=name)
-ax.set_xlabel("optimizer step")
-ax.set_ylabel("L_sup (NT-Xent)")
-ax.legend()
-fig.tight_layout()
+seed0 = config.seeds[0]
+curves = {name: teachers[name, seed0].train_history.get("losses", []) for name in config.teachers}
+fig = plotting.loss_curves({"": curves}, ylabel="L_sup (NT-Xent)", figsize=(6, 3))
 
 # %% [markdown]
 # ## The teachers on the evaluation split
@@ -141,12 +96,7 @@ fig.tight_layout()
 
 # %%
 records = reporting.read_ledger()
-seed_table(
-    records,
-    [(name, {"model": name, "stage": "stage1"}) for name in dcfg.teachers],
-    chapter=CHAPTER,
-    preset=preset,
-)
+distillation.table(records, config, preset, distilled=False)
 
 # %% [markdown]
 # In this notebook we have

@@ -32,26 +32,14 @@ from IPython.display import Audio, display
 
 from audiorepro import plotting, reporting
 from audiorepro.config import load_preset, to_dict
-from audiorepro.distillation import captions_for_clip, soft_targets, top_matches
-from audiorepro.features import load_audio
-from audiorepro.paths import repo_root
-from audiorepro.training.distillation import (
-    DistillationConfig,
-    finetune_items,
-    teacher_ensemble,
-)
-from audiorepro.training.retrieval import RetrievalConfig, load_retrieval_data
+from audiorepro.experiments import distillation
 
-CHAPTER = "02_distillation"
 pd.set_option("display.max_colwidth", None)
-dcfg = load_preset(DistillationConfig, repo_root() / "book/02_distillation/presets", preset)
-rcfg = load_preset(
-    RetrievalConfig, repo_root() / "book/01_retrieval/presets", dcfg.retrieval_preset
-)
-data = load_retrieval_data(preset, rcfg)
-seed = dcfg.seeds[0]
-items = finetune_items(dcfg, data)
-ensemble = teacher_ensemble(preset, dcfg, rcfg, seed, data, items)
+config = load_preset(distillation.Config, distillation.PRESETS, preset)
+data = distillation.load_data(config.retrieval)
+seed = config.seeds[0]
+items = distillation.finetune_items(config, data)
+ensemble = distillation.teacher_ensemble(config, seed, data, items)
 print(
     f"seed {seed}: {ensemble.num_teachers} teachers ({', '.join(ensemble.names)}), "
     f"{len(ensemble.audio_ids)} clips and {len(ensemble.captions)} distinct captions, "
@@ -85,11 +73,11 @@ ensemble.metadata[0]
 by_clip: dict[str, list[str]] = {}
 for item in items:
     by_clip.setdefault(item.key, []).append(item.caption)
-clips = list(by_clip)[: dcfg.analysis_clips]
+clips = list(by_clip)[: config.analysis_clips]
 captions = list(dict.fromkeys(c for clip in clips for c in by_clip[clip]))
 binary = np.array([[float(c in by_clip[clip]) for c in captions] for clip in clips])
 c_hat = ensemble.similarity_of(clips, captions)  # (clips, captions)
-p_audio, p_caption = soft_targets(c_hat, dcfg.target_tau)
+p_audio, p_caption = distillation.soft_targets(c_hat, config.target_tau)
 fig, axes = plotting.plt.subplots(1, 3, figsize=(13, 3.2))
 labels = [clip.split("/")[-1] for clip in clips]
 panels = (binary, c_hat.numpy(), p_caption.numpy())
@@ -103,9 +91,14 @@ fig.tight_layout()
 # The captions, in the heatmaps' column order:
 
 # %%
-pd.DataFrame({"caption": captions, "written for": [
-    next(clip for clip in clips if c in by_clip[clip]).split("/")[-1] for c in captions
-]})  # fmt: skip
+pd.DataFrame(
+    {
+        "caption": captions,
+        "written for": [
+            next(clip for clip in clips if c in by_clip[clip]).split("/")[-1] for c in captions
+        ],
+    }
+)
 
 # %% [markdown]
 # ## How much belief leaves the paired clip
@@ -117,8 +110,13 @@ pd.DataFrame({"caption": captions, "written for": [
 # put its mass there.
 
 # %%
-top = top_matches(ensemble, k=min(10, len(ensemble.audio_ids)), rows="caption",
-                  block_size=dcfg.analysis_block_size, tau=dcfg.target_tau)  # fmt: skip
+top = distillation.top_matches(
+    ensemble,
+    k=min(10, len(ensemble.audio_ids)),
+    rows="caption",
+    block_size=config.analysis_block_size,
+    tau=config.target_tau,
+)
 clips_of_caption: dict[str, set[str]] = {}
 for item in items:
     clips_of_caption.setdefault(item.caption, set()).add(item.key)
@@ -128,10 +126,14 @@ for j, caption in enumerate(ensemble.captions):
     probs = top.probabilities[j]
     keys = [ensemble.audio_ids[int(i)] for i in top.indices[j]]
     mass_own = sum(float(p) for p, key in zip(probs, keys, strict=True) if key in own)
-    rows.append({
-        "caption": caption, "clips with this caption": len(own),
-        "top-1 is a paired clip": keys[0] in own, "p̂_a on paired clips (top 10)": mass_own,
-    })  # fmt: skip
+    rows.append(
+        {
+            "caption": caption,
+            "clips with this caption": len(own),
+            "top-1 is a paired clip": keys[0] in own,
+            "p̂_a on paired clips (top 10)": mass_own,
+        }
+    )
 beliefs = pd.DataFrame(rows)
 shared = beliefs["clips with this caption"] > 1
 summary = pd.DataFrame(
@@ -149,14 +151,18 @@ summary = pd.DataFrame(
     index=["caption of one clip", "caption of several clips"],
 ).round(3)
 _ = reporting.record_result(
-    CHAPTER, "02_correspondences",
+    distillation.CHAPTER,
+    "02_correspondences",
     {
         "top1_paired": float(beliefs["top-1 is a paired clip"].mean()),
         "mass_on_paired": float(beliefs["p̂_a on paired clips (top 10)"].mean()),
         "shared_captions": float(shared.mean()),
     },
-    preset=preset, seed=seed, config=to_dict(dcfg), tags={"analysis": "beliefs"},
-)  # fmt: skip
+    preset=preset,
+    seed=seed,
+    config=to_dict(config),
+    tags={"analysis": "beliefs"},
+)
 summary
 
 # %%
@@ -186,12 +192,14 @@ print("clip:", clip, "— its own captions:")
 for c in by_clip[clip]:
     print("   ", c)
 audio_of = {i.key: i.audio for i in items}
-display(Audio(load_audio(audio_of[clip], sr=16000)[0], rate=16000))
-others = captions_for_clip(ensemble, clip, k=3, exclude=by_clip[clip], tau=dcfg.target_tau)
+display(Audio(distillation.load_audio(audio_of[clip], sr=16000)[0], rate=16000))
+others = distillation.captions_for_clip(
+    ensemble, clip, k=3, exclude=by_clip[clip], tau=config.target_tau
+)
 for caption, c_value, p_value in others:
     source = sorted(clips_of_caption[caption])[0]
     print(f"Ĉ = {c_value:.3f}, p̂_c = {p_value:.4f}: {caption!r} (written for {source})")
-    display(Audio(load_audio(audio_of[source], sr=16000)[0], rate=16000))
+    display(Audio(distillation.load_audio(audio_of[source], sr=16000)[0], rate=16000))
 
 # %% [markdown]
 # ## Memory of the full-matrix analysis

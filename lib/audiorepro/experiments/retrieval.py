@@ -1,0 +1,930 @@
+"""Chapter 01: the PaSST + transformer dual encoder for language-based audio retrieval
+(paper (a), §2.6, §3).
+
+:class:`Config` composes the corpus (:class:`~audiorepro.config.CorpusSpec`), the model
+(:class:`~audiorepro.models.dual_encoder.DualEncoderConfig`), the training schedule
+(:class:`Training`) and the chapter's experiments (seeds, fine-tuning, ablations); one YAML
+preset per scale in ``book/01_retrieval/presets``. :func:`load_data` reads the corpora and caches
+their log-mel; :func:`pretrain` and :func:`finetune` are the paper's two stages, run by the
+project's :class:`~audiorepro.training.Trainer` (and hence unchanged under ``accelerate
+launch``, the loss then using the global batch) and kept in the chapter's
+:class:`~audiorepro.storage.RunStore`, so the pages share trained models and still run alone;
+:func:`evaluate` scores a model with the DCASE metrics; :data:`PAPER` and :func:`findings` set
+the ledger's numbers beside the paper's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch
+
+from audiorepro import reporting
+from audiorepro.config import ConfigError, CorpusSpec, field, replace, to_dict
+from audiorepro.data.retrieval import (
+    CaptionDataset,
+    CaptionItem,
+    EvaluationSet,
+    caption_statistics,
+    collate_captions,
+    log_mel_features,
+    manifest_counts,
+)
+from audiorepro.features import load_audio
+from audiorepro.metrics.retrieval import retrieval_metrics
+from audiorepro.models.audio_encoders import FRAMES_PER_SECOND
+from audiorepro.models.dual_encoder import DualEncoder, DualEncoderConfig, build_dual_encoder
+from audiorepro.models.text import TextEncoder
+from audiorepro.paths import data_dir, repo_root
+from audiorepro.reporting import PaperRow
+from audiorepro.search import AudioIndex
+from audiorepro.storage import Run, RunStore, load_tensors, read_json, save_tensors, write_json
+from audiorepro.training.loop import Callback, TrainConfig, Trainer
+
+__all__ = [
+    "ABLATIONS",
+    "CHAPTER",
+    "METRICS",
+    "PAPER",
+    "PRESETS",
+    "STAGES",
+    "AudioIndex",
+    "Config",
+    "RetrievalData",
+    "Training",
+    "ablation_config",
+    "ablation_settings",
+    "ablation_table",
+    "build_model",
+    "caption_statistics",
+    "embed_captions",
+    "embed_recordings",
+    "epoch_setter",
+    "evaluate",
+    "evaluate_and_record",
+    "evaluate_stages",
+    "findings",
+    "finetune",
+    "items_digest",
+    "load_audio",
+    "load_data",
+    "load_trained_state",
+    "manifest_counts",
+    "pretrain",
+    "pretrain_entry",
+    "run_ablation",
+    "run_ablations",
+    "run_entry",
+    "run_training",
+    "save_text_caches",
+    "similarity_matrix",
+    "snippet_curve",
+    "stage_table",
+    "store",
+    "train_dual_encoder",
+    "trained_model",
+    "trained_state",
+]
+
+CHAPTER = "01_retrieval"
+PRESETS = repo_root() / "book" / CHAPTER / "presets"
+"""The chapter's YAML presets: smoke, embedded, paper."""
+METRICS = ("mAP@10", "R@1", "R@5", "R@10")
+"""Text-to-audio metrics of every table (paper (a) §3.1), shown in percent."""
+STAGES = ("pretrain", "finetune", "finetune-aug")
+"""The main system's stages: pretraining (§2.6), fine-tuning on ClothoV2 without and with
+caption augmentation (§3.5)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Training:
+    """How a dual encoder trains (paper (a) §2.6): Adam with PyTorch defaults, a linear warm-up
+    of ``warmup_epochs`` then cosine decay."""
+
+    batch_size: int = field(64, help="Captions per batch (per process).")
+    lr: float = field(2e-5, help="Peak learning rate of pretraining (Adam).")
+    num_epochs: int = field(16, help="Pretraining epochs (one of them warm-up).")
+    warmup_epochs: float = field(1.0, help="Epochs of linear warm-up before the cosine decay.")
+    device: str = field("auto", help="auto | cpu | cuda | mps.")
+    mixed_precision: str = field("auto", help="auto | no | bf16 | fp16.")
+
+    def trainer_config(
+        self, num_items: int, *, seed: int, num_epochs: int, lr: float, **changes: Any
+    ) -> TrainConfig:
+        """The Trainer settings of a run over ``num_items`` captions: weight decay 0,
+        ``warmup_epochs`` of warm-up then cosine decay, ``batch_size`` per process; ``changes``
+        override fields (``max_steps``, ``checkpoint_every``, ...). Under several processes an
+        optimizer step consumes ``batch_size`` captions on each, so the warm-up, given in
+        epochs, spans fewer steps."""
+        processes = int(os.environ.get("WORLD_SIZE", "1"))
+        steps_per_epoch = -(-num_items // (self.batch_size * processes))
+        values: dict[str, Any] = dict(
+            num_epochs=num_epochs,
+            batch_size=self.batch_size,
+            lr=lr,
+            weight_decay=0.0,
+            warmup_steps=int(round(self.warmup_epochs * steps_per_epoch)),
+            schedule="cosine",
+            seed=seed,
+            device=self.device,
+            mixed_precision=self.mixed_precision,
+            log_every=max(1, steps_per_epoch),
+            # Encoders carry parameters the retrieval loss never reaches (MobileNet's and
+            # PaSST's classifier heads, ATST-Frame's mask token): DDP must not wait for them.
+            find_unused_parameters=True,
+        )
+        return TrainConfig(**(values | changes))
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """Chapter 01: the corpus, the dual encoder, its training, and the chapter's experiments."""
+
+    corpus: CorpusSpec = field(
+        CorpusSpec(kind="paper", root="real"),
+        help="The audio-caption corpora: generated (smoke, embedded) or the real downloads "
+        "(paper: clotho/, audiocaps/, wavcaps/ under root).",
+    )
+    model: DualEncoderConfig = field(DualEncoderConfig(), help="The dual encoder (§2.2-§2.3).")
+    train: Training = field(Training(), help="Pretraining schedule and hardware (§2.6).")
+    # data
+    pretrain_corpora: tuple[str, ...] = field(
+        ("clotho", "audiocaps", "wavcaps"),
+        help="Corpora of the pretraining stage (paper §2.4: all three).",
+    )
+    max_audio_s: float = field(30.0, help="Random crop length of longer recordings (§2.5: 30 s).")
+    max_train_items: int | None = field(
+        None, help="Use only the first this many captions of each training corpus (None: all)."
+    )
+    max_eval_items: int | None = field(
+        None, help="Use only the first this many evaluation captions (None: all)."
+    )
+    eval_batch_size: int = field(64, help="Clips or captions per batch when embedding.")
+    # fine-tuning (§3.5)
+    finetune_lr: float = field(8e-6, help="Peak learning rate of fine-tuning on ClothoV2 (§3.5).")
+    finetune_epochs: int = field(5, help="Fine-tuning epochs on the Clotho development split.")
+    paraphrase_prob: float = field(
+        0.3, help="Caption augmentation: swap for a paraphrase with this probability (§3.5)."
+    )
+    # experiments
+    seeds: tuple[int, ...] = field((0, 1, 2), help="Seeds of every reported configuration.")
+    ablation_epochs: int = field(16, help="Training epochs of each ablation run.")
+    ablation_max_train_items: int | None = field(
+        None, help="Captions per corpus in the ablation runs (None: all)."
+    )
+    ablation_max_audio_s: float | None = field(
+        None, help="Training crop of the ablation runs (None: max_audio_s); evaluation is not cut."
+    )
+    corpus_combinations: tuple[str, ...] = field(
+        (
+            "audiocaps",
+            "wavcaps",
+            "clotho",
+            "audiocaps+wavcaps",
+            "wavcaps+clotho",
+            "audiocaps+clotho",
+            "audiocaps+wavcaps+clotho",
+        ),
+        help="Pretraining-corpus combinations of the Table 4 analogue ('+'-joined).",
+    )
+    snippet_lengths_s: tuple[float, ...] = field(
+        (2.0, 5.0, 10.0, 15.0), help="Snippet lengths of the Figure 1 analogue (s)."
+    )
+    search_queries: tuple[str, ...] = field(
+        ("a dog barks", "rain falls on a roof", "someone speaks"),
+        help="Typed queries of the search demo.",
+    )
+
+    def __post_init__(self) -> None:
+        for name in self.pretrain_corpora:
+            if name not in ("clotho", "audiocaps", "wavcaps"):
+                raise ConfigError(f"Config.pretrain_corpora: unknown corpus {name!r}")
+        if not 0.0 <= self.paraphrase_prob <= 1.0:
+            raise ConfigError(
+                f"Config.paraphrase_prob: expected [0, 1], got {self.paraphrase_prob}"
+            )
+
+    @property
+    def max_frames(self) -> int:
+        """Crop length in log-mel frames."""
+        return int(round(self.max_audio_s * FRAMES_PER_SECOND))
+
+
+def store() -> RunStore:
+    """The chapter's run store: trained models and the frozen text encoder's caption cache."""
+    return RunStore(CHAPTER)
+
+
+# ------------------------------------------------------------------------------ text cache
+
+_TEXT_CACHES: dict[str, dict[str, torch.Tensor]] = {}
+_TEXT_CACHE_SIZES: dict[str, int] = {}
+
+
+def _text_cache_path(model: DualEncoderConfig, seed: int) -> Path:
+    key: dict[str, Any] = {"model": model.text_model, "pretrained": model.text_pretrained, "v": 2}
+    if not model.text_pretrained:
+        key["seed"] = seed  # a random encoder differs per seed
+    return store().run("text_cache", key).path / "captions.pt"
+
+
+def _text_cache(model: DualEncoderConfig, seed: int) -> dict[str, torch.Tensor]:
+    """The caption-embedding cache of a frozen text encoder, shared in-process and on disk."""
+    path = _text_cache_path(model, seed)
+    key = str(path)
+    if key not in _TEXT_CACHES:
+        cache = torch.load(path) if path.is_file() else {}
+        _TEXT_CACHES[key] = cache
+        _TEXT_CACHE_SIZES[key] = len(cache)
+    return _TEXT_CACHES[key]
+
+
+def save_text_caches() -> None:
+    """Write the frozen text encoders' caption embeddings that were added since loading."""
+    from audiorepro.storage import atomic_write
+
+    for key, cache in _TEXT_CACHES.items():
+        if len(cache) == _TEXT_CACHE_SIZES[key]:
+            continue
+        atomic_write(key, lambda tmp, cache=cache: torch.save(cache, tmp))
+        _TEXT_CACHE_SIZES[key] = len(cache)
+
+
+def build_model(config: Config, seed: int) -> DualEncoder:
+    """A freshly initialised dual encoder of ``config.model`` (same seed, same weights); a
+    frozen text encoder shares the chapter's caption-embedding cache."""
+    return build_dual_encoder(
+        config.model, seed, text_cache=lambda: _text_cache(config.model, seed)
+    )
+
+
+# ------------------------------------------------------------------------------ data
+
+
+@dataclasses.dataclass
+class RetrievalData:
+    """Everything the chapter's pages train and evaluate on.
+
+    Attributes:
+        pretrain: ``{corpus: caption items}`` of the pretraining splits (paper §2.4).
+        finetune: the Clotho development captions (fine-tuning, §3.5).
+        evaluation: the Clotho evaluation captions (the paper's test split).
+        features: cached log-mel of every recording above.
+        root: the corpora folder.
+    """
+
+    pretrain: dict[str, list[CaptionItem]]
+    finetune: list[CaptionItem]
+    evaluation: list[CaptionItem]
+    features: dict[str, torch.Tensor]
+    root: Path
+    _front_ends: dict[str, dict[str, torch.Tensor]] = dataclasses.field(
+        default_factory=dict, repr=False
+    )
+
+    def features_for(self, model: DualEncoderConfig) -> dict[str, torch.Tensor]:
+        """The log-mel the audio encoder of ``model`` takes: :attr:`features` (PaSST front end) or,
+        for ATST-Frame, its own 64-band features of the same recordings (computed once)."""
+        if model.front_end == "passt":
+            return self.features
+        if model.front_end not in self._front_ends:
+            everything = [i for items in self.pretrain.values() for i in items] + self.evaluation
+            self._front_ends[model.front_end] = log_mel_features(
+                everything, front_end=model.front_end
+            )
+        return self._front_ends[model.front_end]
+
+    def training_items(
+        self, corpora: Sequence[str], max_items: int | None = None
+    ) -> list[CaptionItem]:
+        """The pretraining captions of ``corpora``, at most ``max_items`` of each, concatenated."""
+        items: list[CaptionItem] = []
+        for corpus in corpora:
+            if corpus not in self.pretrain:
+                raise ValueError(f"unknown corpus {corpus!r}; known: {', '.join(self.pretrain)}")
+            items += self.pretrain[corpus][:max_items]
+        return items
+
+    @property
+    def eval_set(self) -> EvaluationSet:
+        """The evaluation split as queries (captions) and items (recordings)."""
+        return EvaluationSet.from_items(self.evaluation)
+
+
+def load_data(config: Config) -> RetrievalData:
+    """The three corpora of ``config.corpus`` as caption items, with their log-mel cached.
+
+    ``smoke`` and ``embedded`` generate (or reuse) the embedded corpora; ``paper`` reads the real
+    downloads from ``corpus.root``, laid out as ``clotho/``, ``audiocaps/``, ``wavcaps/`` in
+    their distributed formats. Both go through the same recipes
+    (:func:`~audiorepro.data.retrieval.prepare_caption_manifests`).
+    """
+    from audiorepro.data.embedded.generate import ensure_corpora
+    from audiorepro.data.retrieval import PRETRAIN_SPLITS, caption_items
+
+    spec = config.corpus
+    if spec.kind == "paper" or spec.root is not None:
+        root = spec.resolve(data_dir() / "real")
+    else:
+        root = Path(
+            ensure_corpora(spec.kind, spec.seed, only=["audio_caption"], verbose=False)[
+                "audio_caption"
+            ]
+        )
+    pretrain = {
+        corpus: caption_items(root, corpus, PRETRAIN_SPLITS[corpus])[: config.max_train_items]
+        for corpus in ("clotho", "audiocaps", "wavcaps")
+    }
+    finetune = pretrain["clotho"]
+    evaluation = caption_items(root, "clotho", ["evaluation"])[: config.max_eval_items]
+    everything = [i for items in pretrain.values() for i in items] + evaluation
+    features = log_mel_features(everything)
+    model = config.model
+    if model.trainable_layers == 0 and model.text_pretrained:
+        # a frozen pretrained text encoder embeds every caption once, here, for all pages
+        captions = [i.caption for i in everything] + [p for i in finetune for p in i.paraphrases]
+        text = TextEncoder(model.text_model, trainable_layers=0)
+        text._cache = _text_cache(model, 0)
+        with torch.no_grad():
+            text(captions)
+        save_text_caches()
+    return RetrievalData(pretrain, finetune, evaluation, features, root)
+
+
+# ------------------------------------------------------------------------------ training
+
+
+class _EpochSetter(Callback):
+    """Tells the dataset which epoch's crops and caption swaps to draw."""
+
+    def __init__(self, dataset: CaptionDataset) -> None:
+        self.dataset = dataset
+
+    def on_fit_start(self, trainer: Trainer) -> None:
+        self.dataset.set_epoch(trainer.epoch)
+
+    def on_step_end(self, trainer: Trainer, step: int, logs: dict[str, float]) -> None:
+        self.dataset.set_epoch(trainer.epoch)
+
+
+def retrieval_loss(model: torch.nn.Module, batch: Mapping[str, Any]) -> torch.Tensor:
+    """``loss_fn`` for the Trainer: the dual encoder's NT-Xent on one collated batch."""
+    return model(batch["feats"], batch["lengths"], batch["captions"], batch["audio_ids"])
+
+
+def epoch_setter(dataset: CaptionDataset) -> Callback:
+    """The Trainer callback that tells ``dataset`` the epoch (its crops and caption swaps)."""
+    return _EpochSetter(dataset)
+
+
+def train_dual_encoder(
+    model: DualEncoder,
+    items: Sequence[CaptionItem],
+    features: Mapping[str, torch.Tensor],
+    config: Config,
+    *,
+    seed: int,
+    num_epochs: int,
+    lr: float,
+    paraphrase_prob: float = 0.0,
+    out_dir: str | os.PathLike[str] | None = None,
+    progress: str = "auto",
+) -> Any:
+    """Train ``model`` in place on caption items; returns the Trainer's ``TrainResult``.
+
+    Adam with PyTorch defaults (weight decay 0), one warm-up epoch then cosine decay (§2.6),
+    random crops of ``config.max_audio_s``, padding to the batch maximum, caption swaps with
+    ``paraphrase_prob``.
+    """
+    dataset = CaptionDataset(
+        items, features, max_frames=config.max_frames, paraphrase_prob=paraphrase_prob, seed=seed
+    )
+    trainer = Trainer(
+        model,
+        retrieval_loss,
+        dataset,
+        config.train.trainer_config(len(dataset), seed=seed, num_epochs=num_epochs, lr=lr),
+        collate_fn=functools.partial(collate_captions, pad_value=model.pad_value),
+        out_dir=out_dir,
+        callbacks=[_EpochSetter(dataset)],
+        progress=progress,
+    )
+    return trainer.fit()
+
+
+# ------------------------------------------------------------------------------ evaluation
+
+
+@torch.no_grad()
+def embed_recordings(
+    model: DualEncoder,
+    keys: Sequence[str],
+    features: Mapping[str, torch.Tensor],
+    max_frames: int | None = None,
+    batch_size: int = 64,
+) -> torch.Tensor:
+    """(N, embed_dim) projected audio embeddings of the recordings ``keys``, in order.
+
+    Evaluation uses the start of each recording, at most ``max_frames`` (deterministic).
+    Recordings are batched by length to limit padding.
+    """
+    model.eval()
+    device = next(model.parameters()).device
+    order = sorted(range(len(keys)), key=lambda i: features[keys[i]].shape[0])
+    out = torch.zeros(len(keys), model.audio_projection.out_features)
+    for start in range(0, len(order), batch_size):
+        idx = order[start : start + batch_size]
+        clips = [features[keys[i]][:max_frames] for i in idx]
+        lengths = torch.tensor([c.shape[0] for c in clips])
+        feats = torch.full((len(clips), int(lengths.max()), clips[0].shape[1]), model.pad_value)
+        for j, c in enumerate(clips):
+            feats[j, : c.shape[0]] = c.float()
+        emb = model.encode_audio(feats.to(device), lengths.to(device))
+        out[idx] = emb.float().cpu()
+    return out
+
+
+@torch.no_grad()
+def embed_captions(
+    model: DualEncoder, captions: Sequence[str], batch_size: int = 256
+) -> torch.Tensor:
+    """(M, embed_dim) projected caption embeddings, in order."""
+    model.eval()
+    parts = [
+        model.encode_text(list(captions[i : i + batch_size])).float().cpu()
+        for i in range(0, len(captions), batch_size)
+    ]
+    return torch.cat(parts)
+
+
+def similarity_matrix(
+    model: DualEncoder,
+    eval_set: EvaluationSet,
+    features: Mapping[str, torch.Tensor],
+    config: Config,
+) -> torch.Tensor:
+    """(n_captions, n_recordings) cosine similarities: rows are queries, as the metrics expect."""
+    audio = embed_recordings(
+        model, eval_set.keys, features, config.max_frames, config.eval_batch_size
+    )
+    text = embed_captions(model, eval_set.captions)
+    return DualEncoder.similarity(text, audio)
+
+
+def evaluate(
+    model: DualEncoder,
+    eval_set: EvaluationSet,
+    features: Mapping[str, torch.Tensor],
+    config: Config,
+) -> dict[str, float]:
+    """Text-to-audio ``mAP@10``, ``R@1``, ``R@5``, ``R@10`` (fractions) on ``eval_set``."""
+    scores = similarity_matrix(model, eval_set, features, config)
+    save_text_caches()
+    return retrieval_metrics(scores, torch.tensor(eval_set.targets))
+
+
+def evaluate_and_record(
+    model: DualEncoder,
+    config: Config,
+    data: RetrievalData,
+    *,
+    page: str,
+    preset: str,
+    seed: int,
+    tags: Mapping[str, Any],
+    chapter: str = CHAPTER,
+    record_config: Mapping[str, Any] | None = None,
+) -> dict[str, float]:
+    """:func:`evaluate` ``model`` on the evaluation split (on its own front end) and append
+    the metrics to the results ledger with ``tags``; returns the metrics."""
+    metrics = evaluate(model, data.eval_set, data.features_for(config.model), config)
+    reporting.record_result(
+        chapter,
+        page,
+        metrics,
+        preset=preset,
+        seed=seed,
+        config=record_config if record_config is not None else to_dict(config),
+        tags=tags,
+    )
+    return metrics
+
+
+# ------------------------------------------------------------------------------ run store
+
+
+def items_digest(items: Sequence[CaptionItem]) -> str:
+    """Identity of a list of training captions (their audio keys and texts, in order)."""
+    return hashlib.sha256("\n".join(i.key + i.caption for i in items).encode()).hexdigest()
+
+
+def run_entry(
+    kind: str,
+    config: Config,
+    seed: int,
+    *,
+    items: Sequence[CaptionItem],
+    num_epochs: int,
+    lr: float,
+    paraphrase_prob: float = 0.0,
+    init: str | None = None,
+    run_store: RunStore | None = None,
+    **extra: Any,
+) -> Run:
+    """The run-store entry of one training run (complete or not yet). Its hash covers what
+    defines the result: the corpus, model and schedule, the crop, the seed, the training
+    captions, the epochs and learning rate, the caption swaps, the key of the run whose weights
+    it starts from (``init``) and ``extra``."""
+    spec = {
+        "corpus": to_dict(config.corpus),
+        "model": to_dict(config.model),
+        "train": to_dict(config.train),
+        "max_audio_s": config.max_audio_s,
+        "seed": seed,
+        "items": items_digest(items),
+        "num_epochs": num_epochs,
+        "lr": lr,
+        "paraphrase_prob": paraphrase_prob,
+        "init": init,
+        **extra,
+    }
+    return (run_store or store()).run(kind, spec)
+
+
+def trained_state(model: DualEncoder) -> dict[str, torch.Tensor]:
+    """The state dict without the frozen text-encoder weights (rebuilt identically from the
+    text model and the seed), which keeps a saved run small."""
+    frozen = {
+        f"text_encoder.{name}"
+        for name, p in model.text_encoder.named_parameters()
+        if not p.requires_grad
+    }
+    return {k: v.cpu() for k, v in model.state_dict().items() if k not in frozen}
+
+
+def load_trained_state(model: DualEncoder, state: Mapping[str, torch.Tensor]) -> None:
+    """Load :func:`trained_state` output; anything missing other than frozen weights is an error."""
+    result = model.load_state_dict(state, strict=False)
+    frozen = set(model.state_dict()) - set(trained_state(model))
+    missing = [k for k in result.missing_keys if k not in frozen]
+    if missing or result.unexpected_keys:
+        raise RuntimeError(
+            f"saved run does not fit the model: missing {missing}, unexpected "
+            f"{list(result.unexpected_keys)}"
+        )
+
+
+def trained_model(
+    run: Run,
+    config: Config,
+    seed: int,
+    train: Any,
+    *,
+    init: DualEncoder | None = None,
+    run_store: RunStore | None = None,
+) -> DualEncoder:
+    """The model of ``run`` (see :func:`run_entry`): loaded if it is complete, else built from
+    ``config.model`` and ``seed`` (or ``init``'s weights), trained by ``train(model) ->
+    TrainResult`` and published. The history is set as ``model.train_history`` (a dict), the
+    run's key as ``model.run_key`` (the identity of these weights)."""
+    model = build_model(config, seed)
+    if init is not None:
+        model.load_state_dict(init.state_dict())
+    if not run.complete:
+
+        def build(folder: Path) -> dict[str, Any]:
+            result = train(model)
+            history = result.to_dict() if result is not None else {}
+            save_text_caches()
+            save_tensors(trained_state(model), folder / "model.safetensors")
+            write_json(folder / "history.json", history)
+            return {}
+
+        (run_store or store()).publish(run, build)
+    else:
+        tensors, _ = load_tensors(run.file("model.safetensors"))
+        load_trained_state(model, tensors)
+    model.train_history = read_json(run.file("history.json"))
+    model.run_key = run.key
+    return model
+
+
+def run_training(
+    kind: str,
+    config: Config,
+    seed: int,
+    data: RetrievalData,
+    *,
+    items: Sequence[CaptionItem],
+    num_epochs: int,
+    lr: float,
+    paraphrase_prob: float = 0.0,
+    init: DualEncoder | None = None,
+    progress: str = "lines",
+    run_store: RunStore | None = None,
+) -> DualEncoder:
+    """Train (or reload) one run of ``kind`` in ``run_store`` (default :func:`store`), starting
+    from ``init``'s weights when given (its ``run_key`` is part of the run's identity)."""
+    run = run_entry(
+        kind,
+        config,
+        seed,
+        items=items,
+        num_epochs=num_epochs,
+        lr=lr,
+        paraphrase_prob=paraphrase_prob,
+        init=None if init is None else init.run_key,
+        run_store=run_store,
+    )
+
+    def train(model: DualEncoder) -> Any:
+        return train_dual_encoder(
+            model,
+            items,
+            data.features_for(config.model),
+            config,
+            seed=seed,
+            num_epochs=num_epochs,
+            lr=lr,
+            paraphrase_prob=paraphrase_prob,
+            progress=progress,
+        )
+
+    return trained_model(run, config, seed, train, init=init, run_store=run_store)
+
+
+def pretrain_entry(config: Config, seed: int, data: RetrievalData) -> Run:
+    """The run-store entry of :func:`pretrain` (its key identifies the pretrained weights)."""
+    return run_entry(
+        "pretrain",
+        config,
+        seed,
+        items=data.training_items(config.pretrain_corpora),
+        num_epochs=config.train.num_epochs,
+        lr=config.train.lr,
+    )
+
+
+def pretrain(config: Config, seed: int, data: RetrievalData, **kwargs: Any) -> DualEncoder:
+    """Stage 1 (paper §2.6): contrastive pretraining on ``config.pretrain_corpora``."""
+    return run_training(
+        "pretrain",
+        config,
+        seed,
+        data,
+        items=data.training_items(config.pretrain_corpora),
+        num_epochs=config.train.num_epochs,
+        lr=config.train.lr,
+        **kwargs,
+    )
+
+
+def finetune(
+    config: Config, seed: int, data: RetrievalData, *, augment: bool, **kwargs: Any
+) -> DualEncoder:
+    """Stage 2 (§3.5): fine-tune the pretrained model on ClothoV2, with or without the caption
+    swap (probability ``config.paraphrase_prob``). Pretrains first if no saved model exists."""
+    base = pretrain(config, seed, data, **kwargs)
+    return run_training(
+        "finetune-aug" if augment else "finetune",
+        config,
+        seed,
+        data,
+        items=data.finetune,
+        num_epochs=config.finetune_epochs,
+        lr=config.finetune_lr,
+        paraphrase_prob=config.paraphrase_prob if augment else 0.0,
+        init=base,
+        **kwargs,
+    )
+
+
+def evaluate_stages(
+    config: Config,
+    data: RetrievalData,
+    *,
+    preset: str,
+    page: str,
+    recorded: Sequence[str] = STAGES,
+) -> dict[tuple[str, int], tuple[DualEncoder, dict[str, float]]]:
+    """For every seed, the models of :data:`STAGES` (trained or reloaded), each scored on the
+    evaluation split; the stages in ``recorded`` go to the ledger, tagged ``{"stage": ...}``.
+    Returns ``{(stage, seed): (model, metrics)}``."""
+    out = {}
+    for seed in config.seeds:
+        models = {
+            "pretrain": pretrain(config, seed, data),
+            "finetune": finetune(config, seed, data, augment=False),
+            "finetune-aug": finetune(config, seed, data, augment=True),
+        }
+        for stage, model in models.items():
+            if stage in recorded:
+                metrics = evaluate_and_record(
+                    model, config, data, page=page, preset=preset, seed=seed,
+                    tags={"stage": stage},
+                )  # fmt: skip
+            else:
+                metrics = evaluate(model, data.eval_set, data.features, config)
+            out[stage, seed] = (model, metrics)
+    return out
+
+
+# ------------------------------------------------------------------------------ ablations
+
+ABLATIONS = ("audio_encoder", "text_encoder", "corpora", "snippet_s")
+"""The chapter's ablations: PaSST vs CNN14 (Table 3), pretrained vs random text encoder,
+pretraining corpora (Table 4), snippet length (Figure 1)."""
+
+
+def ablation_config(config: Config, kind: str, setting: str) -> Config:
+    """``config`` with one factor changed. ``setting``: ``passt``/``cnn14``/``cnn10``,
+    ``pretrained``/``random``, ``+``-joined corpora, or a snippet length in seconds."""
+    if kind == "audio_encoder":
+        return replace(config, **{"model.audio_encoder": setting})
+    if kind == "text_encoder":
+        if setting not in ("pretrained", "random"):
+            raise ValueError(f"text_encoder setting must be pretrained or random, got {setting!r}")
+        return replace(config, **{"model.text_pretrained": setting == "pretrained"})
+    if kind == "corpora":
+        return replace(config, pretrain_corpora=tuple(setting.split("+")))
+    if kind == "snippet_s":
+        return replace(config, **{"model.snippet_s": float(setting)})
+    raise ValueError(f"unknown ablation {kind!r}; known: {', '.join(ABLATIONS)}")
+
+
+def ablation_settings(config: Config) -> dict[str, list[str]]:
+    """The settings each ablation compares, as ledger ``setting`` tags."""
+    return {
+        "audio_encoder": ["passt", "cnn14"],
+        "text_encoder": ["pretrained", "random"],
+        "corpora": list(config.corpus_combinations),
+        "snippet_s": [str(s) for s in config.snippet_lengths_s],
+    }
+
+
+def run_ablation(
+    config: Config, data: RetrievalData, kind: str, setting: str, seed: int, **kwargs: Any
+) -> dict[str, float]:
+    """Train one ablation run from scratch (``ablation_epochs`` on at most
+    ``ablation_max_train_items`` captions per corpus, crops of ``ablation_max_audio_s``) and
+    return its evaluation metrics (clips cut at ``max_audio_s`` as in the main runs).
+
+    The run's kind is the same for every ablation, so settings that coincide (the reference
+    setting appears in all four ablations) train once."""
+    eval_cfg = ablation_config(config, kind, setting)
+    run_cfg = replace(eval_cfg, max_audio_s=config.ablation_max_audio_s or config.max_audio_s)
+    items = data.training_items(run_cfg.pretrain_corpora, config.ablation_max_train_items)
+    model = run_training(
+        "ablation",
+        run_cfg,
+        seed,
+        data,
+        items=items,
+        num_epochs=config.ablation_epochs,
+        lr=config.train.lr,
+        **kwargs,
+    )
+    return evaluate(model, data.eval_set, data.features_for(eval_cfg.model), eval_cfg)
+
+
+def run_ablations(config: Config, data: RetrievalData, *, preset: str, page: str) -> None:
+    """Every ablation setting of :func:`ablation_settings` for every seed, recorded in the
+    ledger with tags ``{"ablation": kind, "setting": setting}``."""
+    for kind, settings in ablation_settings(config).items():
+        for setting in settings:
+            for seed in config.seeds:
+                metrics = run_ablation(config, data, kind, setting, seed)
+                reporting.record_result(
+                    CHAPTER, page, metrics, preset=preset, seed=seed, config=to_dict(config),
+                    tags={"ablation": kind, "setting": setting},
+                )  # fmt: skip
+
+
+# ------------------------------------------------------------------------------ findings
+
+
+def stage_table(records: Sequence[Mapping[str, Any]], preset: str) -> pd.DataFrame:
+    """The main system stage by stage (Table 3 analogue), mean ± std over seeds in %."""
+    rows = [
+        ("PaSST, pretrained on all corpora", {"stage": "pretrain"}),
+        ("+ fine-tuned on ClothoV2", {"stage": "finetune"}),
+        ("+ fine-tuned with caption augmentation", {"stage": "finetune-aug"}),
+    ]
+    return reporting.seed_table(
+        records, rows, chapter=CHAPTER, preset=preset, metrics=METRICS, scale=100
+    )
+
+
+def ablation_table(
+    records: Sequence[Mapping[str, Any]], config: Config, preset: str, kind: str
+) -> pd.DataFrame:
+    """One ablation's settings, mean ± std over seeds in %."""
+    settings = ablation_settings(config)[kind]
+    label = (lambda v: f"{v} s") if kind == "snippet_s" else str
+    rows = [(label(v), {"ablation": kind, "setting": v}) for v in settings]
+    return reporting.seed_table(
+        records, rows, chapter=CHAPTER, preset=preset, metrics=METRICS, scale=100
+    )
+
+
+def snippet_curve(
+    records: Sequence[Mapping[str, Any]], config: Config, preset: str
+) -> tuple[list[float], list[float], list[float]]:
+    """The Figure 1 analogue: snippet lengths (s), mAP@10 means and stds over seeds (%)."""
+    settings = ablation_settings(config)["snippet_s"]
+    stats = [
+        reporting.mean_std(
+            reporting.values(
+                records, chapter=CHAPTER, preset=preset, metric="mAP@10", scale=100,
+                tags={"ablation": "snippet_s", "setting": v},
+            )
+        )
+        for v in settings
+    ]  # fmt: skip
+    return [float(v) for v in settings], [m for m, _ in stats], [s for _, s in stats]
+
+
+PAPER: dict[str, dict[str, float | None]] = {
+    # Table 3: PaSST-N + roberta-large, pretrained, fine-tuned, fine-tuned with augmentation;
+    # and the audio encoders with bert-base.
+    "Table 3": {
+        "pretrain mAP@10": 36.65,
+        "finetune mAP@10": 38.00,
+        "finetune-aug mAP@10": 38.56,
+        "finetune-aug R@1": 26.07,
+        "finetune-aug R@10": 69.30,
+        "passt mAP@10": 35.22,
+        "cnn14 mAP@10": 28.06,
+    },
+    # Table 4: mAP@10 by pretraining corpora (PaSST-N + bert-base).
+    "Table 4": {
+        "audiocaps": 21.01,
+        "wavcaps": 27.62,
+        "clotho": 27.28,
+        "audiocaps+wavcaps": 27.13,
+        "wavcaps+clotho": 34.42,
+        "audiocaps+clotho": 30.64,
+        "audiocaps+wavcaps+clotho": 35.22,
+    },
+    # Figure 1: mAP@10 against the snippet length (PaSST-S20), read off a plot: no value.
+    "Figure 1": {},
+}
+"""The paper's numbers (paper (a), in %), by the table or figure that reports them."""
+
+
+def findings(records: Sequence[Mapping[str, Any]], config: Config, preset: str) -> pd.DataFrame:
+    """The paper-vs-ours table: every value of :data:`PAPER` the preset ran, beside the ledger's
+    mean ± std over seeds, with the verdict on each of the paper's claims."""
+    t3, t4 = PAPER["Table 3"], PAPER["Table 4"]
+    ab, tx, co, sn = (
+        {"ablation": k} for k in ("audio_encoder", "text_encoder", "corpora", "snippet_s")
+    )
+    row = functools.partial(PaperRow, chapter=CHAPTER, scale=100, digits=2)
+    rows = [
+        row("mAP@10, pretrained (PaSST-N + roberta-large)", "mAP@10", t3["pretrain mAP@10"],
+            tags={"stage": "pretrain"}, source="Table 3"),
+        row("mAP@10, + fine-tuned", "mAP@10", t3["finetune mAP@10"], tags={"stage": "finetune"},
+            claim="fine-tuning on ClothoV2 helps", versus={"stage": "pretrain"},
+            source="Table 3"),
+        row("mAP@10, + fine-tuned with augmentation", "mAP@10", t3["finetune-aug mAP@10"],
+            tags={"stage": "finetune-aug"}, claim="caption augmentation helps fine-tuning",
+            versus={"stage": "finetune"}, source="Table 3"),
+        row("R@1, + fine-tuned with augmentation", "R@1", t3["finetune-aug R@1"],
+            tags={"stage": "finetune-aug"}, source="Table 3"),
+        row("R@10, + fine-tuned with augmentation", "R@10", t3["finetune-aug R@10"],
+            tags={"stage": "finetune-aug"}, source="Table 3"),
+        row("mAP@10, PaSST-N (bert-base)", "mAP@10", t3["passt mAP@10"],
+            tags=ab | {"setting": "passt"}, claim="PaSST beats CNN14",
+            versus=ab | {"setting": "cnn14"}, source="Table 3"),
+        row("mAP@10, CNN14 (bert-base)", "mAP@10", t3["cnn14 mAP@10"],
+            tags=ab | {"setting": "cnn14"}, source="Table 3"),
+        row("mAP@10, randomly initialised text encoder", "mAP@10", None,
+            tags=tx | {"setting": "random"}),
+        row("mAP@10, pretrained text encoder", "mAP@10", None,
+            tags=tx | {"setting": "pretrained"},
+            claim="a pretrained text encoder beats a random one",
+            versus=tx | {"setting": "random"}),
+    ]  # fmt: skip
+    combos = list(config.corpus_combinations)
+    for combo in combos:
+        claim = versus = None
+        if combo == combos[-1] and "clotho" in combos and len(combos) > 1:
+            claim, versus = "adding corpora to ClothoV2 helps", co | {"setting": "clotho"}
+        rows.append(
+            row(f"mAP@10, pretrained on {combo}", "mAP@10", t4.get(combo),
+                tags=co | {"setting": combo}, claim=claim, versus=versus, source="Table 4")
+        )  # fmt: skip
+    lengths = ablation_settings(config)["snippet_s"]
+    rows.append(
+        row(f"mAP@10, {lengths[-1]} s snippets (Figure 1)", "mAP@10", None,
+            tags=sn | {"setting": lengths[-1]}, claim="longer snippets beat shorter ones",
+            versus=sn | {"setting": lengths[0]}, source="Figure 1")
+    )  # fmt: skip
+    return reporting.paper_vs_ours(rows, preset=preset, records=records)
