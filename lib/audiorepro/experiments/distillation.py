@@ -477,17 +477,29 @@ def encoder_sizes(config: Config) -> pd.DataFrame:
     ours = config.retrieval.model.passt_variant
     return pd.DataFrame(
         [
-            {"encoder": "PaSST", "paper": "n (chapter 01 paper preset)",
-             "paper M params": millions(passt("n")), "ours": ours,
-             "ours M params": millions(passt(ours))},
-            {"encoder": "ATST-Frame", "paper": "base", "paper M params": millions(atst("base")),
-             "ours": config.atst_variant, "ours M params": millions(atst(config.atst_variant))},
-            {"encoder": "MobileNetV3", "paper": "mn40_as_ext",
-             "paper M params": millions(mobilenet("mn40_as_ext")),
-             "ours": config.mobilenet_variant,
-             "ours M params": millions(mobilenet(config.mobilenet_variant))},
+            {
+                "encoder": "PaSST",
+                "paper": "n (chapter 01 paper preset)",
+                "paper M params": millions(passt("n")),
+                "ours": ours,
+                "ours M params": millions(passt(ours)),
+            },
+            {
+                "encoder": "ATST-Frame",
+                "paper": "base",
+                "paper M params": millions(atst("base")),
+                "ours": config.atst_variant,
+                "ours M params": millions(atst(config.atst_variant)),
+            },
+            {
+                "encoder": "MobileNetV3",
+                "paper": "mn40_as_ext",
+                "paper M params": millions(mobilenet("mn40_as_ext")),
+                "ours": config.mobilenet_variant,
+                "ours M params": millions(mobilenet(config.mobilenet_variant)),
+            },
         ]
-    )  # fmt: skip
+    )
 
 
 def evaluate(model: DualEncoder, config: Config, name: str, data: RetrievalData) -> dict:
@@ -512,24 +524,40 @@ def evaluate_and_record(
     ``{"model": name} | tags``."""
     metrics = evaluate(model, config, name, data)
     reporting.record_result(
-        CHAPTER, page, metrics, preset=preset, seed=seed,
-        config={"distillation": to_dict(config), "retrieval": to_dict(teacher_config(config, name))},
+        CHAPTER,
+        page,
+        metrics,
+        preset=preset,
+        seed=seed,
+        config={
+            "distillation": to_dict(config),
+            "retrieval": to_dict(teacher_config(config, name)),
+        },
         tags={"model": name} | dict(tags),
-    )  # fmt: skip
+    )
     return metrics
 
 
 def _record_ensemble(
-    models: Sequence[DualEncoder], config: Config, data: RetrievalData, *, page: str,
-    preset: str, seed: int,
-) -> None:  # fmt: skip
+    models: Sequence[DualEncoder],
+    config: Config,
+    data: RetrievalData,
+    *,
+    page: str,
+    preset: str,
+    seed: int,
+) -> None:
     cfgs = [teacher_config(config, name) for name in config.teachers]
     scores = ensemble_similarity(models, cfgs, data)
     reporting.record_result(
-        CHAPTER, page, retrieval_metrics(scores, data.eval_set.targets), preset=preset,
-        seed=seed, config=to_dict(config),
+        CHAPTER,
+        page,
+        retrieval_metrics(scores, data.eval_set.targets),
+        preset=preset,
+        seed=seed,
+        config=to_dict(config),
         tags={"model": "ensemble", "stage": "distilled", "lam": config.lam},
-    )  # fmt: skip
+    )
 
 
 def evaluate_teachers(
@@ -542,9 +570,15 @@ def evaluate_teachers(
         for name in config.teachers:
             model = stage1_teacher(config, name, seed, data)
             evaluate_and_record(
-                model, config, name, data, page=page, preset=preset, seed=seed,
+                model,
+                config,
+                name,
+                data,
+                page=page,
+                preset=preset,
+                seed=seed,
                 tags={"stage": "stage1"},
-            )  # fmt: skip
+            )
             out[name, seed] = model
     return out
 
@@ -560,14 +594,26 @@ def evaluate_models(
         for name in config.teachers:
             if stage1:
                 evaluate_and_record(
-                    stage1_teacher(config, name, seed, data), config, name, data, page=page,
-                    preset=preset, seed=seed, tags={"stage": "stage1"},
-                )  # fmt: skip
+                    stage1_teacher(config, name, seed, data),
+                    config,
+                    name,
+                    data,
+                    page=page,
+                    preset=preset,
+                    seed=seed,
+                    tags={"stage": "stage1"},
+                )
             students[name, seed] = distill(config, name, seed, data)
             evaluate_and_record(
-                students[name, seed], config, name, data, page=page, preset=preset, seed=seed,
+                students[name, seed],
+                config,
+                name,
+                data,
+                page=page,
+                preset=preset,
+                seed=seed,
                 tags={"stage": "distilled", "lam": config.lam},
-            )  # fmt: skip
+            )
         models = [students[name, seed] for name in config.teachers]
         _record_ensemble(models, config, data, page=page, preset=preset, seed=seed)
     return students
@@ -581,9 +627,15 @@ def evaluate_sweep(config: Config, data: RetrievalData, *, preset: str, page: st
             for seed in config.seeds:
                 model = distill(config, name, seed, data, lam=lam)
                 evaluate_and_record(
-                    model, config, name, data, page=page, preset=preset, seed=seed,
+                    model,
+                    config,
+                    name,
+                    data,
+                    page=page,
+                    preset=preset,
+                    seed=seed,
                     tags={"stage": "distilled", "lam": lam},
-                )  # fmt: skip
+                )
 
 
 # ------------------------------------------------------------------------------ findings
@@ -638,12 +690,24 @@ def lambda_sweep(
         base = _mean(records, preset, _tags(name, "stage1"))
         for lam in config.lambdas:
             vals = reporting.values(
-                records, chapter=CHAPTER, preset=preset, metric="mAP@10",
-                tags=_tags(name, "distilled", lam), scale=100,
-            )  # fmt: skip
+                records,
+                chapter=CHAPTER,
+                preset=preset,
+                metric="mAP@10",
+                tags=_tags(name, "distilled", lam),
+                scale=100,
+            )
             mean, std = reporting.mean_std(vals) if vals else (float("nan"), float("nan"))
-            rows.append({"model": name, "λ": lam, "mAP@10 mean": mean, "std": std,
-                         "seeds": len(vals), "stage 1": base})  # fmt: skip
+            rows.append(
+                {
+                    "model": name,
+                    "λ": lam,
+                    "mAP@10 mean": mean,
+                    "std": std,
+                    "seeds": len(vals),
+                    "stage 1": base,
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -669,31 +733,45 @@ def findings(records: Sequence[Mapping[str, Any]], config: Config, preset: str) 
     model; λ = 1 beats λ = 0 for the swept models; the ensemble beats the best single
     student)."""
     paper = PAPER["Table 2"]
-    row = functools.partial(PaperRow, metric="mAP@10", chapter=CHAPTER, scale=100, digits=2,
-                            source="Table 2")  # fmt: skip
+    row = functools.partial(
+        PaperRow, metric="mAP@10", chapter=CHAPTER, scale=100, digits=2, source="Table 2"
+    )
     rows = []
     for name in config.teachers:
         stage1, distilled = _tags(name, "stage1"), _tags(name, "distilled", config.lam)
         rows.append(row(f"{name}, stage 1", paper=paper[name, "stage1"], tags=stage1))
         rows.append(
-            row(f"{name}, distilled", paper=paper[name, "distilled"], tags=distilled,
-                claim=f"distillation fine-tuning improves {name}", versus=stage1)
-        )  # fmt: skip
+            row(
+                f"{name}, distilled",
+                paper=paper[name, "distilled"],
+                tags=distilled,
+                claim=f"distillation fine-tuning improves {name}",
+                versus=stage1,
+            )
+        )
         if name in config.sweep_models:
             rows.append(
-                row(f"{name}, distilled (λ = {config.lam:g}) vs λ = 0", paper=None,
-                    tags=distilled, claim="λ = 1 beats λ = 0 (plain fine-tuning)",
-                    versus=_tags(name, "distilled", 0.0), source="")
-            )  # fmt: skip
+                row(
+                    f"{name}, distilled (λ = {config.lam:g}) vs λ = 0",
+                    paper=None,
+                    tags=distilled,
+                    claim="λ = 1 beats λ = 0 (plain fine-tuning)",
+                    versus=_tags(name, "distilled", 0.0),
+                    source="",
+                )
+            )
     best = max(
         config.teachers, key=lambda n: _mean(records, preset, _tags(n, "distilled", config.lam))
     )
     rows.append(
-        row("ensemble of the distilled models", paper=paper["ensemble", "distilled"],
+        row(
+            "ensemble of the distilled models",
+            paper=paper["ensemble", "distilled"],
             tags=_tags("ensemble", "distilled", config.lam),
             claim=f"the ensemble beats the best single distilled model ({best})",
-            versus=_tags(best, "distilled", config.lam))
-    )  # fmt: skip
+            versus=_tags(best, "distilled", config.lam),
+        )
+    )
     return reporting.paper_vs_ours(rows, preset=preset, records=records)
 
 

@@ -48,9 +48,14 @@ class AtstMel(nn.Module):
     def forward(self, wav: torch.Tensor) -> torch.Tensor:
         """wav (B, S) at 16 kHz → scaled log-mel (B, 1, 64, S // 160 + 1)."""
         stft = torch.stft(
-            wav.float(), 1024, hop_length=160, window=self.window, center=True,
-            pad_mode="reflect", return_complex=True,
-        )  # fmt: skip
+            wav.float(),
+            1024,
+            hop_length=160,
+            window=self.window,
+            center=True,
+            pad_mode="reflect",
+            return_complex=True,
+        )
         spec = self.mel_basis @ stft.abs().pow(2)  # (B, 64, T)
         db = 10.0 * torch.log10(spec.clamp(min=1e-10))
         db = torch.maximum(db, db.amax(dim=(1, 2), keepdim=True) - 80.0).clamp(-50.0, 80.0)
