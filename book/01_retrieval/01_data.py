@@ -27,10 +27,9 @@ preset: str = "embedded"  # smoke | embedded | paper
 from IPython.display import Audio, display
 
 from audiorepro import plotting, reporting
-from audiorepro.config import load_preset
 from audiorepro.experiments import retrieval
 
-config = load_preset(retrieval.Config, retrieval.PRESETS, preset)
+config = retrieval.load_config(preset)
 config
 
 # %% [markdown]

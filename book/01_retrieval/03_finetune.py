@@ -26,10 +26,9 @@ preset: str = "embedded"  # smoke | embedded | paper
 # %%
 import pandas as pd
 
-from audiorepro.config import load_preset
 from audiorepro.experiments import retrieval
 
-config = load_preset(retrieval.Config, retrieval.PRESETS, preset)
+config = retrieval.load_config(preset)
 data = retrieval.load_data(config)
 config
 

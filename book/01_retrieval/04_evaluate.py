@@ -34,11 +34,10 @@ import pandas as pd
 from IPython.display import Audio, display
 
 from audiorepro import plotting, reporting
-from audiorepro.config import load_preset
 from audiorepro.experiments import retrieval
 
 pd.set_option("display.max_colwidth", None)  # the finding sentences are long
-config = load_preset(retrieval.Config, retrieval.PRESETS, preset)
+config = retrieval.load_config(preset)
 data = retrieval.load_data(config)
 config
 

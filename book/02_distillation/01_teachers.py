@@ -27,10 +27,9 @@ preset: str = "embedded"  # smoke | embedded | paper
 # %%
 
 from audiorepro import plotting, reporting
-from audiorepro.config import load_preset
 from audiorepro.experiments import distillation
 
-config = load_preset(distillation.Config, distillation.PRESETS, preset)
+config = distillation.load_config(preset)
 data = distillation.load_data(config.retrieval)
 config
 

@@ -31,11 +31,11 @@ import pandas as pd
 from IPython.display import Audio, display
 
 from audiorepro import plotting, reporting
-from audiorepro.config import load_preset, to_dict
+from audiorepro.config import to_dict
 from audiorepro.experiments import distillation
 
 pd.set_option("display.max_colwidth", None)
-config = load_preset(distillation.Config, distillation.PRESETS, preset)
+config = distillation.load_config(preset)
 data = distillation.load_data(config.retrieval)
 seed = config.seeds[0]
 items = distillation.finetune_items(config, data)

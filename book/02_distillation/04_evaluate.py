@@ -27,11 +27,10 @@ preset: str = "embedded"  # smoke | embedded | paper
 import pandas as pd
 
 from audiorepro import plotting, reporting
-from audiorepro.config import load_preset
 from audiorepro.experiments import distillation
 
 pd.set_option("display.max_colwidth", None)  # the finding sentences are long
-config = load_preset(distillation.Config, distillation.PRESETS, preset)
+config = distillation.load_config(preset)
 data = distillation.load_data(config.retrieval)
 
 

@@ -116,10 +116,11 @@ class Config:
             raise ConfigError("seeds: give at least one seed")
 
 
-def load_config(preset: str, **overrides: Any) -> Config:
-    """The ``preset`` of this chapter with ``overrides`` applied (``None`` values are ignored;
-    dotted names such as ``"corpus.root"`` or ``"train.num_epochs"`` set nested fields)."""
-    return load_preset(Config, PRESETS, preset, **overrides)
+def load_config(preset: str, overrides: Mapping[str, Any] | None = None, **more: Any) -> Config:
+    """The chapter's :class:`Config` of ``preset`` (``PRESETS/<preset>.yaml``) with single-field
+    overrides, given as a mapping or as keywords; dotted names set nested fields
+    (``{"train.max_steps": 10}``), and ``None`` values are ignored."""
+    return load_preset(Config, PRESETS, preset, **{**dict(overrides or {}), **more})
 
 
 # ------------------------------------------------------------------------------- data

@@ -38,7 +38,7 @@ import torch
 from torch import nn
 
 from audiorepro import reporting
-from audiorepro.config import ConfigError, field, replace, to_dict
+from audiorepro.config import ConfigError, field, load_preset, replace, to_dict
 from audiorepro.data.retrieval import CaptionDataset, CaptionItem, collate_captions
 from audiorepro.distillation import (
     DEFAULT_TAU,
@@ -165,6 +165,13 @@ class Config:
             raise ConfigError(f"Config: λ must be >= 0, got {self.lam}, {self.lambdas}")
         if not self.target_tau > 0:
             raise ConfigError(f"Config.target_tau: expected > 0, got {self.target_tau}")
+
+
+def load_config(preset: str, overrides: Mapping[str, Any] | None = None, **more: Any) -> Config:
+    """The chapter's :class:`Config` of ``preset`` (``PRESETS/<preset>.yaml``) with single-field
+    overrides, given as a mapping or as keywords; dotted names set nested fields
+    (``{"train.max_steps": 10}``), and ``None`` values are ignored."""
+    return load_preset(Config, PRESETS, preset, **{**dict(overrides or {}), **more})
 
 
 def store() -> RunStore:

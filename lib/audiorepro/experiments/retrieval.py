@@ -27,7 +27,7 @@ import pandas as pd
 import torch
 
 from audiorepro import reporting
-from audiorepro.config import ConfigError, CorpusSpec, field, replace, to_dict
+from audiorepro.config import ConfigError, CorpusSpec, field, load_preset, replace, to_dict
 from audiorepro.data.retrieval import (
     CaptionDataset,
     CaptionItem,
@@ -316,6 +316,13 @@ class RetrievalData:
     def eval_set(self) -> EvaluationSet:
         """The evaluation split as queries (captions) and items (recordings)."""
         return EvaluationSet.from_items(self.evaluation)
+
+
+def load_config(preset: str, overrides: Mapping[str, Any] | None = None, **more: Any) -> Config:
+    """The chapter's :class:`Config` of ``preset`` (``PRESETS/<preset>.yaml``) with single-field
+    overrides, given as a mapping or as keywords; dotted names set nested fields
+    (``{"train.max_steps": 10}``), and ``None`` values are ignored."""
+    return load_preset(Config, PRESETS, preset, **{**dict(overrides or {}), **more})
 
 
 def load_data(config: Config) -> RetrievalData:

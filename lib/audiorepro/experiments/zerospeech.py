@@ -126,7 +126,7 @@ __all__ = [
 ]
 
 CHAPTER = "03_zerospeech"
-PRESETS_DIR = Path("book") / CHAPTER / "presets"
+PRESETS = repo_root() / "book" / CHAPTER / "presets"
 # Bump when a change to the code changes what a stored model would be.
 RUNS_VERSION = 2
 
@@ -199,10 +199,11 @@ class Config:
         feature_of(self.model.input_dim)  # raises unless 39 (MFCC) or 80 (log-Mel)
 
 
-def load_config(preset: str, overrides: Mapping[str, Any] | None = None) -> Config:
-    """The chapter's :class:`Config` of ``preset``; ``overrides`` set single fields (dotted
-    names for nested ones, ``{"train.max_steps": 10}``), and ``None`` values are ignored."""
-    return load_preset(Config, repo_root() / PRESETS_DIR, preset, **dict(overrides or {}))
+def load_config(preset: str, overrides: Mapping[str, Any] | None = None, **more: Any) -> Config:
+    """The chapter's :class:`Config` of ``preset`` (``PRESETS/<preset>.yaml``) with single-field
+    overrides, given as a mapping or as keywords; dotted names set nested fields
+    (``{"train.max_steps": 10}``), and ``None`` values are ignored."""
+    return load_preset(Config, PRESETS, preset, **{**dict(overrides or {}), **more})
 
 
 def store() -> RunStore:
