@@ -104,3 +104,15 @@ def test_bad_inputs():
         bitrate([np.ones((2, 2)), np.ones((2, 3))], 1.0)
     with pytest.raises(ValueError, match="sequence 0: contains NaN"):
         bitrate([np.array([[np.nan, 1.0]])], 1.0)
+
+
+def test_a_nan_in_an_embedding_file_names_the_file_and_line(tmp_path):
+    folder = tmp_path / "test"
+    folder.mkdir()
+    (folder / "S1_0.txt").write_text("1 0\n0 1\n")
+    (folder / "S1_1.txt").write_text("1 0\nnan 1\n")
+    filelist = write_filelist(tmp_path / "list.txt", [("S1_0.txt", 1.0), ("S1_1.txt", 1.0)])
+    with pytest.raises(ZeroSpeechFormatError, match=r"S1_1.txt:2.*non-finite value"):
+        bitrate_from_submission(folder, filelist)
+    with pytest.raises(ZeroSpeechFormatError, match=r"S1_1.txt:2.*non-finite"):
+        read_submission_folder(folder)

@@ -187,8 +187,8 @@ def read_embedding_file(
         (frames, dim) float64; (0, 0) for a file without frames when single columns are kept.
 
     Raises:
-        ZeroSpeechFormatError: naming ``file:line``, for a non-numeric value or a line whose
-            width differs from the first frame's; naming the file, for an unreadable file or
+        ZeroSpeechFormatError: naming ``file:line``, for a non-numeric or non-finite value or a
+            line whose width differs from the first frame's; naming the file, for an unreadable file or
             (``drop_single_column``) a file without a frame of more than one column.
     """
     path = Path(path)
@@ -204,6 +204,10 @@ def read_embedding_file(
             raise ZeroSpeechFormatError(
                 path, number, f"expected space-separated numbers, got {line.strip()!r}"
             ) from None
+        if not all(math.isfinite(v) for v in row):
+            raise ZeroSpeechFormatError(
+                path, number, f"non-finite value (NaN or inf) in {line.strip()[:80]!r}"
+            )
         if width is None:
             width = len(row)
         elif len(row) != width:
