@@ -74,3 +74,20 @@ def test_cli_exit_status(tmp_path, capsys):
         text=True,
     )
     assert result.returncode == 2 and "holds none of" in result.stderr
+
+
+def test_duplicate_and_empty_clotho_file_names_are_reported_like_the_recipe_refuses_them(tmp_path):
+    clotho = tmp_path / "clotho"
+    clotho.mkdir()
+    (clotho / "clotho_captions_development.csv").write_text(
+        "file_name,caption_1,caption_2,caption_3,caption_4,caption_5\n"
+        "a.wav,one,two,three,four,five\n"
+        ",one,two,three,four,five\n"
+        "a.wav,six,seven,eight,nine,ten\n"
+    )
+    _wav(clotho / "clotho_audio_development" / "a.wav", 1.0)
+    assert check_caption_corpora(tmp_path) == [
+        f"{clotho / 'clotho_captions_development.csv'}:3: empty file_name",
+        f"{clotho / 'clotho_captions_development.csv'}:4: duplicate file_name 'a.wav' "
+        "(first on line 2)",
+    ]

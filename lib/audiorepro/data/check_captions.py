@@ -7,7 +7,8 @@ running them on a large download, this check lists *all* problems of a folder ho
     python -m audiorepro.data.check_captions /data/real
 
 One line per problem, ``path[:line]: message``: a captions CSV with other columns than the
-format's (expected and found are shown), an empty caption, a listed audio file that is missing,
+format's (expected and found are shown), an empty or duplicate Clotho ``file_name``, an empty
+caption, a listed audio file that is missing,
 unreadable, or shorter than one PaSST patch (16 frames of 10 ms plus the STFT window). Exit
 status 0 without problems, 1 with, 2 when the folder holds none of the three corpora.
 """
@@ -79,7 +80,19 @@ def check_clotho(folder: Path) -> list[str]:
             (folder / d for d in (f"clotho_audio_{split}", split) if (folder / d).is_dir()),
             folder / split,
         )
+        first_line: dict[str, int] = {}
         for line, row in _rows(path, CAPTION_COLUMNS, problems):
+            name = row["file_name"]
+            if not name:
+                problems.append(f"{path}:{line}: empty file_name")
+                continue
+            if name in first_line:
+                problems.append(
+                    f"{path}:{line}: duplicate file_name {name!r} (first on line "
+                    f"{first_line[name]})"
+                )
+                continue
+            first_line[name] = line
             for k in range(1, 6):
                 if not row[f"caption_{k}"]:
                     problems.append(f"{path}:{line}: caption_{k} of {row['file_name']!r} is empty")
