@@ -4,7 +4,10 @@ Every location can be moved with an environment variable, so a researcher can ke
 large disk and CI can keep test output in a temporary folder:
 
 - ``AUDIOREPRO_DATA``: generated and prepared corpora (default ``<repo>/data``);
-- ``AUDIOREPRO_RESULTS``: the results ledger (default ``<repo>/results``).
+- ``AUDIOREPRO_RESULTS``: the results ledger (default ``<repo>/results``);
+- ``AUDIOREPRO_RUNS``: the run store (default ``<data dir>/runs``);
+- ``AUDIOREPRO_CHECKPOINTS``: downloaded released checkpoints, under their published file names
+  (default ``<data dir>/checkpoints``).
 
 ``<repo>`` is the checkout holding this package when installed editable (``pip install -e .``),
 otherwise the current working directory.
@@ -42,3 +45,11 @@ def runs_dir() -> Path:
     ``$AUDIOREPRO_RUNS`` or ``<data dir>/runs``."""
     env = os.environ.get("AUDIOREPRO_RUNS")
     return Path(env).expanduser() if env else data_dir() / "runs"
+
+
+def checkpoints_dir() -> Path:
+    """Folder of released checkpoints, downloaded by hand under their published file names
+    (``passt-s-f128-p16-s16-ap.468.pt``, ``Cnn14_mAP=0.431.pth``, ...):
+    ``$AUDIOREPRO_CHECKPOINTS`` or ``<data dir>/checkpoints``."""
+    env = os.environ.get("AUDIOREPRO_CHECKPOINTS")
+    return Path(env).expanduser() if env else data_dir() / "checkpoints"

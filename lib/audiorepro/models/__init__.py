@@ -6,7 +6,9 @@ feature size in ``num_features`` (also ``embed_dim``), and ``max_frames`` (the l
 :func:`embed_snippets`).
 
 - :mod:`~audiorepro.models.audio_encoders`: the encoder families by name and their factory
-  (``build_audio_encoder(AudioEncoderConfig(audio_encoder="cnn14"))``), ``MelBinPool``.
+  (``build_audio_encoder(AudioEncoderConfig(audio_encoder="cnn14"))``), ``MelBinPool``, the
+  released AudioSet checkpoints (``RELEASED_CHECKPOINTS``, ``audio_pretrained``) and our own
+  files in their layouts (``save_released_layout``).
 - :mod:`~audiorepro.models.dual_encoder`: the dual encoder, its config and factory, and the
   distillation student.
 - :mod:`~audiorepro.models.passt`: PaSST audio spectrogram transformer (variants N, S, L, S20 of
@@ -25,9 +27,13 @@ feature size in ``num_features`` (also ``embed_dim``), and ``max_frames`` (the l
 from audiorepro.models.atst import ATSTFrame, atst, atst_frame_base, atst_frame_tiny
 from audiorepro.models.audio_encoders import (
     AUDIO_ENCODERS,
+    RELEASED_CHECKPOINTS,
     AudioEncoderConfig,
     MelBinPool,
     build_audio_encoder,
+    load_audio_pretrained,
+    resolve_audio_pretrained,
+    save_released_layout,
 )
 from audiorepro.models.mobilenet import MN, mn40_as_ext, mobilenet
 from audiorepro.models.panns import CNN, cnn10, cnn14, load_panns_checkpoint
@@ -61,7 +67,11 @@ __all__ = [
     "PaSST",
     "AudioEncoderConfig",
     "MelBinPool",
+    "RELEASED_CHECKPOINTS",
     "build_audio_encoder",
+    "load_audio_pretrained",
+    "resolve_audio_pretrained",
+    "save_released_layout",
     "cnn10",
     "cnn14",
     "count_parameters",

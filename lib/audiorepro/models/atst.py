@@ -378,10 +378,21 @@ def atst_state_dict_from_checkpoint(
     return out
 
 
-def load_atst_checkpoint(model: ATSTFrame, path: str | PathLike) -> ATSTFrame:
+def load_atst_checkpoint(
+    model: ATSTFrame,
+    path: str | PathLike,
+    drop_head: bool = False,
+    cut_pos_embed: bool = False,
+) -> ATSTFrame:
     """Load a released ATST-Frame checkpoint (Lightning ``.ckpt`` with a ``state_dict``) or one
     of ours (``.safetensors`` / ``.pt``) from a local file, strictly (the optional ``head`` must
     be in the file when the model has one).
+
+    Args:
+        drop_head: ignore the file's ``head.*`` and keep the model's own (none by default).
+        cut_pos_embed: for a model with a shorter positional encoding than the file (snippets
+            under 10 s), keep the file's first positions: the forward pass uses only the first
+            ones for short inputs, so the result is the same.
 
     Raises:
         CheckpointError: unreadable file, or missing / unexpected / mismatched keys (all listed).
@@ -392,6 +403,14 @@ def load_atst_checkpoint(model: ATSTFrame, path: str | PathLike) -> ATSTFrame:
             f"{path}: no ATST-Frame encoder keys found (expected 'model.teacher.encoder.*', "
             "'encoder.encoder.*' or 'patch_embed.*')"
         )
-    check_state_dict(model.state_dict(), state, source=str(path))
+    own = model.state_dict()
+    if drop_head:
+        state = {k: v for k, v in state.items() if not k.startswith("head.")}
+        state |= {k: v for k, v in own.items() if k.startswith("head.")}
+    pos = state.get("pos_embed")
+    positions = own["pos_embed"].shape[1]
+    if cut_pos_embed and pos is not None and pos.ndim == 3 and pos.shape[1] > positions:
+        state["pos_embed"] = pos[:, :positions].contiguous()
+    check_state_dict(own, state, source=str(path))
     model.load_state_dict(state, strict=True)
     return model

@@ -342,7 +342,11 @@ def mn40_as_ext(**overrides) -> MN:
 
 
 def load_mobilenet_checkpoint(
-    model: MN, path: str | PathLike, prefix: str | None = None, drop_classifier: bool = False
+    model: MN,
+    path: str | PathLike,
+    prefix: str | None = None,
+    drop_classifier: bool = False,
+    drop_head: bool = False,
 ) -> MN:
     """Load a released EfficientAT checkpoint (a plain state dict, e.g. ``mn40_as_ext_mAP_487.pt``)
     or one of ours from a local file, strictly.
@@ -350,12 +354,16 @@ def load_mobilenet_checkpoint(
     Args:
         drop_classifier: ignore the file's ``classifier.*`` keys (and keep the model's), for a
             model built with a different number of classes.
+        drop_head: ignore only the final class projection ``classifier.5.*`` of any size and
+            keep the model's own; the hidden layer ``classifier.2`` still loads (``features``
+            use neither: they are the mean of the last feature map).
 
     Raises:
         CheckpointError: unreadable file, or missing / unexpected / mismatched keys (all listed).
     """
     if not drop_classifier:
-        return load_pretrained(model, path, prefix=prefix)
+        keep = ("classifier.5.",) if drop_head else ()
+        return load_pretrained(model, path, prefix=prefix, keep_own=keep)
     # The body shares model.features, so loading it fills the model in place.
     load_pretrained(_Body(model.features), path, prefix=prefix, ignore_prefixes=("classifier.",))
     return model

@@ -33,7 +33,7 @@ from torch import nn
 
 from audiorepro.models.pretrained import load_pretrained
 
-__all__ = ["CNN", "ConvBlock", "cnn10", "cnn14", "load_panns_checkpoint"]
+__all__ = ["CNN", "PANNS_FRONT_END", "ConvBlock", "cnn10", "cnn14", "load_panns_checkpoint"]
 
 
 class ConvBlock(nn.Module):
@@ -160,9 +160,19 @@ def cnn10(mel_bins: int = 64, classes_num: int = 527, base_channels: int = 64) -
     return CNN(4, mel_bins, classes_num, base_channels, last_pool=(2, 2))
 
 
-def load_panns_checkpoint(model: CNN, path: str | PathLike, prefix: str | None = None) -> CNN:
+PANNS_FRONT_END = ("spectrogram_extractor.", "logmel_extractor.")
+"""Key prefixes of the released files' built-in front end (torchlibrosa), not loaded here."""
+
+
+def load_panns_checkpoint(
+    model: CNN, path: str | PathLike, prefix: str | None = None, drop_head: bool = False
+) -> CNN:
     """Load released PANNs weights (``{"model": state_dict}`` in ``Cnn14_mAP=0.431.pth``) or
     ours from a local file, strictly; the reference front end's tensors are dropped.
+
+    Args:
+        drop_head: ignore the file's ``fc_audioset.*`` of any size and keep the model's own
+            (none for ``classes_num=0``).
 
     Raises:
         CheckpointError: unreadable file, or missing / unexpected / mismatched keys (all listed).
@@ -171,5 +181,6 @@ def load_panns_checkpoint(model: CNN, path: str | PathLike, prefix: str | None =
         model,
         path,
         prefix=prefix,
-        ignore_prefixes=("spectrogram_extractor.", "logmel_extractor."),
+        ignore_prefixes=PANNS_FRONT_END,
+        keep_own=("fc_audioset.",) if drop_head else (),
     )

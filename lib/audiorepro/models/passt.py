@@ -43,6 +43,7 @@ from audiorepro.models.vit import Block
 
 __all__ = [
     "PASST_CONFIGS",
+    "PASST_HEAD",
     "PaSST",
     "PatchEmbed",
     "count_parameters",
@@ -422,11 +423,16 @@ def passt_small(**overrides) -> PaSST:
 # checkpoints and sizes
 
 
+PASST_HEAD = ("head.1.", "head_dist.")
+"""Key prefixes of PaSST's class projections (``head.0`` is a LayerNorm on the features)."""
+
+
 def load_passt_checkpoint(
     model: PaSST,
     path: str | PathLike,
     prefix: str | None = None,
     cut_time_pos_embed: bool = False,
+    drop_head: bool = False,
 ) -> PaSST:
     """Load a released PaSST checkpoint (e.g. ``passt-s-f128-p16-s16-ap.468.pt`` into
     :func:`passt_n`) or one of ours from a local ``.pt`` / ``.ckpt`` / ``.safetensors`` file,
@@ -442,6 +448,9 @@ def load_passt_checkpoint(
             positions. The forward pass cuts the encoding from the start for short inputs
             anyway, so the loaded model computes exactly what the full one computes on inputs
             of its length.
+        drop_head: ignore the file's class projections ``head.1.*`` and ``head_dist.*`` of any
+            size and keep the model's own (none for ``num_classes=0``); ``head.0``, the
+            LayerNorm the features pass through, still loads.
 
     Raises:
         CheckpointError: unreadable file, or missing / unexpected / mismatched keys (all listed).
@@ -455,7 +464,11 @@ def load_passt_checkpoint(
         return state
 
     return load_pretrained(
-        model, path, prefix=prefix, transform=cut if cut_time_pos_embed else None
+        model,
+        path,
+        prefix=prefix,
+        transform=cut if cut_time_pos_embed else None,
+        keep_own=PASST_HEAD if drop_head else (),
     )
 
 

@@ -4,9 +4,10 @@ The files come in several shapes: a plain state dict (PaSST's GitHub releases), 
 one under ``model`` (PANNs' ``Cnn14_mAP=0.431.pth``) or ``state_dict`` (Lightning), keys with a
 wrapper prefix (``net.`` in the PaSST training framework, ``module.`` from DDP), or safetensors.
 :func:`load_pretrained` reads any of them, strips the prefix, drops keys the caller names as
-not part of the encoder (e.g. PANNs' built-in front end), and loads strictly: any missing,
-unexpected or mismatched key raises :class:`~audiorepro.storage.CheckpointError` listing them
-all (:func:`audiorepro.storage.check_state_dict`).
+not part of the encoder (e.g. PANNs' built-in front end), keeps the model's own values for keys
+the caller names as not loaded (a classifier head of another size), and loads strictly: any
+missing, unexpected or mismatched key raises :class:`~audiorepro.storage.CheckpointError` listing
+them all (:func:`audiorepro.storage.check_state_dict`).
 """
 
 from __future__ import annotations
@@ -68,6 +69,7 @@ def load_pretrained(
     prefix: str | None = None,
     ignore_prefixes: Sequence[str] = (),
     transform: Callable[[dict[str, torch.Tensor]], dict[str, torch.Tensor]] | None = None,
+    keep_own: Sequence[str] = (),
 ) -> nn.Module:
     """Load a local checkpoint into ``model`` with ``load_state_dict(strict=True)``.
 
@@ -79,6 +81,9 @@ def load_pretrained(
         ignore_prefixes: keys (after stripping) starting with any of these are dropped before
             the strict check, e.g. ``("spectrogram_extractor.", "logmel_extractor.")``.
         transform: applied to the (prefix-stripped, filtered) tensors before the check.
+        keep_own: keys starting with any of these are not taken from the file, whatever their
+            shape or presence there; the model keeps its own (e.g. ``("fc_audioset.",)`` to
+            load a tagger's body under a head for another number of classes).
 
     Returns:
         ``model``, loaded in place.
@@ -98,6 +103,10 @@ def load_pretrained(
     state = {k: v for k, v in state.items() if not k.startswith(tuple(ignore_prefixes))}
     if transform is not None:
         state = transform(state)
+    if keep_own:
+        keep = tuple(keep_own)
+        state = {k: v for k, v in state.items() if not k.startswith(keep)}
+        state |= {k: v for k, v in model_state.items() if k.startswith(keep)}
     check_state_dict(model_state, state, source=str(path))
     model.load_state_dict(state, strict=True)
     return model
