@@ -46,6 +46,7 @@ from audiorepro.paths import data_dir, repo_root
 from audiorepro.reporting import PaperRow
 from audiorepro.search import AudioIndex
 from audiorepro.storage import Run, RunStore, load_tensors, read_json, save_tensors, write_json
+from audiorepro.experiments.tagging import Stage0, pretrained_key, resolve_stage0
 from audiorepro.training.loop import Callback, TrainConfig, Trainer
 
 __all__ = [
@@ -79,6 +80,7 @@ __all__ = [
     "manifest_counts",
     "pretrain",
     "pretrain_entry",
+    "resolve_pretrained",
     "run_ablation",
     "run_ablations",
     "run_entry",
@@ -86,6 +88,9 @@ __all__ = [
     "save_text_caches",
     "similarity_matrix",
     "snippet_curve",
+    "stage0_checkpoint",
+    "stage0_table",
+    "throughput",
     "stage_table",
     "store",
     "train_dual_encoder",
@@ -159,7 +164,19 @@ class Config:
         ("clotho", "audiocaps", "wavcaps"),
         help="Corpora of the pretraining stage (paper §2.4: all three).",
     )
-    max_audio_s: float = field(30.0, help="Random crop length of longer recordings (§2.5: 30 s).")
+    max_audio_s: float = field(
+        30.0, help="Longest audio a model sees: training crop and evaluation cut (§2.5: 30 s)."
+    )
+    train_crop_s: float | None = field(
+        None,
+        help="Random training crop (s) when shorter than max_audio_s, a CPU economy; "
+        "evaluation still embeds up to max_audio_s (None: max_audio_s).",
+    )
+    stage0: Stage0 = field(
+        Stage0(),
+        help="Stage 0 at the embedded scale: the sound-event tagging run that "
+        "model.audio_pretrained: stage0 loads (experiments.tagging).",
+    )
     max_train_items: int | None = field(
         None, help="Use only the first this many captions of each training corpus (None: all)."
     )
@@ -176,6 +193,11 @@ class Config:
     # experiments
     seeds: tuple[int, ...] = field((0, 1, 2), help="Seeds of every reported configuration.")
     ablation_epochs: int = field(16, help="Training epochs of each ablation run.")
+    ablation_steps: int | None = field(
+        None,
+        help="Optimizer steps of every ablation run (None: ablation_epochs). Equal steps give the "
+        "compared settings one budget, whatever their corpus sizes.",
+    )
     ablation_max_train_items: int | None = field(
         None, help="Captions per corpus in the ablation runs (None: all)."
     )
@@ -213,8 +235,14 @@ class Config:
 
     @property
     def max_frames(self) -> int:
-        """Crop length in log-mel frames."""
+        """Evaluation cut in log-mel frames."""
         return int(round(self.max_audio_s * FRAMES_PER_SECOND))
+
+    @property
+    def train_frames(self) -> int:
+        """Training crop in log-mel frames."""
+        crop = self.max_audio_s if self.train_crop_s is None else self.train_crop_s
+        return int(round(min(crop, self.max_audio_s) * FRAMES_PER_SECOND))
 
 
 def store() -> RunStore:
@@ -257,9 +285,12 @@ def save_text_caches() -> None:
         _TEXT_CACHE_SIZES[key] = len(cache)
 
 
-def build_model(config: Config, seed: int) -> DualEncoder:
-    """A freshly initialised dual encoder of ``config.model`` (same seed, same weights); a
-    frozen text encoder shares the chapter's caption-embedding cache."""
+def build_model(config: Config, seed: int, data: RetrievalData | None = None) -> DualEncoder:
+    """A fresh dual encoder of ``config.model`` (same seed, same weights), its audio encoder
+    loaded from ``audio_pretrained`` (``stage0`` needs ``data``: the tagging run is trained
+    on it if missing); a frozen text encoder shares the chapter's caption-embedding cache."""
+    if data is not None:
+        config = resolve_pretrained(config, data)
     return build_dual_encoder(
         config.model, seed, text_cache=lambda: _text_cache(config.model, seed)
     )
@@ -401,23 +432,35 @@ def train_dual_encoder(
     num_epochs: int,
     lr: float,
     paraphrase_prob: float = 0.0,
+    max_steps: int | None = None,
     out_dir: str | os.PathLike[str] | None = None,
     progress: str = "auto",
 ) -> Any:
     """Train ``model`` in place on caption items; returns the Trainer's ``TrainResult``.
 
     Adam with PyTorch defaults (weight decay 0), one warm-up epoch then cosine decay (§2.6),
-    random crops of ``config.max_audio_s``, padding to the batch maximum, caption swaps with
-    ``paraphrase_prob``.
+    random crops of ``config.train_frames``, padding to the batch maximum, caption swaps with
+    ``paraphrase_prob``. With ``max_steps`` the run takes exactly that many steps (epochs as
+    needed), its cosine spans them and its warm-up is at most a tenth of them.
     """
     dataset = CaptionDataset(
-        items, features, max_frames=config.max_frames, paraphrase_prob=paraphrase_prob, seed=seed
+        items, features, max_frames=config.train_frames, paraphrase_prob=paraphrase_prob, seed=seed
     )
+    train_cfg = config.train.trainer_config(len(dataset), seed=seed, num_epochs=num_epochs, lr=lr)
+    if max_steps is not None:
+        per_epoch = -(-len(dataset) // train_cfg.batch_size)
+        train_cfg = dataclasses.replace(
+            train_cfg,
+            num_epochs=-(-max_steps // per_epoch),
+            max_steps=max_steps,
+            schedule_steps=max_steps,
+            warmup_steps=min(train_cfg.warmup_steps, max_steps // 10),
+        )
     trainer = Trainer(
         model,
         retrieval_loss,
         dataset,
-        config.train.trainer_config(len(dataset), seed=seed, num_epochs=num_epochs, lr=lr),
+        train_cfg,
         collate_fn=functools.partial(collate_captions, pad_value=model.pad_value),
         out_dir=out_dir,
         callbacks=[_EpochSetter(dataset)],
@@ -510,18 +553,32 @@ def evaluate_and_record(
     record_config: Mapping[str, Any] | None = None,
 ) -> dict[str, float]:
     """:func:`evaluate` ``model`` on the evaluation split (on its own front end) and append
-    the metrics to the results ledger with ``tags``; returns the metrics."""
+    the metrics, with the run's training throughput (:func:`throughput`), to the results ledger
+    with ``tags``; returns the metrics."""
     metrics = evaluate(model, data.eval_set, data.features_for(config.model), config)
     reporting.record_result(
         chapter,
         page,
-        metrics,
+        metrics | throughput(model),
         preset=preset,
         seed=seed,
         config=record_config if record_config is not None else to_dict(config),
         tags=tags,
     )
     return metrics
+
+
+def throughput(model: DualEncoder) -> dict[str, float]:
+    """Training speed of the run that produced ``model``: ``steps_per_s`` and ``clips_per_s``
+    (optimizer steps and training clips per second), and its ``train_steps`` and
+    ``final_loss``; empty for a model without a training history."""
+    history = getattr(model, "train_history", None) or {}
+    out = {k: float(history[k]) for k in ("steps_per_s", "clips_per_s") if k in history}
+    if history.get("final_step"):
+        out["train_steps"] = float(history["final_step"])
+    if history.get("losses"):
+        out["final_loss"] = float(history["losses"][-1])
+    return out
 
 
 # ------------------------------------------------------------------------------ run store
@@ -541,19 +598,22 @@ def run_entry(
     num_epochs: int,
     lr: float,
     paraphrase_prob: float = 0.0,
+    max_steps: int | None = None,
     init: str | None = None,
     run_store: RunStore | None = None,
     **extra: Any,
 ) -> Run:
     """The run-store entry of one training run (complete or not yet). Its hash covers what
     defines the result: the corpus, model and schedule, the crop, the seed, the training
-    captions, the epochs and learning rate, the caption swaps, the key of the run whose weights
-    it starts from (``init``) and ``extra``."""
+    captions, the epochs (or steps) and learning rate, the caption swaps, the weights it starts
+    from (``init``, the key of an earlier run; a pretrained audio checkpoint by its content
+    hash) and ``extra``."""
     spec = {
         "corpus": to_dict(config.corpus),
-        "model": to_dict(config.model),
+        "model": pretrained_key(config.model),
         "train": to_dict(config.train),
         "max_audio_s": config.max_audio_s,
+        "train_frames": config.train_frames,
         "seed": seed,
         "items": items_digest(items),
         "num_epochs": num_epochs,
@@ -562,6 +622,8 @@ def run_entry(
         "init": init,
         **extra,
     }
+    if max_steps is not None:
+        spec["max_steps"] = max_steps
     return (run_store or store()).run(kind, spec)
 
 
@@ -609,6 +671,10 @@ def trained_model(
         def build(folder: Path) -> dict[str, Any]:
             result = train(model)
             history = result.to_dict() if result is not None else {}
+            if result is not None and result.wall_time_s:
+                steps = result.final_step
+                history["steps_per_s"] = steps / result.wall_time_s
+                history["clips_per_s"] = steps * config.train.batch_size / result.wall_time_s
             save_text_caches()
             save_tensors(trained_state(model), folder / "model.safetensors")
             write_json(folder / "history.json", history)
@@ -633,12 +699,19 @@ def run_training(
     num_epochs: int,
     lr: float,
     paraphrase_prob: float = 0.0,
+    max_steps: int | None = None,
     init: DualEncoder | None = None,
     progress: str = "lines",
     run_store: RunStore | None = None,
 ) -> DualEncoder:
     """Train (or reload) one run of ``kind`` in ``run_store`` (default :func:`store`), starting
-    from ``init``'s weights when given (its ``run_key`` is part of the run's identity)."""
+    from ``init``'s weights when given (its ``run_key`` is part of the run's identity), else
+    from ``config.model.audio_pretrained`` (``stage0`` is trained first if needed,
+    :func:`resolve_pretrained`)."""
+    if init is None:
+        config = resolve_pretrained(config, data)
+    else:
+        config = replace(config, **{"model.audio_pretrained": None})  # init's weights win
     run = run_entry(
         kind,
         config,
@@ -647,6 +720,7 @@ def run_training(
         num_epochs=num_epochs,
         lr=lr,
         paraphrase_prob=paraphrase_prob,
+        max_steps=max_steps,
         init=None if init is None else init.run_key,
         run_store=run_store,
     )
@@ -661,14 +735,75 @@ def run_training(
             num_epochs=num_epochs,
             lr=lr,
             paraphrase_prob=paraphrase_prob,
+            max_steps=max_steps,
             progress=progress,
         )
 
     return trained_model(run, config, seed, train, init=init, run_store=run_store)
 
 
+def resolve_pretrained(config: Config, data: RetrievalData) -> Config:
+    """``config`` with ``model.audio_pretrained: stage0`` replaced by the path of the stage-0
+    tagging checkpoint of its audio encoder (:mod:`~audiorepro.experiments.tagging`, trained in
+    the chapter's run store when missing); other values are kept."""
+    model = resolve_stage0(
+        config.model, data.root, config.stage0, run_store=store(),
+        corpus=to_dict(config.corpus), features=data.features_for(config.model),
+    )  # fmt: skip
+    return config if model is config.model else replace(config, model=model)
+
+
+def stage0_checkpoint(config: Config, data: RetrievalData) -> Path | None:
+    """The stage-0 checkpoint ``config.model`` starts from (trained if needed), or ``None``
+    when it does not use ``audio_pretrained: stage0``."""
+    resolved = resolve_pretrained(config, data).model.audio_pretrained
+    return Path(resolved) if config.model.audio_pretrained == "stage0" else None
+
+
+def stage0_table(
+    config: Config, data: RetrievalData, encoders: Sequence[str], *, page: str, preset: str,
+    chapter: str = CHAPTER,
+) -> pd.DataFrame:  # fmt: skip
+    """Stage 0 of each audio encoder in ``encoders`` (trained if missing): held-out tagging mAP
+    beside its chance level, steps and throughput; each row also goes to the ledger, tagged
+    ``{"stage": "stage0", "encoder": name}``."""
+    from audiorepro.experiments.tagging import stage0_report
+
+    rows = []
+    for name in encoders:
+        cfg = replace(config, **{"model.audio_encoder": name})
+        path = stage0_checkpoint(cfg, data)
+        if path is None:
+            continue
+        report = stage0_report(path)
+        metrics = {
+            "tagging_map": report["heldout_map"],
+            "chance_map": report["heldout_chance_map"],
+            "steps_per_s": report["steps_per_s"],
+            "clips_per_s": report["steps_per_s"] * config.stage0.batch_size,
+            "final_loss": report["history"]["losses"][-1],
+        }
+        reporting.record_result(
+            chapter, page, metrics, preset=preset, seed=config.stage0.seed,
+            config=to_dict(cfg), wall_time_s=report["seconds"],
+            tags={"stage": "stage0", "encoder": name},
+        )  # fmt: skip
+        rows.append({
+            "encoder": name,
+            "tagging mAP (held out)": round(report["heldout_map"], 3),
+            "chance": round(report["heldout_chance_map"], 3),
+            "classes": len(report["classes"]),
+            "train / held-out clips": f"{report['train_clips']} / {report['heldout_clips']}",
+            "steps": report["steps"],
+            "seconds": round(report["seconds"], 1),
+            "steps/s": round(report["steps_per_s"], 2),
+        })  # fmt: skip
+    return pd.DataFrame(rows)
+
+
 def pretrain_entry(config: Config, seed: int, data: RetrievalData) -> Run:
     """The run-store entry of :func:`pretrain` (its key identifies the pretrained weights)."""
+    config = resolve_pretrained(config, data)
     return run_entry(
         "pretrain",
         config,
@@ -779,14 +914,15 @@ def ablation_settings(config: Config) -> dict[str, list[str]]:
 def run_ablation(
     config: Config, data: RetrievalData, kind: str, setting: str, seed: int, **kwargs: Any
 ) -> dict[str, float]:
-    """Train one ablation run from scratch (``ablation_epochs`` on at most
-    ``ablation_max_train_items`` captions per corpus, crops of ``ablation_max_audio_s``) and
-    return its evaluation metrics (clips cut at ``max_audio_s`` as in the main runs).
+    """Train one ablation run (``ablation_steps`` steps, or ``ablation_epochs``, on at most
+    ``ablation_max_train_items`` captions per corpus, crops of ``ablation_max_audio_s``), from
+    the same ``audio_pretrained`` weights as the main system, and return its evaluation metrics
+    (clips cut at ``max_audio_s`` as in the main runs) with its throughput.
 
     The run's kind is the same for every ablation, so settings that coincide (the reference
     setting appears in all four ablations) train once."""
     eval_cfg = ablation_config(config, kind, setting)
-    run_cfg = replace(eval_cfg, max_audio_s=config.ablation_max_audio_s or config.max_audio_s)
+    run_cfg = replace(eval_cfg, train_crop_s=config.ablation_max_audio_s or config.train_crop_s)
     items = data.training_items(run_cfg.pretrain_corpora, config.ablation_max_train_items)
     model = run_training(
         "ablation",
@@ -796,9 +932,11 @@ def run_ablation(
         items=items,
         num_epochs=config.ablation_epochs,
         lr=config.train.lr,
+        max_steps=config.ablation_steps,
         **kwargs,
     )
-    return evaluate(model, data.eval_set, data.features_for(eval_cfg.model), eval_cfg)
+    metrics = evaluate(model, data.eval_set, data.features_for(eval_cfg.model), eval_cfg)
+    return metrics | throughput(model)
 
 
 def run_ablations(config: Config, data: RetrievalData, *, preset: str, page: str) -> None:

@@ -156,7 +156,9 @@ def _cnn(make_name: str) -> Callable[[AudioEncoderConfig], Built]:
         from audiorepro.models import panns
 
         make = getattr(panns, make_name)
-        model = make(mel_bins=cfg.cnn_mel_bins, classes_num=0, base_channels=cfg.cnn_base_channels)
+        model = make(
+            mel_bins=cfg.cnn_mel_bins, classes_num=0, base_channels=cfg.cnn_base_channels
+        ).use_channels_last()
         if cfg.cnn_mel_bins != 128:
             model = MelBinPool(model, 128 // cfg.cnn_mel_bins)
         return model, int(model.num_features), None

@@ -99,12 +99,22 @@ class CNN(nn.Module):
         pools = num_blocks - 1 + (self.last_pool != (1, 1))
         self.min_frames = 2**pools
         self.max_frames = None
+        # Set by use_channels_last(): NHWC activations, about 1.6x faster on CPU (oneDNN).
+        self.channels_last = False
         if mel_bins < 2**pools:
             raise ValueError(
                 f"{num_blocks} conv blocks pool the mel axis {pools} times: need mel_bins >= "
                 f"{2**pools}, got {mel_bins}"
             )
         self.reset_parameters()
+
+    def use_channels_last(self) -> CNN:
+        """Keep weights and activations channels-last (NHWC): the same network and state dict
+        keys, faster convolutions and batch norm on CPU (a training step of CNN14 at width 4
+        on 64 clips of 4 s: 0.43 s instead of 0.68 s on 2 cores). Returns ``self``."""
+        self.to(memory_format=torch.channels_last)
+        self.channels_last = True
+        return self
 
     def reset_parameters(self) -> None:
         """The reference initialisation: Xavier-uniform convolution and Linear weights, zero
@@ -136,6 +146,8 @@ class CNN(nn.Module):
             )
         x = x.transpose(2, 3)  # (B, 1, T, F): PANNs' layout
         x = self.bn0(x.transpose(1, 3)).transpose(1, 3)  # normalise each mel band
+        if self.channels_last:
+            x = x.contiguous(memory_format=torch.channels_last)
         for i in range(1, self.num_blocks + 1):
             last = i == self.num_blocks
             x = getattr(self, f"conv_block{i}")(x, self.last_pool if last else (2, 2))

@@ -1,0 +1,103 @@
+"""Tagging AP/mAP against a brute-force reference and hand-computed cases; stage-0 labels."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from audiorepro.config import ConfigError
+from audiorepro.experiments.tagging import TaggingClip, scene_clips
+from audiorepro.metrics.tagging import average_precision, chance_map, tagging_map
+
+
+def brute_force_ap(scores, targets) -> float:
+    """Precision-recall step area, one point per distinct threshold, by definition."""
+    scores, targets = np.asarray(scores, float), np.asarray(targets, bool)
+    total, ap, prev_recall = targets.sum(), 0.0, 0.0
+    for t in sorted(set(scores.tolist()), reverse=True):
+        chosen = scores >= t
+        hits = (chosen & targets).sum()
+        recall = hits / total
+        ap += (recall - prev_recall) * hits / chosen.sum()
+        prev_recall = recall
+    return float(ap)
+
+
+def test_hand_computed_ap_without_ties():
+    # ranks: + - + -  -> precision 1 at recall 0.5, 2/3 at recall 1
+    assert average_precision([0.9, 0.8, 0.7, 0.1], [1, 0, 1, 0]) == pytest.approx(
+        0.5 * 1 + 0.5 * 2 / 3
+    )
+
+
+def test_hand_computed_ap_with_ties_enters_tied_clips_together():
+    # the top two tie, one positive: the threshold 0.9 takes both (precision 1/2)
+    assert average_precision([0.9, 0.9, 0.1], [0, 1, 1]) == pytest.approx(
+        0.5 * 0.5 + 0.5 * 2 / 3
+    )
+    # a perfect ranking and an all-tied one
+    assert average_precision([3, 2, 1], [1, 1, 0]) == pytest.approx(1.0)
+    assert average_precision([1, 1, 1, 1], [1, 0, 0, 0]) == pytest.approx(0.25)
+
+
+def test_ap_equals_brute_force_on_random_cases_with_ties():
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        n = int(rng.integers(1, 15))
+        scores = rng.integers(0, 4, n).astype(float)  # many ties
+        targets = rng.integers(0, 2, n)
+        if targets.sum() == 0:
+            targets[0] = 1
+        assert average_precision(scores, targets) == pytest.approx(
+            brute_force_ap(scores, targets)
+        )
+
+
+def test_ap_does_not_depend_on_the_order_of_tied_clips():
+    scores, targets = [0.5, 0.5, 0.5, 0.2], [1, 0, 0, 1]
+    values = {
+        round(average_precision([scores[i] for i in p], [targets[i] for i in p]), 12)
+        for p in itertools.permutations(range(4))
+    }
+    assert len(values) == 1
+
+
+def test_map_skips_classes_without_positives_and_reports_them_as_nan():
+    scores = np.array([[0.9, 0.1, 0.3], [0.2, 0.8, 0.4]])
+    targets = np.array([[1, 0, 0], [0, 1, 0]])
+    mean, per_class = tagging_map(scores, targets)
+    assert mean == pytest.approx(1.0)
+    assert np.isnan(per_class[2])
+
+
+def test_chance_map_is_the_mean_positive_rate():
+    targets = np.array([[1, 0, 0], [0, 0, 0], [1, 1, 0], [0, 0, 0]])
+    assert chance_map(targets) == pytest.approx((0.5 + 0.25) / 2)
+
+
+@pytest.mark.parametrize(
+    "scores, targets, match",
+    [
+        ([0.1, np.nan], [1, 0], "NaN"),
+        ([0.1, 0.2], [1, 2], "0 or 1"),
+        ([0.1, 0.2], [0, 0], "positive"),
+        ([0.1], [1, 0], "same shape"),
+    ],
+)
+def test_bad_input_is_an_error(scores, targets, match):
+    with pytest.raises(ValueError, match=match):
+        average_precision(scores, targets)
+
+
+def test_crop_labels_are_the_events_that_sound_in_the_crop():
+    clip = TaggingClip("clotho/x", ((0, 0.0, 1.0), (2, 3.0, 5.0), (1, 0.0, 6.0)), 6.0)
+    assert clip.labels(0.0, 2.0, 3).tolist() == [1, 1, 0]
+    assert clip.labels(1.0, 3.0, 3).tolist() == [0, 1, 0]  # ends exactly when it starts
+    assert clip.labels(4.0, 6.0, 3).tolist() == [0, 1, 1]
+
+
+def test_stage0_on_a_corpus_without_scene_labels_says_what_to_use(tmp_path):
+    with pytest.raises(ConfigError, match="audio_pretrained: audioset"):
+        scene_clips(tmp_path, "development")
