@@ -380,3 +380,18 @@ def test_jackknife_ci_matches_leave_one_out():
     assert got == pytest.approx((estimate, estimate - z * se, estimate + z * se))
     with pytest.raises(ValueError, match="at least 2 values"):
         jackknife_ci(np.ones(1))
+
+
+def test_chance_map_at_k_is_the_mean_over_every_position_of_the_relevant_item():
+    from audiorepro.metrics.retrieval import chance_map_at_k
+
+    for n, k in [(1, 10), (7, 10), (12, 10), (100, 10)]:
+        brute = 0.0
+        for position in range(n):  # the relevant item at each rank, all equally likely
+            scores = np.zeros((1, n))
+            scores[0, :] = np.arange(n, 0, -1)  # item i ranked i-th
+            brute += retrieval_metrics(scores, np.array([position]))["mAP@10"]
+        assert chance_map_at_k(n, k) == pytest.approx(brute / n)
+    assert chance_map_at_k(4, 2) == pytest.approx((1 + 1 / 2) / 4)
+    with pytest.raises(ValueError):
+        chance_map_at_k(0)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import math
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -64,6 +65,7 @@ __all__ = [
     "ablation_settings",
     "ablation_table",
     "build_model",
+    "chance_floor",
     "caption_statistics",
     "embed_captions",
     "embed_recordings",
@@ -78,6 +80,7 @@ __all__ = [
     "load_data",
     "load_trained_state",
     "manifest_counts",
+    "mechanism_checks",
     "pretrain",
     "pretrain_entry",
     "resolve_pretrained",
@@ -96,6 +99,7 @@ __all__ = [
     "train_dual_encoder",
     "trained_model",
     "trained_state",
+    "training_table",
 ]
 
 CHAPTER = "01_retrieval"
@@ -979,6 +983,26 @@ def ablation_table(
     )
 
 
+TRAINING_METRICS = ("train_steps", "final_loss", "steps_per_s", "clips_per_s")
+"""What every training run records besides its scores: steps, last loss, throughput."""
+
+
+def training_table(
+    records: Sequence[Mapping[str, Any]], config: Config, preset: str
+) -> pd.DataFrame:
+    """Did every compared run learn, on one budget? Per stage and ablation setting: optimizer
+    steps, final NT-Xent loss (ln(batch size) is the loss of a model that learned nothing),
+    steps/s and clips/s, mean ± std over seeds."""
+    rows = [(stage, {"stage": stage}) for stage in STAGES]
+    for kind, settings in ablation_settings(config).items():
+        rows += [(f"{kind} = {v}", {"ablation": kind, "setting": v}) for v in settings]
+    table = reporting.seed_table(
+        records, rows, chapter=CHAPTER, preset=preset, metrics=TRAINING_METRICS, digits=2
+    )
+    return table.rename(columns={"final_loss": f"final loss (ln {config.train.batch_size} = "
+                                 f"{math.log(config.train.batch_size):.2f})"})  # fmt: skip
+
+
 def snippet_curve(
     records: Sequence[Mapping[str, Any]], config: Config, preset: str
 ) -> tuple[list[float], list[float], list[float]]:
@@ -994,6 +1018,49 @@ def snippet_curve(
         for v in settings
     ]  # fmt: skip
     return [float(v) for v in settings], [m for m, _ in stats], [s for _, s in stats]
+
+
+def mechanism_checks(config: Config, data: RetrievalData) -> pd.DataFrame:
+    """Measured causes behind the ablations, for findings that do not show: what caption
+    augmentation changes in the (frozen) text space, how much of each pretraining corpus the
+    ablation budget sees and how many clips it adds, and how many snippets the evaluation clips
+    hold at each snippet length."""
+    rows = []
+    text = build_model(config, config.seeds[0]).text_encoder
+    pairs = [(i.caption, i.paraphrases[0]) for i in data.finetune if i.paraphrases]
+    if pairs and config.model.trainable_layers == 0:
+        with torch.no_grad():
+            a = torch.nn.functional.normalize(text([c for c, _ in pairs]).float(), dim=-1)
+            b = torch.nn.functional.normalize(text([p for _, p in pairs]).float(), dim=-1)
+        shuffled = torch.roll(b, 1, dims=0)
+        rows.append({
+            "finding": "caption augmentation helps",
+            "check": "cosine of a caption and its paraphrase in the frozen text space "
+                     "(vs another clip's paraphrase)",
+            "measured": f"{(a * b).sum(-1).mean():.3f} (vs {(a * shuffled).sum(-1).mean():.3f})",
+        })  # fmt: skip
+        save_text_caches()
+    batch = config.train.batch_size
+    budget = (config.ablation_steps or 0) * batch
+    for combo in config.corpus_combinations:
+        items = data.training_items(combo.split("+"), config.ablation_max_train_items)
+        clips = len({i.key for i in items})
+        seen = f", the ablation budget sees {budget / len(items):.2f} epochs" if budget else ""
+        rows.append({
+            "finding": "adding corpora to ClothoV2 helps",
+            "check": f"training data of {combo}",
+            "measured": f"{len(items)} captions of {clips} clips{seen}",
+        })  # fmt: skip
+    lengths = [data.features[k].shape[0] / FRAMES_PER_SECOND for k in data.eval_set.keys]
+    for snippet in config.snippet_lengths_s:
+        per_clip = [math.ceil(min(t, config.max_audio_s) / snippet) for t in lengths]
+        rows.append({
+            "finding": "longer snippets beat shorter ones",
+            "check": f"snippets per evaluation clip at {snippet} s",
+            "measured": f"{sum(per_clip) / len(per_clip):.2f} on average "
+                        f"(clips {min(lengths):.1f}-{max(lengths):.1f} s)",
+        })  # fmt: skip
+    return pd.DataFrame(rows)
 
 
 PAPER: dict[str, dict[str, float | None]] = {
@@ -1024,14 +1091,32 @@ PAPER: dict[str, dict[str, float | None]] = {
 """The paper's numbers (paper (a), in %), by the table or figure that reports them."""
 
 
-def findings(records: Sequence[Mapping[str, Any]], config: Config, preset: str) -> pd.DataFrame:
+def chance_floor(data: RetrievalData) -> tuple[float, float]:
+    """Chance mAP@10 of the evaluation split (%, a ranking that ignores the query) and the
+    floor every compared run must beat to count as having learned: three times chance."""
+    from audiorepro.metrics.retrieval import chance_map_at_k
+
+    chance = 100 * chance_map_at_k(len(data.eval_set.keys))
+    return chance, 3 * chance
+
+
+def findings(
+    records: Sequence[Mapping[str, Any]],
+    config: Config,
+    preset: str,
+    must_beat: float | None = None,
+) -> pd.DataFrame:
     """The paper-vs-ours table: every value of :data:`PAPER` the preset ran, beside the ledger's
-    mean ± std over seeds, with the verdict on each of the paper's claims."""
+    mean ± std over seeds, with the verdict on each of the paper's claims. ``must_beat`` (in %,
+    e.g. :func:`chance_floor`'s three times chance) is the mAP@10 both compared runs must
+    exceed, else the claim is inconclusive: a run at chance tests nothing."""
     t3, t4 = PAPER["Table 3"], PAPER["Table 4"]
     ab, tx, co, sn = (
         {"ablation": k} for k in ("audio_encoder", "text_encoder", "corpora", "snippet_s")
     )
-    row = functools.partial(PaperRow, chapter=CHAPTER, scale=100, digits=2)
+    row = functools.partial(
+        PaperRow, chapter=CHAPTER, scale=100, digits=2, must_beat=must_beat
+    )
     rows = [
         row("mAP@10, pretrained (PaSST-N + roberta-large)", "mAP@10", t3["pretrain mAP@10"],
             tags={"stage": "pretrain"}, source="Table 3"),

@@ -1,0 +1,49 @@
+"""Chapter 01's verdicts on hand-made ledger records: the three outcomes, and runs that did not
+learn (below three times chance) make a claim inconclusive whatever the gap."""
+
+from __future__ import annotations
+
+import pytest
+
+from audiorepro.experiments import retrieval
+from audiorepro.reporting import read_ledger, record_result
+
+
+def _ledger(tmp_path, stages: dict[str, list[float]]):
+    path = tmp_path / "ledger.jsonl"
+    for stage, values in stages.items():
+        for seed, v in enumerate(values):
+            record_result(
+                retrieval.CHAPTER, "04_evaluate", {"mAP@10": v}, preset="smoke", seed=seed,
+                tags={"stage": stage}, path=path,
+            )  # fmt: skip
+    return read_ledger(path)
+
+
+def _verdict(table, claim: str) -> str:
+    sentences = [f for f in table["finding"] if f.startswith(claim)]
+    assert len(sentences) == 1, table["finding"].tolist()
+    return sentences[0]
+
+
+@pytest.mark.parametrize(
+    "pretrain, finetune, outcome",
+    [
+        ([0.20, 0.21, 0.22], [0.30, 0.31, 0.32], "reproduces"),
+        ([0.30, 0.31, 0.32], [0.20, 0.21, 0.22], "contradicts"),
+        ([0.20, 0.25, 0.30], [0.22, 0.27, 0.29], "inconclusive"),
+    ],
+)
+def test_fine_tuning_finding_has_three_outcomes(tmp_path, pretrain, finetune, outcome):
+    records = _ledger(tmp_path, {"pretrain": pretrain, "finetune": finetune})
+    config = retrieval.load_config("smoke")
+    table = retrieval.findings(records, config, "smoke", must_beat=9.0)
+    assert f"fine-tuning on ClothoV2 helps: {outcome}" in _verdict(table, "fine-tuning")
+
+
+def test_a_run_below_three_times_chance_makes_the_finding_inconclusive(tmp_path):
+    # a large gap, but the pretrained runs (5 %) stay below the 9 % floor
+    records = _ledger(tmp_path, {"pretrain": [0.05, 0.05, 0.05], "finetune": [0.3, 0.3, 0.3]})
+    table = retrieval.findings(records, retrieval.load_config("smoke"), "smoke", must_beat=9.0)
+    sentence = _verdict(table, "fine-tuning")
+    assert "inconclusive" in sentence and "9.00" in sentence
