@@ -1026,7 +1026,7 @@ def mechanism_checks(config: Config, data: RetrievalData) -> pd.DataFrame:
     ablation budget sees and how many clips it adds, and how many snippets the evaluation clips
     hold at each snippet length."""
     rows = []
-    text = build_model(config, config.seeds[0]).text_encoder
+    text = build_model(config, config.seeds[0], data).text_encoder
     pairs = [(i.caption, i.paraphrases[0]) for i in data.finetune if i.paraphrases]
     if pairs and config.model.trainable_layers == 0:
         with torch.no_grad():
