@@ -666,7 +666,10 @@ def trained_model(
     """The model of ``run`` (see :func:`run_entry`): loaded if it is complete, else built from
     ``config.model`` and ``seed`` (or ``init``'s weights), trained by ``train(model) ->
     TrainResult`` and published. The history is set as ``model.train_history`` (a dict), the
-    run's key as ``model.run_key`` (the identity of these weights)."""
+    run's key as ``model.run_key`` (the identity of these weights). With ``init``, the audio
+    encoder's ``audio_pretrained`` is not loaded (``init``'s weights replace it anyway)."""
+    if init is not None:
+        config = replace(config, **{"model.audio_pretrained": None})
     model = build_model(config, seed)
     if init is not None:
         model.load_state_dict(init.state_dict())
