@@ -380,3 +380,27 @@ def test_jackknife_ci_matches_leave_one_out():
     assert got == pytest.approx((estimate, estimate - z * se, estimate + z * se))
     with pytest.raises(ValueError, match="at least 2 values"):
         jackknife_ci(np.ones(1))
+
+
+def test_chance_metrics_are_the_mean_over_every_ranking():
+    import itertools
+
+    from audiorepro.metrics.retrieval import chance_metrics
+
+    for n in (1, 3, 5, 12):
+        # brute force: every position of the one relevant item among n is equally likely
+        if n <= 5:
+            perms = list(itertools.permutations(range(n)))
+            scores = np.array([[-float(p.index(i)) for i in range(n)] for p in perms])
+            got = retrieval_metrics(scores, np.zeros(len(perms), dtype=int))
+        else:
+            ranks = np.arange(1, n + 1)
+            got = {
+                "mAP@10": float(np.mean(np.where(ranks <= 10, 1.0 / ranks, 0.0))),
+                **{f"R@{k}": float(np.mean(ranks <= k)) for k in (1, 5, 10)},
+            }
+        want = chance_metrics(n)
+        assert set(want) == set(got)
+        for key in want:
+            assert want[key] == pytest.approx(got[key]), (n, key)
+    assert chance_metrics(1045)["mAP@10"] == pytest.approx(2.9290 / 1045, rel=1e-4)

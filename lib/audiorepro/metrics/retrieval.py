@@ -41,6 +41,7 @@ import torch
 __all__ = [
     "TIES",
     "audio_to_text_metrics",
+    "chance_metrics",
     "jackknife_ci",
     "per_query_metrics",
     "read_submission_csv",
@@ -189,6 +190,24 @@ def retrieval_metrics(
         name: float(values.mean())
         for name, values in per_query_metrics(scores, targets, ks, ties).items()
     }
+
+
+def chance_metrics(num_items: int, ks: Sequence[int] = (1, 5, 10)) -> dict[str, float]:
+    """The expected :func:`retrieval_metrics` of a random ranking: each query's one relevant
+    item lands at a rank r uniform on 1..N, so ``mAP@10 = (1/N) Σ_{r=1..min(10, N)} 1/r`` and
+    ``R@k = min(k, N) / N`` (fractions). The chance level of a table's mAP@10, e.g. 3 × it as
+    the floor a compared run must beat (:func:`audiorepro.reporting.finding`).
+
+    Args:
+        num_items: N, the items each query ranks (the evaluation split's recordings).
+        ks: cut-offs for recall.
+    """
+    if num_items < 1:
+        raise ValueError(f"num_items must be >= 1, got {num_items}")
+    ks = _check_ks(ks)
+    out = {"mAP@10": sum(1.0 / r for r in range(1, min(10, num_items) + 1)) / num_items}
+    out |= {f"R@{k}": min(k, num_items) / num_items for k in ks}
+    return out
 
 
 def per_query_metrics(
