@@ -189,24 +189,20 @@ def test_interrupted_stage_2_resumes_bitwise(tmp_path):
     common = dict(seed=7, num_epochs=3, lr=1e-3, progress="none", checkpoint_every=2)
     full = build_dual_encoder(cfg, 0)
     full.train_history = train_distilled(
-        full, items, features, cfg, ensemble, out_dir=tmp_path / "full", **common
-    )
-    # the same run interrupted after 4 of its 9 steps: its checkpoints up to step 4 ...
-    stopped = build_dual_encoder(cfg, 0)
-    train_distilled(
-        stopped, items, features, cfg, ensemble, out_dir=tmp_path / "cut", keep_checkpoints=9,
+        full, items, features, cfg, ensemble, out_dir=tmp_path / "full", keep_checkpoints=9,
         **common,
     )  # fmt: skip
-    saved = list_checkpoints(tmp_path / "cut" / "checkpoints")
-    assert checkpoint_name(4) in [path.name for path in saved]
-    for path in saved:
-        if path.name > checkpoint_name(4):
-            shutil.rmtree(path)
-    # ... and resumed by a fresh process-like start from its checkpoint
+    # the run interrupted after 4 of its 9 steps leaves its checkpoints up to step 4 ...
+    saved = {path.name: path for path in list_checkpoints(tmp_path / "full" / "checkpoints")}
+    cut = tmp_path / "cut" / "checkpoints"
+    for name in (checkpoint_name(2), checkpoint_name(4)):
+        shutil.copytree(saved[name], cut / name)
+    # ... and is resumed by a fresh process-like start from the newest of them
     resumed = build_dual_encoder(cfg, 0)
-    train_distilled(
+    result = train_distilled(
         resumed, items, features, cfg, ensemble, out_dir=tmp_path / "cut", resume=True, **common
     )
+    assert result.resumed_from.endswith(checkpoint_name(4))
     start = build_dual_encoder(cfg, 0).state_dict()
     assert any(not torch.equal(v, start[k]) for k, v in params(full).items())
     for key, value in params(full).items():
