@@ -1,6 +1,8 @@
 """Correspondence estimation: teacher stores (atomic, no pickle), the fused ensemble against
 brute-force cosine loops, batch targets (also all-gathered over 2 processes), blockwise top
-matches against the full matrix (ties included), ensembles of score matrices, bad input."""
+matches against the full matrix (ties included), ensembles of score matrices, bad input; the
+training-caption top-1 of a model and of the ensemble, the targets' departure from one-hot,
+and captions that describe several clips."""
 
 from __future__ import annotations
 
@@ -19,9 +21,11 @@ from audiorepro.distillation import (
     TeacherEmbeddingsError,
     TeacherEnsemble,
     batch_targets,
+    caption_top1,
     captions_for_clip,
     compute_teacher_embeddings,
     ensemble_scores,
+    target_departure,
     top_matches,
     top_matches_dense,
 )
@@ -312,3 +316,124 @@ def test_ties_at_the_kth_place_take_the_lowest_columns():
         assert got.indices.tolist() == [[1, 2]]
         assert got.scores.tolist() == [[1.0, 1.0]]
     assert top_matches(ensemble, k=4, block_size=2).indices.tolist() == [[1, 2, 3, 0]]
+
+
+# ------------------------------------------------------------------ training-caption top-1
+
+CLIPS = ["clip0", "clip1", "clip2"]
+# pairs as stage 2 holds them: c3 was written word for word for two clips
+PAIRS = [
+    ("clip0", "c0"), ("clip2", "c1"), ("clip2", "c2"), ("clip0", "c3"), ("clip1", "c3"),
+]  # fmt: skip
+
+
+def hand_teacher(name: str, audio: list, caption: dict) -> TeacherEmbeddings:
+    texts = ["c0", "c1", "c2", "c3"]
+    return TeacherEmbeddings(
+        CLIPS, texts, torch.tensor(audio), torch.tensor([caption[t] for t in texts]),
+        {"teacher": name, "caption_preprocessing": PREP},
+    )  # fmt: skip
+
+
+def brute_top1(teachers: list[TeacherEmbeddings]) -> float:
+    """Mean cosine over teachers for every (caption, clip), the best clip by loops."""
+    hits = 0
+    for _, caption in PAIRS:
+        j = teachers[0].captions.index(caption)
+        scores = [
+            sum(brute_cosine(t.audio[i].tolist(), t.caption[j].tolist()) for t in teachers)
+            / len(teachers)
+            for i in range(len(CLIPS))
+        ]
+        best = CLIPS[max(range(len(CLIPS)), key=lambda i: (scores[i], -i))]
+        hits += best in {a for a, c in PAIRS if c == caption}
+    return hits / len(PAIRS)
+
+
+def test_training_caption_top1_of_a_model_and_of_the_ensemble():
+    eye = [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]
+    # teacher a: c0 -> clip0 (own), c1 -> clip1 (written for clip2: wrong), c2 -> clip2 (own),
+    # c3 -> clip1 (one of its two clips: right for both of its pairs) => 4 of 5
+    a = hand_teacher("a", eye, {
+        "c0": [1.0, 0.1, 0.0], "c1": [0.0, 1.0, 0.6], "c2": [0.0, 0.2, 1.0],
+        "c3": [0.3, 1.0, 0.0],
+    })  # fmt: skip
+    # teacher b puts c1 firmly on clip2 and c0 on clip2 => c0 wrong, c1 right
+    b = hand_teacher("b", eye, {
+        "c0": [0.2, 0.0, 1.0], "c1": [0.0, 0.1, 1.0], "c2": [0.0, 0.0, 1.0],
+        "c3": [0.0, 1.0, 0.1],
+    })  # fmt: skip
+    ids, captions = [p[0] for p in PAIRS], [p[1] for p in PAIRS]
+    assert caption_top1(TeacherEnsemble([a]), ids, captions) == pytest.approx(4 / 5)
+    assert caption_top1(TeacherEnsemble([b]), ids, captions) == pytest.approx(4 / 5)
+    # the mean cosine: c0 -> clip0 (0.995 + 0.196 vs 0 + 0.981), c1 -> clip2 => 5 of 5
+    both = caption_top1(TeacherEnsemble([a, b]), ids, captions, block_size=2)
+    assert both == pytest.approx(1.0) == brute_top1([a, b])
+    for teacher in (a, b):
+        assert caption_top1(TeacherEnsemble([teacher]), ids, captions) == brute_top1([teacher])
+    with pytest.raises(TeacherEmbeddingsError, match="lack 1 training captions"):
+        caption_top1(TeacherEnsemble([a]), ["clip0"], ["a caption nobody embedded"])
+
+
+def test_target_departure_from_one_hot():
+    ids = [f"clip{i}.wav" for i in range(6)]
+    captions = [f"a caption number {j}" for j in range(6)]
+    gen = torch.Generator().manual_seed(0)
+    audio = torch.randn(6, 8, generator=gen, dtype=torch.float64).float()
+    sharp = TeacherEmbeddings(ids, captions, audio, audio.clone(), {"teacher": "sharp"})
+    flat = TeacherEmbeddings(ids, captions, torch.ones(6, 8), torch.ones(6, 8), {"teacher": "f"})
+    kwargs = dict(batch_size=3, num_batches=4, seed=1)
+    got = target_departure(TeacherEnsemble([flat]), ids, captions, **kwargs)
+    # uniform targets over 3 distinct clips: 2/3 of each column's mass off its pair
+    assert got["offpair_uniform"] == pytest.approx(2 / 3)
+    assert got["offpair_audio"] == pytest.approx(2 / 3) == got["offpair_caption"]
+    got = target_departure(TeacherEnsemble([sharp]), ids, captions, tau=0.01, **kwargs)
+    assert got["offpair_audio"] < 1e-3 and got["offpair_caption"] < 1e-3
+    # a repeated clip in the batch is a positive, as in L_sup: one clip, two captions
+    twice = target_departure(TeacherEnsemble([flat]), ids[:1] * 2, captions[:2], batch_size=2)
+    assert twice["offpair_uniform"] == 0.0 == twice["offpair_audio"]
+
+
+# ------------------------------------------------------------------ captions of several clips
+
+
+def test_captions_shared_word_for_word_and_generic(tmp_path):
+    from audiorepro.data.retrieval import (
+        CaptionItem,
+        RetrievalDataError,
+        caption_sharing,
+        generic_flags,
+    )
+
+    def item(clip: str, caption: str) -> CaptionItem:
+        return CaptionItem("clotho", clip, f"/corpus/clotho/dev/{clip}.wav", caption)
+
+    # three clips, two captions each; "water flows" is written for a and b, "sounds happen"
+    # is generic (flagged by the generator) and shared by b and c
+    items = [
+        item("a", "water flows"), item("a", "a dog barks"),
+        item("b", "water flows"), item("b", "sounds happen"),
+        item("c", "sounds happen"), item("c", "a bell rings twice"),
+    ]  # fmt: skip
+    scenes = tmp_path / "clotho" / "embedded_scenes_development.jsonl"
+    scenes.parent.mkdir()
+    scenes.write_text(
+        '{"file_name": "a.wav", "generic": [false, false]}\n'
+        '{"file_name": "b.wav", "generic": [false, true]}\n'
+        '{"file_name": "c.wav", "generic": [true, false]}\n'
+    )
+    flags = generic_flags(tmp_path, "development", items)
+    assert flags == [False, False, False, True, True, False]
+    got = caption_sharing(items, flags)
+    assert got["shared"] == pytest.approx(4 / 6)  # both "water flows", both "sounds happen"
+    assert got["generic"] == pytest.approx(2 / 6)
+    assert got["shared_or_generic"] == pytest.approx(4 / 6)
+    assert (got["captions"], got["clips"], got["shared_texts"]) == (6, 3, 2)
+    assert got["clips_per_shared_text"] == 2
+    # on a subset the shares follow what the subset holds
+    assert caption_sharing(items[:2])["shared"] == 0 and math.isnan(
+        caption_sharing(items)["generic"]
+    )
+    assert generic_flags(tmp_path / "nowhere", "development", items) is None  # real corpus
+    with pytest.raises(RetrievalDataError, match="no generic flag for caption 3 of 'a.wav'"):
+        generic_flags(tmp_path, "development", [*items, item("a", "a third caption")])

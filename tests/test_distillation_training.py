@@ -4,7 +4,9 @@ processes, bad teacher embeddings, ensembles and the chapter's presets."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -13,21 +15,24 @@ import pytest
 import torch
 
 from audiorepro.config import ConfigError, load_preset
-from audiorepro.data.retrieval import CaptionItem
+from audiorepro.data.retrieval import CaptionDataset, CaptionItem, RetrievalDataError
 from audiorepro.distillation import TeacherEmbeddingsError, TeacherEnsemble
 from audiorepro.experiments import retrieval
 from audiorepro.experiments.distillation import (
     PRESETS,
     Config,
     caption_preprocessing,
+    stage2_config,
     teacher_config,
     teacher_embeddings,
+    teacher_store_spec,
     train_distilled,
 )
 from audiorepro.experiments.retrieval import build_model as build_dual_encoder
 from audiorepro.experiments.retrieval import train_dual_encoder
 from audiorepro.models.atst import ATST_SILENCE
 from audiorepro.models.dual_encoder import DualEncoderConfig
+from audiorepro.training.checkpoint import checkpoint_name, list_checkpoints
 from conftest import REPO
 
 CAPTIONS = [
@@ -87,6 +92,10 @@ def test_presets_load_and_paper_preset_has_the_papers_values():
     assert (paper.stage1_epochs, paper.finetune_epochs, paper.finetune_lr) == (20, 20, 2e-5)
     assert (paper.mobilenet_batch_size, paper.target_tau) == (32, 0.05)
     assert paper.lambdas == (0.0, 0.5, 1.0, 2.0) and not paper.dist_only
+    # as published: epochs, whole clips
+    assert (paper.stage1_steps, paper.finetune_steps, paper.finetune_max_audio_s) == (None,) * 3
+    embedded = load_preset(Config, presets, "embedded")
+    assert embedded.finetune_steps and embedded.stage1_steps  # equal budgets in steps
     for preset in ("smoke", "embedded"):
         cfg = load_preset(Config, presets, preset)
         assert len(cfg.seeds) >= (3 if preset != "smoke" else 1)
@@ -140,7 +149,10 @@ def test_lambda_zero_is_chapter_01_fine_tuning_exactly():
     items, features = toy_data()
     ensemble = TeacherEnsemble(stage1_stores(cfg, items, features))
     plain, distilled = build_dual_encoder(cfg, 0), build_dual_encoder(cfg, 0)
-    train_dual_encoder(plain, items, features, cfg, seed=5, num_epochs=2, lr=1e-3, progress="none")
+    # stage 2 takes the start of each clip, the crop its teachers embedded
+    train_dual_encoder(
+        plain, items, features, cfg, seed=5, num_epochs=2, lr=1e-3, crop="start", progress="none"
+    )
     result = train_distilled(
         distilled, items, features, cfg, ensemble, seed=5, num_epochs=2, lr=1e-3, lam=0.0,
         progress="none",
@@ -177,19 +189,22 @@ def test_interrupted_stage_2_resumes_bitwise(tmp_path):
     common = dict(seed=7, num_epochs=3, lr=1e-3, progress="none", checkpoint_every=2)
     full = build_dual_encoder(cfg, 0)
     full.train_history = train_distilled(
-        full, items, features, cfg, ensemble, out_dir=tmp_path / "full", **common
-    )
-    # the same run stopped after 4 of its 9 steps (a capped run is the prefix) ...
-    stopped = build_dual_encoder(cfg, 0)
-    train_distilled(
-        stopped, items, features, cfg, ensemble, out_dir=tmp_path / "cut", max_steps=4, **common
-    )
-    # ... and resumed by a fresh process-like start from its checkpoint
+        full, items, features, cfg, ensemble, out_dir=tmp_path / "full", keep_checkpoints=9,
+        **common,
+    )  # fmt: skip
+    # the run interrupted after 4 of its 9 steps leaves its checkpoints up to step 4 ...
+    saved = {path.name: path for path in list_checkpoints(tmp_path / "full" / "checkpoints")}
+    cut = tmp_path / "cut" / "checkpoints"
+    for name in (checkpoint_name(2), checkpoint_name(4)):
+        shutil.copytree(saved[name], cut / name)
+    # ... and is resumed by a fresh process-like start from the newest of them
     resumed = build_dual_encoder(cfg, 0)
-    train_distilled(
+    result = train_distilled(
         resumed, items, features, cfg, ensemble, out_dir=tmp_path / "cut", resume=True, **common
     )
-    assert any(not torch.equal(v, stopped.state_dict()[k]) for k, v in params(full).items())
+    assert result.resumed_from.endswith(checkpoint_name(4))
+    start = build_dual_encoder(cfg, 0).state_dict()
+    assert any(not torch.equal(v, start[k]) for k, v in params(full).items())
     for key, value in params(full).items():
         assert torch.equal(value, resumed.state_dict()[key]), key
 
@@ -272,3 +287,64 @@ def test_two_processes_train_as_one_process_on_the_global_batch(tmp_path):
     start = build_dual_encoder(cfg, 0).state_dict()
     moved = sum(not torch.allclose(start[k], v) for k, v in one.items())
     assert moved > 0
+
+
+def test_start_crop_is_the_same_window_every_epoch():
+    items, features = toy_data()
+    start = CaptionDataset(items, features, max_frames=100, crop="start", seed=1)
+    rand = CaptionDataset(items, features, max_frames=100, seed=1)
+    windows = set()
+    for epoch in range(4):
+        start.set_epoch(epoch)
+        rand.set_epoch(epoch)
+        for i, item in enumerate(items):
+            assert torch.equal(start[i]["feats"], features[item.key][:100])
+        long = features[items[-1].key]  # 220 frames: 121 possible windows
+        got = rand[len(items) - 1]["feats"]
+        windows.add(next(s for s in range(121) if torch.equal(long[s : s + 100], got)))
+    assert len(windows) > 1  # the random crop moves, the start crop does not
+    short = CaptionDataset(items, features, max_frames=1000, crop="start")
+    assert torch.equal(short[0]["feats"], features[items[0].key])  # shorter clips stay whole
+    with pytest.raises(RetrievalDataError, match="crop must be one of random, start"):
+        CaptionDataset(items, features, crop="middle")
+
+
+def test_teachers_embed_the_start_crop_that_stage_2_trains_on(tmp_path):
+    cfg = tiny_cfg()
+    crop = dataclasses.replace(cfg, train_crop_s=0.8)  # 80 frames of clips of 120-220
+    items, features = toy_data()
+    model = build_dual_encoder(cfg, 3)
+    store = teacher_embeddings(model, items, features, crop, name="atst")
+    assert store.metadata["crop_frames"] == crop.train_frames == 80
+    starts = {k: f[:80] for k, f in features.items()}
+    expected = retrieval.embed_recordings(model, store.audio_ids, starts, None)
+    torch.testing.assert_close(store.audio, expected)
+    whole = teacher_embeddings(model, items, features, cfg, name="atst")
+    assert not torch.allclose(whole.audio, store.audio)
+    # the run store keys a teacher store by its crop
+    spec = functools.partial(teacher_store_spec, "atst", "stage1-key", items)
+    assert spec(crop) != spec(cfg) and spec(crop) == spec(dataclasses.replace(crop))
+    # a stage-2 run of another crop is refused before training
+    student = build_dual_encoder(cfg, 0)
+    with pytest.raises(TeacherEmbeddingsError, match="first 80 frames.*first 150"):
+        train_distilled(
+            student, items, features, cfg, TeacherEnsemble([store]), seed=0, num_epochs=1,
+            lr=1e-3,
+        )  # fmt: skip
+    # chapter 02's stage-2 configuration: the preset's crop, weights from stage 1
+    dcfg = Config(retrieval=load_preset(retrieval.Config, retrieval.PRESETS, "smoke"))
+    s2 = stage2_config(dataclasses.replace(dcfg, finetune_max_audio_s=1.5), "atst")
+    assert (s2.train_frames, s2.max_frames, s2.model.audio_pretrained) == (150, 600, None)
+    assert stage2_config(dcfg, "passt").train_frames == dcfg.retrieval.max_frames
+
+
+def test_lambda_zero_and_one_take_exactly_the_same_steps():
+    cfg = tiny_cfg()
+    items, features = toy_data()  # 12 items, batches of 4: 3 steps an epoch
+    ensemble = TeacherEnsemble(stage1_stores(cfg, items, features))
+    for lam in (0.0, 1.0):
+        result = train_distilled(
+            build_dual_encoder(cfg, 0), items, features, cfg, ensemble, seed=5, num_epochs=1,
+            lr=1e-3, lam=lam, max_steps=5, progress="none",
+        )  # fmt: skip
+        assert result.final_step == 5 and len(result.losses) == 5

@@ -382,16 +382,25 @@ def test_jackknife_ci_matches_leave_one_out():
         jackknife_ci(np.ones(1))
 
 
-def test_chance_map_at_k_is_the_mean_over_every_position_of_the_relevant_item():
-    from audiorepro.metrics.retrieval import chance_map_at_k
+def test_chance_metrics_are_the_mean_over_every_ranking():
+    import itertools
 
-    for n, k in [(1, 10), (7, 10), (12, 10), (100, 10)]:
-        brute = 0.0
-        for position in range(n):  # the relevant item at each rank, all equally likely
-            scores = np.zeros((1, n))
-            scores[0, :] = np.arange(n, 0, -1)  # item i ranked i-th
-            brute += retrieval_metrics(scores, np.array([position]))["mAP@10"]
-        assert chance_map_at_k(n, k) == pytest.approx(brute / n)
-    assert chance_map_at_k(4, 2) == pytest.approx((1 + 1 / 2) / 4)
-    with pytest.raises(ValueError):
-        chance_map_at_k(0)
+    from audiorepro.metrics.retrieval import chance_metrics
+
+    for n in (1, 3, 5, 12):
+        # brute force: every position of the one relevant item among n is equally likely
+        if n <= 5:
+            perms = list(itertools.permutations(range(n)))
+            scores = np.array([[-float(p.index(i)) for i in range(n)] for p in perms])
+            got = retrieval_metrics(scores, np.zeros(len(perms), dtype=int))
+        else:
+            ranks = np.arange(1, n + 1)
+            got = {
+                "mAP@10": float(np.mean(np.where(ranks <= 10, 1.0 / ranks, 0.0))),
+                **{f"R@{k}": float(np.mean(ranks <= k)) for k in (1, 5, 10)},
+            }
+        want = chance_metrics(n)
+        assert set(want) == set(got)
+        for key in want:
+            assert want[key] == pytest.approx(got[key]), (n, key)
+    assert chance_metrics(1045)["mAP@10"] == pytest.approx(2.9290 / 1045, rel=1e-4)

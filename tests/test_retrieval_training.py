@@ -112,7 +112,7 @@ def test_training_is_seeded_and_saved_runs_reload(smoke):
     for (name, x), y in zip(a.state_dict().items(), b.state_dict().values(), strict=True):
         assert torch.equal(x, y), name
     assert a.train_history["steps"] == [1]
-    fresh = build_model(cfg, 5)
+    fresh = build_model(cfg, 5, data)  # audio_pretrained: stage0 needs the data
     assert not torch.equal(fresh.audio_projection.weight, a.audio_projection.weight)
     reloaded = run_training("t", cfg, 5, data, **kwargs)  # from the saved file
     torch.testing.assert_close(reloaded.audio_projection.weight, a.audio_projection.weight)

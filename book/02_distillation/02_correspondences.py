@@ -14,12 +14,14 @@
 #
 # In this notebook we will
 #
-# - let each stage-1 model embed every fine-tuning audio and caption once, and store the
-#   embeddings keyed by audio id and caption text (O(N·D) memory, never N × N);
+# - let each stage-1 model embed every fine-tuning audio and caption once, at the crop stage 2
+#   trains on, and store the embeddings keyed by audio id and caption text (O(N·D) memory,
+#   never N × N);
 # - compare, for a few clips and their captions, the binary assumption with the ensemble's
 #   Ĉ = (1/M) Σ_m C^m and the targets p̂_c and p̂_a at τ = 0.05;
-# - measure how much of p̂ falls on other clips, and whether it lands where a caption really
-#   does describe another clip (captions the corpus gives to several clips);
+# - measure how much of p̂ falls on other clips, over the whole set and in a training batch,
+#   and whether it lands where a caption really does describe another clip;
+# - count the training captions that truly describe more than one clip;
 # - list, for a clip, the other training captions the ensemble believes describe it, and listen.
 
 # %% tags=["parameters"]
@@ -51,7 +53,9 @@ print(
 #
 # Each teacher's store holds one row per clip and one per distinct caption text, with the
 # caption preprocessing it applied, so that a student with other preprocessing, another
-# projection size or training items the teachers never saw is refused before it trains. The
+# projection size or training items the teachers never saw is refused before it trains. Each
+# clip is embedded as stage 2 will see it: its first `finetune_max_audio_s` seconds (the
+# store's `crop_frames`), so every target is computed on the audio the student hears. The
 # ensemble joins the M stores into fused rows, each teacher's part L2-normalised and scaled by
 # 1/√M, so that any block of Ĉ is one matrix product:
 #
@@ -150,19 +154,6 @@ summary = pd.DataFrame(
     },
     index=["caption of one clip", "caption of several clips"],
 ).round(3)
-_ = reporting.record_result(
-    distillation.CHAPTER,
-    "02_correspondences",
-    {
-        "top1_paired": float(beliefs["top-1 is a paired clip"].mean()),
-        "mass_on_paired": float(beliefs["p̂_a on paired clips (top 10)"].mean()),
-        "shared_captions": float(shared.mean()),
-    },
-    preset=preset,
-    seed=seed,
-    config=to_dict(config),
-    tags={"analysis": "beliefs"},
-)
 summary
 
 # %%
@@ -180,8 +171,46 @@ print(
 # elsewhere is what stage 2 teaches the students: soft credit to clips that share the sound
 # the caption names.
 #
+# ## The targets of a training batch
+#
+# Stage 2 never sees the softmax over all clips: p̂_a and p̂_c normalise over the clips and
+# captions of one batch. In random batches of the stage-2 batch size, how much of their mass
+# leaves the pairs that L_sup's one-hot targets hold? 0 means L_dist repeats L_sup; the
+# uniform level means the targets know nothing. Page 04 reads these numbers back when it asks
+# why λ = 1 does or does not beat λ = 0.
+
+# %%
+targets = distillation.target_summary(config, seed, data, ensemble)
+_ = reporting.record_result(
+    distillation.CHAPTER,
+    "02_correspondences",
+    targets
+    | {
+        "top1_paired": float(beliefs["top-1 is a paired clip"].mean()),
+        "mass_on_paired": float(beliefs["p̂_a on paired clips (top 10)"].mean()),
+    },
+    preset=preset,
+    seed=seed,
+    config=to_dict(config),
+    tags={"analysis": "beliefs"},
+)
+pd.Series(targets).round(4)
+
+# %% [markdown]
+#
 # ## Captions that fit other clips
 #
+# Paper (b) §2 rests on captions that describe more than one clip. How many are there in the
+# training captions? Two kinds can be counted: captions written word for word for several
+# clips (the corpus proves those), and, in the embedded corpus, the captions its generator
+# drew from a table of *generic* descriptions that fit many clips ("several sounds happen one
+# after another"). These are the cases where a one-hot target is wrong and a good p̂ can be
+# right:
+
+# %%
+distillation.captions_of_several_clips(config, data)
+
+# %% [markdown]
 # For one clip, the training captions *written for other clips* that the ensemble believes
 # describe it best, with p̂_c over all training captions. Listen to the clip, then to the clip
 # each caption was written for.
@@ -215,5 +244,7 @@ for caption, c_value, p_value in others:
 #   into one lookup of Ĉ;
 # - compared the binary assumption with the ensemble's Ĉ, p̂_c and p̂_a for a few clips;
 # - measured, blockwise over the whole set, how much belief leaves the paired clip and whether
-#   it lands on clips that share the caption;
+#   it lands on clips that share the caption, and how far a training batch's targets are from
+#   the one-hot ones;
+# - counted the training captions shared word for word by several clips or generic;
 # - listened to a clip next to the clips of captions the ensemble believes also describe it.

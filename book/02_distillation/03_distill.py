@@ -15,6 +15,7 @@
 # In this notebook we will
 #
 # - write down the stage-2 objective L = L_sup + λ·L_dist and how each batch gets its targets;
+# - say what audio stage 2 trains on, and where that departs from the paper;
 # - fine-tune every stage-1 model of every seed with λ = 1 (the paper's setting);
 # - follow L_sup and L_dist during training;
 # - score each distilled model and the ensemble of the three distilled models.
@@ -54,11 +55,29 @@ config
 # ```
 
 # %% [markdown]
+# ## What stage 2 hears
+#
+# A target is only right for the audio it was computed on. The teachers embed the *start* of
+# each training clip, `finetune_max_audio_s` seconds, and stage 2 trains on exactly that
+# crop, the same window every epoch, rather than on a random window of a clip whose target
+# describes another part of it:
+#
+# ```{literalinclude} ../../lib/audiorepro/experiments/distillation.py
+# :pyobject: stage2_config
+# ```
+#
+# This departs from the paper, which feeds whole clips of up to 30 s on GPUs (the `paper`
+# preset keeps that: `finetune_max_audio_s: null`). On CPU whole clips cost about three times
+# as much per step as the embedded preset's 4 s, so the embedded runs see the first 4 s of
+# every clip, teachers and students alike; evaluation still sees clips cut at `max_audio_s`.
+#
 # ## Fine-tuning every teacher
 #
-# `finetune_epochs` epochs on the Clotho-layout development captions with peak learning rate
-# `finetune_lr`, crops of `finetune_max_audio_s` seconds, λ = `lam`. Each seed's students learn
-# from the ensemble of that seed's stage-1 models (trained first if page 01 has not run).
+# `finetune_steps` optimizer steps (or `finetune_epochs` epochs when it is null) on the
+# Clotho-layout development captions with peak learning rate `finetune_lr` and λ = `lam`,
+# the cosine spanning exactly those steps, so every model and every λ of page 04 trains on
+# one budget. Each seed's students learn from the ensemble of that seed's stage-1 models
+# (trained first if page 01 has not run).
 
 # %%
 students = distillation.evaluate_models(
@@ -99,7 +118,9 @@ distillation.table(records, config, preset, stage1=False, ensemble_label="ensemb
 # In this notebook we have
 #
 # - written down L = L_sup + λ·L_dist and where each batch's targets come from;
-# - fine-tuned every stage-1 model of every seed on the Clotho-layout corpus with λ = 1;
+# - trained on the start crop the teachers embedded, a departure from the paper's whole clips;
+# - fine-tuned every stage-1 model of every seed on the Clotho-layout corpus with λ = 1, for
+#   a fixed number of steps;
 # - followed L_sup and L_dist during training;
 # - scored each distilled model and the ensemble of the three. Page 04 sets them beside the
 #   stage-1 models, the paper and λ.

@@ -9,7 +9,8 @@ recipe drops).
 Audio enters the models as PaSST log-mel (:class:`audiorepro.features.PasstMel`, eval mode),
 computed once per recording and cached on disk (:func:`log_mel_features`). The training dataset
 then follows §2.5: a recording longer than ``max_frames`` (30 s at paper scale) contributes a
-random crop of that length, and :func:`collate_captions` zero-pads a batch to its longest item.
+random crop of that length (or its start, ``crop="start"``, which chapter 02's stage 2 uses), and
+:func:`collate_captions` zero-pads a batch to its longest item.
 Caption augmentation (§3.5, "GPT augmentation") replaces a caption by one of its paraphrases
 with probability ``paraphrase_prob`` (0.3 in the paper).
 
@@ -249,6 +250,9 @@ def log_mel_features(
 
 # ------------------------------------------------------------------------------ datasets
 
+CROPS = ("random", "start")
+"""Where :class:`CaptionDataset` takes a training crop from a longer recording."""
+
 
 class CaptionDataset(Dataset):
     """Caption-level training items: ``{"feats": (T, F), "caption": str, "audio_id": int,
@@ -257,7 +261,10 @@ class CaptionDataset(Dataset):
     Args:
         items: caption items (one or several corpora concatenated).
         features: ``{item.key: (T, F)}`` log-mel, e.g. from :func:`log_mel_features`.
-        max_frames: random crop length for longer recordings (paper: 30 s = 3000 frames).
+        max_frames: crop length for longer recordings (paper: 30 s = 3000 frames).
+        crop: ``"random"`` (default): a random window of ``max_frames``, new each epoch
+            (paper §2.5); ``"start"``: the first ``max_frames`` of the recording, every epoch,
+            as evaluation and the stage-2 teachers of chapter 02 embed it.
         paraphrase_prob: probability of swapping the caption for one of its paraphrases
             (paper §3.5: 0.3 when fine-tuning with augmentation; 0 otherwise).
         seed: base seed of the crops and swaps.
@@ -269,9 +276,12 @@ class CaptionDataset(Dataset):
         features: Mapping[str, torch.Tensor],
         *,
         max_frames: int | None = None,
+        crop: str = "random",
         paraphrase_prob: float = 0.0,
         seed: int = 0,
     ) -> None:
+        if crop not in CROPS:
+            raise RetrievalDataError(f"crop must be one of {', '.join(CROPS)}, got {crop!r}")
         if not items:
             raise RetrievalDataError("no caption items")
         missing = sorted({i.key for i in items if i.key not in features})
@@ -284,6 +294,7 @@ class CaptionDataset(Dataset):
         self.items = list(items)
         self.features = features
         self.max_frames = max_frames
+        self.crop = crop
         self.paraphrase_prob = paraphrase_prob
         self.seed = seed
         self.epoch = 0
@@ -302,7 +313,9 @@ class CaptionDataset(Dataset):
         rng = np.random.default_rng([self.seed, self.epoch, index])
         feats = self.features[item.key]  # (T, F)
         if self.max_frames is not None and feats.shape[0] > self.max_frames:
-            start = int(rng.integers(feats.shape[0] - self.max_frames + 1))
+            start = 0
+            if self.crop == "random":
+                start = int(rng.integers(feats.shape[0] - self.max_frames + 1))
             feats = feats[start : start + self.max_frames]
         caption = item.caption
         if item.paraphrases and rng.random() < self.paraphrase_prob:
@@ -394,6 +407,82 @@ def caption_statistics(corpora: Mapping[str, Sequence[CaptionItem]]) -> Any:
     return pd.DataFrame(rows)
 
 
+def generic_flags(
+    corpora_dir: str | os.PathLike[str], split: str, items: Sequence[CaptionItem]
+) -> list[bool] | None:
+    """Whether each ClothoV2-layout caption item of ``split`` is *generic*: written by the
+    embedded generator from a table of captions that fit many clips ("several sounds happen one
+    after another"), read from ``clotho/embedded_scenes_{split}.jsonl``. Each line holds a
+    clip's ``file_name`` and one flag per caption, in the order of the captions file; a clip's
+    k-th item in ``items`` takes its k-th flag. ``None`` for a corpus without that file (the real
+    ClothoV2 has no such labels).
+
+    Raises:
+        RetrievalDataError: an item whose clip has no line, or more items than flags.
+    """
+    path = Path(corpora_dir) / "clotho" / f"embedded_scenes_{split}.jsonl"
+    if not path.is_file():
+        return None
+    flags: dict[str, list[bool]] = {}
+    with open(path, encoding="utf-8") as f:
+        for text in f:
+            if text.strip():
+                row = json.loads(text)
+                flags[row["file_name"]] = [bool(g) for g in row.get("generic", [])]
+    seen: dict[str, int] = {}
+    out = []
+    for item in items:
+        name = Path(item.audio).name
+        k = seen.get(item.key, 0)
+        seen[item.key] = k + 1
+        if name not in flags or k >= len(flags[name]):
+            raise RetrievalDataError(
+                f"{path}: no generic flag for caption {k + 1} of {name!r} ({item.caption!r})"
+            )
+        out.append(flags[name][k])
+    return out
+
+
+def caption_sharing(
+    items: Sequence[CaptionItem], generic: Sequence[bool] | None = None
+) -> dict[str, float]:
+    """How many captions of ``items`` describe more than one clip, as measured numbers.
+
+    Paper (b) §2 argues that the binary targets of L_sup are wrong wherever a caption describes
+    several clips (its Table 1 lists captions given word for word to two recordings). Two kinds
+    are counted here, over caption items (one per caption of a clip):
+
+    - ``shared``: share of the items whose exact text was written for two or more distinct
+      clips of ``items`` (word for word, the kind the corpus itself proves);
+    - ``generic``: share flagged generic (``generic``, one flag per item, e.g. from
+      :func:`generic_flags`; NaN when not given): captions that fit many clips whatever their
+      wording;
+    - ``shared_or_generic``: either of the two.
+
+    Also ``captions`` (items), ``clips`` (distinct recordings), ``shared_texts`` (distinct texts
+    written for several clips) and ``clips_per_shared_text`` (mean clips of such a text, NaN
+    when there is none).
+    """
+    if generic is not None and len(generic) != len(items):
+        raise RetrievalDataError(f"{len(generic)} generic flags for {len(items)} caption items")
+    clips_of: dict[str, set[str]] = {}
+    for item in items:
+        clips_of.setdefault(item.caption, set()).add(item.key)
+    shared = [len(clips_of[i.caption]) > 1 for i in items]
+    multi = [len(keys) for keys in clips_of.values() if len(keys) > 1]
+    n = max(1, len(items))
+    either = [s or bool(g) for s, g in zip(shared, generic or [False] * len(items), strict=True)]
+    return {
+        "captions": float(len(items)),
+        "clips": float(len({i.key for i in items})),
+        "shared": sum(shared) / n,
+        "shared_texts": float(len(multi)),
+        "clips_per_shared_text": float(np.mean(multi)) if multi else math.nan,
+        "generic": math.nan if generic is None else sum(map(bool, generic)) / n,
+        "shared_or_generic": sum(either) / n,
+    }
+
+
 def manifest_counts(corpora_dir: str | os.PathLike[str]) -> dict[str, Any]:
     """What the recipes reported when they wrote the manifests of ``corpora_dir`` (counts per
     corpus and split, WavCaps clips excluded for overlapping the Clotho evaluation split)."""
@@ -403,6 +492,7 @@ def manifest_counts(corpora_dir: str | os.PathLike[str]) -> dict[str, Any]:
 
 __all__ = [
     "CORPORA",
+    "CROPS",
     "PRETRAIN_SPLITS",
     "CaptionDataset",
     "CaptionItem",
@@ -411,7 +501,9 @@ __all__ = [
     "RetrievalDataError",
     "collate_captions",
     "caption_items",
+    "caption_sharing",
     "caption_statistics",
+    "generic_flags",
     "manifest_counts",
     "load_caption_items",
     "log_mel_features",

@@ -10,13 +10,16 @@ lookup, distributed gathering and analysis; the loss that consumes it lives in
 - :mod:`~audiorepro.distillation.targets`: a batch's Ĉ, p̂_a and p̂_c (global batch under
   several processes).
 - :mod:`~audiorepro.distillation.analysis`: top matches over the whole training set in blocks of
-  bounded memory.
+  bounded memory, training-caption top-1 of a model or the ensemble, and how far the batch
+  targets depart from the one-hot ones.
 - :mod:`~audiorepro.distillation.ensemble`: averaging the similarity matrices of several models.
 """
 
 from audiorepro.distillation.analysis import (
     TopMatches,
+    caption_top1,
     captions_for_clip,
+    target_departure,
     top_matches,
     top_matches_dense,
 )
@@ -44,10 +47,12 @@ __all__ = [
     "TopMatches",
     "all_gather_rows",
     "batch_targets",
+    "caption_top1",
     "captions_for_clip",
     "compute_teacher_embeddings",
     "ensemble_scores",
     "soft_targets",
+    "target_departure",
     "top_matches",
     "top_matches_dense",
 ]

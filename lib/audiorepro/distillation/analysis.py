@@ -10,6 +10,10 @@ The full Ĉ of a 20,000-audio × 100,000-caption set is 8 GB in float32, so it i
 of the top-k over the whole set come out. Peak memory: the ensemble's fused rows
 ((N_a + N_c) · M · D numbers) plus one block and the (N, k) results
 (``bench/bench_distillation.py`` measures it).
+
+Two summaries build on it: :func:`caption_top1`, the share of training captions whose best clip
+is their own (of one stage-1 model, or of the ensemble's Ĉ), and :func:`target_departure`, how
+much of the stage-2 targets' mass leaves the one-hot pairs of L_sup in a training batch.
 """
 
 from __future__ import annotations
@@ -17,12 +21,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
+import numpy as np
 import torch
 
-from audiorepro.distillation.targets import DEFAULT_TAU
+from audiorepro.distillation.targets import DEFAULT_TAU, batch_targets
 from audiorepro.distillation.teachers import TeacherEnsemble
 
-__all__ = ["TopMatches", "captions_for_clip", "top_matches", "top_matches_dense"]
+__all__ = [
+    "TopMatches",
+    "caption_top1",
+    "captions_for_clip",
+    "target_departure",
+    "top_matches",
+    "top_matches_dense",
+]
 
 
 class TopMatches(NamedTuple):
@@ -172,3 +184,86 @@ def captions_for_clip(
         if len(found) == k:
             break
     return found
+
+
+def caption_top1(
+    ensemble: TeacherEnsemble,
+    audio_ids: Sequence[str],
+    captions: Sequence[str],
+    block_size: int = 4096,
+) -> float:
+    """Training-caption top-1: the share of the training pairs ``(audio_ids[k], captions[k])``
+    whose caption's highest-Ĉ clip, among all the ensemble's training clips, is its own.
+
+    "Its own" is any clip the same caption text was written for in these pairs (a text given
+    to two clips is right on either, as page 02's "paired clip"). With one teacher Ĉ is that
+    model's cosine similarity, so the number says how well a stage-1 model fits the captions
+    stage 2 trains on; with M teachers it is the ensemble's, the targets' quality. Ties: the
+    clip with the lower row index wins (:func:`top_matches`). A random ranking scores about
+    1 / (number of clips).
+    """
+    if len(audio_ids) != len(captions):
+        raise ValueError(f"{len(audio_ids)} audio ids for {len(captions)} captions")
+    if not captions:
+        raise ValueError("caption_top1 of no pairs")
+    ensemble.check(audio_ids=audio_ids, captions=captions)
+    top = top_matches(ensemble, k=1, rows="caption", block_size=block_size)
+    clips_of: dict[str, set[str]] = {}
+    for audio_id, caption in zip(audio_ids, captions, strict=True):
+        clips_of.setdefault(str(caption), set()).add(str(audio_id))
+    best = top.indices[:, 0].tolist()  # per distinct caption, its top clip's row
+    hits = [
+        ensemble.audio_ids[best[ensemble.caption_index[str(c)]]] in clips_of[str(c)]
+        for c in captions
+    ]
+    return sum(hits) / len(hits)
+
+
+def target_departure(
+    ensemble: TeacherEnsemble,
+    audio_ids: Sequence[str],
+    captions: Sequence[str],
+    *,
+    batch_size: int,
+    tau: float = DEFAULT_TAU,
+    num_batches: int = 32,
+    seed: int = 0,
+) -> dict[str, float]:
+    """How far the stage-2 targets p̂_a, p̂_c depart from the one-hot targets of L_sup, in
+    batches of ``batch_size`` training pairs drawn as stage 2 draws them (shuffled epochs).
+
+    In a batch, L_sup gives each caption's column all its mass on the batch's clips of its own
+    audio id (salsa's positives) and each clip's row all its mass on its captions. Returned, as
+    means over the columns (rows) of ``num_batches`` batches:
+
+    - ``offpair_audio``: 1 − p̂_a(own clips | caption), the mass p̂_a moves elsewhere;
+    - ``offpair_caption``: 1 − p̂_c(own captions | clip);
+    - ``offpair_uniform``: the same for uniform targets, 1 − positives / B: what targets that
+      know nothing give. 0 is the one-hot; L_dist differs from L_sup only by this mass, so near
+      0 λ·L_dist is L_sup again (λ = 1 ≈ a doubled L_sup), near the uniform level it teaches
+      flat targets.
+    """
+    n = len(audio_ids)
+    if n != len(captions) or n == 0:
+        raise ValueError(f"{len(audio_ids)} audio ids for {len(captions)} captions")
+    size = min(batch_size, n)
+    rng = np.random.default_rng(seed)
+    order: list[int] = []
+    sums = {"offpair_audio": 0.0, "offpair_caption": 0.0, "offpair_uniform": 0.0}
+    count = 0
+    for _ in range(num_batches):
+        if len(order) < size:
+            order += rng.permutation(n).tolist()
+        batch, order = order[:size], order[size:]
+        ids = [str(audio_ids[i]) for i in batch]
+        targets = batch_targets(ensemble, ids, [captions[i] for i in batch], tau, gather=None)
+        rows = torch.tensor([ensemble.audio_index[a] for a in ids])
+        positive = (rows[:, None] == rows[None, :]).float()  # (B, B): same audio id
+        sums["offpair_audio"] += float((1 - (targets.p_audio * positive).sum(0)).sum())
+        sums["offpair_caption"] += float((1 - (targets.p_caption * positive).sum(1)).sum())
+        sums["offpair_uniform"] += float((1 - positive.sum(0) / size).sum())
+        count += size
+    return {k: v / count for k, v in sums.items()} | {
+        "batch_size": float(size),
+        "batches": float(num_batches),
+    }

@@ -38,6 +38,7 @@ from audiorepro.data.retrieval import (
     log_mel_features,
     manifest_counts,
 )
+from audiorepro.experiments.tagging import Stage0, pretrained_key, resolve_stage0
 from audiorepro.features import load_audio
 from audiorepro.metrics.retrieval import retrieval_metrics
 from audiorepro.models.audio_encoders import FRAMES_PER_SECOND
@@ -47,7 +48,6 @@ from audiorepro.paths import data_dir, repo_root
 from audiorepro.reporting import PaperRow
 from audiorepro.search import AudioIndex
 from audiorepro.storage import Run, RunStore, load_tensors, read_json, save_tensors, write_json
-from audiorepro.experiments.tagging import Stage0, pretrained_key, resolve_stage0
 from audiorepro.training.loop import Callback, TrainConfig, Trainer
 
 __all__ = [
@@ -93,6 +93,7 @@ __all__ = [
     "snippet_curve",
     "stage0_checkpoint",
     "stage0_table",
+    "step_budget",
     "throughput",
     "stage_table",
     "store",
@@ -426,6 +427,25 @@ def epoch_setter(dataset: CaptionDataset) -> Callback:
     return _EpochSetter(dataset)
 
 
+def step_budget(train_cfg: TrainConfig, num_items: int, max_steps: int | None) -> TrainConfig:
+    """``train_cfg`` for a run of exactly ``max_steps`` optimizer steps over ``num_items``
+    training items: as many epochs as needed, the cosine spanning the ``max_steps`` and the
+    warm-up at most a tenth of them (unchanged when ``max_steps`` is None). Runs compared with
+    one budget (an ablation's settings, stage 2 at λ = 0 and λ = 1) take equal steps whatever
+    their corpus sizes."""
+    if max_steps is None:
+        return train_cfg
+    processes = int(os.environ.get("WORLD_SIZE", "1"))
+    per_epoch = max(1, -(-num_items // (train_cfg.batch_size * processes)))
+    return dataclasses.replace(
+        train_cfg,
+        num_epochs=-(-max_steps // per_epoch),
+        max_steps=max_steps,
+        schedule_steps=max_steps,
+        warmup_steps=min(train_cfg.warmup_steps, max_steps // 10),
+    )
+
+
 def train_dual_encoder(
     model: DualEncoder,
     items: Sequence[CaptionItem],
@@ -437,29 +457,23 @@ def train_dual_encoder(
     lr: float,
     paraphrase_prob: float = 0.0,
     max_steps: int | None = None,
+    crop: str = "random",
     out_dir: str | os.PathLike[str] | None = None,
     progress: str = "auto",
 ) -> Any:
     """Train ``model`` in place on caption items; returns the Trainer's ``TrainResult``.
 
     Adam with PyTorch defaults (weight decay 0), one warm-up epoch then cosine decay (§2.6),
-    random crops of ``config.train_frames``, padding to the batch maximum, caption swaps with
-    ``paraphrase_prob``. With ``max_steps`` the run takes exactly that many steps (epochs as
-    needed), its cosine spans them and its warm-up is at most a tenth of them.
+    crops of ``config.train_frames`` (random, or the start of each clip with ``crop="start"``),
+    padding to the batch maximum, caption swaps with ``paraphrase_prob``. With ``max_steps``
+    the run takes exactly that many steps (:func:`step_budget`).
     """
     dataset = CaptionDataset(
-        items, features, max_frames=config.train_frames, paraphrase_prob=paraphrase_prob, seed=seed
-    )
+        items, features, max_frames=config.train_frames, crop=crop,
+        paraphrase_prob=paraphrase_prob, seed=seed,
+    )  # fmt: skip
     train_cfg = config.train.trainer_config(len(dataset), seed=seed, num_epochs=num_epochs, lr=lr)
-    if max_steps is not None:
-        per_epoch = -(-len(dataset) // train_cfg.batch_size)
-        train_cfg = dataclasses.replace(
-            train_cfg,
-            num_epochs=-(-max_steps // per_epoch),
-            max_steps=max_steps,
-            schedule_steps=max_steps,
-            warmup_steps=min(train_cfg.warmup_steps, max_steps // 10),
-        )
+    train_cfg = step_budget(train_cfg, len(dataset), max_steps)
     trainer = Trainer(
         model,
         retrieval_loss,
@@ -769,16 +783,18 @@ def stage0_checkpoint(config: Config, data: RetrievalData) -> Path | None:
 
 def stage0_table(
     config: Config, data: RetrievalData, encoders: Sequence[str], *, page: str, preset: str,
-    chapter: str = CHAPTER,
+    chapter: str = CHAPTER, configs: Mapping[str, Config] | None = None,
 ) -> pd.DataFrame:  # fmt: skip
     """Stage 0 of each audio encoder in ``encoders`` (trained if missing): held-out tagging mAP
     beside its chance level, steps and throughput; each row also goes to the ledger, tagged
-    ``{"stage": "stage0", "encoder": name}``."""
+    ``{"stage": "stage0", "encoder": name}``. An encoder is ``config`` with that
+    ``model.audio_encoder``, or ``configs[name]`` when given (another chapter's variant, e.g.
+    chapter 02's ATST-Frame and MobileNet configurations)."""
     from audiorepro.experiments.tagging import stage0_report
 
     rows = []
     for name in encoders:
-        cfg = replace(config, **{"model.audio_encoder": name})
+        cfg = (configs or {}).get(name) or replace(config, **{"model.audio_encoder": name})
         path = stage0_checkpoint(cfg, data)
         if path is None:
             continue
@@ -1097,9 +1113,9 @@ PAPER: dict[str, dict[str, float | None]] = {
 def chance_floor(data: RetrievalData) -> tuple[float, float]:
     """Chance mAP@10 of the evaluation split (%, a ranking that ignores the query) and the
     floor every compared run must beat to count as having learned: three times chance."""
-    from audiorepro.metrics.retrieval import chance_map_at_k
+    from audiorepro.metrics.retrieval import chance_metrics
 
-    chance = 100 * chance_map_at_k(len(data.eval_set.keys))
+    chance = 100 * chance_metrics(len(data.eval_set.keys))["mAP@10"]
     return chance, 3 * chance
 
 

@@ -41,7 +41,7 @@ import torch
 __all__ = [
     "TIES",
     "audio_to_text_metrics",
-    "chance_map_at_k",
+    "chance_metrics",
     "jackknife_ci",
     "per_query_metrics",
     "read_submission_csv",
@@ -161,16 +161,6 @@ def relevant_ranks(
     return ranks
 
 
-def chance_map_at_k(n_items: int, k: int = 10) -> float:
-    """Expected mAP@k (a fraction) of a ranking that ignores the query, with one relevant item
-    among ``n_items``: the relevant item is equally likely at every rank r, and scores 1/r
-    when r <= k, so the expectation is (1/n) * sum_{r=1}^{min(k, n)} 1/r (2.93 % for the
-    100 clips of the embedded evaluation split)."""
-    if n_items < 1 or k < 1:
-        raise ValueError(f"need n_items >= 1 and k >= 1, got {n_items} and {k}")
-    return sum(1.0 / r for r in range(1, min(k, n_items) + 1)) / n_items
-
-
 def retrieval_metrics(
     scores: np.ndarray | torch.Tensor,
     targets: np.ndarray | torch.Tensor | Sequence[int],
@@ -200,6 +190,24 @@ def retrieval_metrics(
         name: float(values.mean())
         for name, values in per_query_metrics(scores, targets, ks, ties).items()
     }
+
+
+def chance_metrics(num_items: int, ks: Sequence[int] = (1, 5, 10)) -> dict[str, float]:
+    """The expected :func:`retrieval_metrics` of a random ranking: each query's one relevant
+    item lands at a rank r uniform on 1..N, so ``mAP@10 = (1/N) Σ_{r=1..min(10, N)} 1/r`` and
+    ``R@k = min(k, N) / N`` (fractions). The chance level of a table's mAP@10, e.g. 3 × it as
+    the floor a compared run must beat (:func:`audiorepro.reporting.finding`).
+
+    Args:
+        num_items: N, the items each query ranks (the evaluation split's recordings).
+        ks: cut-offs for recall.
+    """
+    if num_items < 1:
+        raise ValueError(f"num_items must be >= 1, got {num_items}")
+    ks = _check_ks(ks)
+    out = {"mAP@10": sum(1.0 / r for r in range(1, min(10, num_items) + 1)) / num_items}
+    out |= {f"R@{k}": min(k, num_items) / num_items for k in ks}
+    return out
 
 
 def per_query_metrics(
