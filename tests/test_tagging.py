@@ -34,9 +34,7 @@ def test_hand_computed_ap_without_ties():
 
 def test_hand_computed_ap_with_ties_enters_tied_clips_together():
     # the top two tie, one positive: the threshold 0.9 takes both (precision 1/2)
-    assert average_precision([0.9, 0.9, 0.1], [0, 1, 1]) == pytest.approx(
-        0.5 * 0.5 + 0.5 * 2 / 3
-    )
+    assert average_precision([0.9, 0.9, 0.1], [0, 1, 1]) == pytest.approx(0.5 * 0.5 + 0.5 * 2 / 3)
     # a perfect ranking and an all-tied one
     assert average_precision([3, 2, 1], [1, 1, 0]) == pytest.approx(1.0)
     assert average_precision([1, 1, 1, 1], [1, 0, 0, 0]) == pytest.approx(0.25)
@@ -50,9 +48,7 @@ def test_ap_equals_brute_force_on_random_cases_with_ties():
         targets = rng.integers(0, 2, n)
         if targets.sum() == 0:
             targets[0] = 1
-        assert average_precision(scores, targets) == pytest.approx(
-            brute_force_ap(scores, targets)
-        )
+        assert average_precision(scores, targets) == pytest.approx(brute_force_ap(scores, targets))
 
 
 def test_ap_does_not_depend_on_the_order_of_tied_clips():
@@ -101,3 +97,20 @@ def test_crop_labels_are_the_events_that_sound_in_the_crop():
 def test_stage0_on_a_corpus_without_scene_labels_says_what_to_use(tmp_path):
     with pytest.raises(ConfigError, match="audio_pretrained: audioset"):
         scene_clips(tmp_path, "development")
+
+
+def test_run_keys_name_a_checkpoint_by_its_content_not_its_path(tmp_path):
+    from audiorepro.experiments.tagging import pretrained_key
+    from audiorepro.models.audio_encoders import AudioEncoderConfig
+
+    a, b, c = tmp_path / "a.pt", tmp_path / "b.pt", tmp_path / "c.pt"
+    a.write_bytes(b"weights one")
+    b.write_bytes(b"weights one")
+    c.write_bytes(b"weights two")
+
+    def key(path):
+        return pretrained_key(AudioEncoderConfig(passt_variant="tiny", audio_pretrained=str(path)))
+
+    assert key(a) == key(b)  # same weights elsewhere: the same runs
+    assert key(a) != key(c)  # new weights under a known name: new runs
+    assert key(a)["audio_pretrained"].startswith("sha256:")

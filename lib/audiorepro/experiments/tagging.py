@@ -128,27 +128,27 @@ def scene_clips(
     missing = sorted(set(by_file) - set(scenes))
     if missing:
         raise ValueError(f"{path}: no scene for {len(missing)} clips, e.g. {missing[0]!r}")
-    return list(by_file.values()), {
-        item.key: scenes[name] for name, item in by_file.items()
-    }
+    return list(by_file.values()), {item.key: scenes[name] for name, item in by_file.items()}
 
 
 def _clips(
     items: Sequence[CaptionItem], scenes: Mapping[str, Mapping[str, Any]], classes: Sequence[str]
-) -> list[TaggingClip]:
+) -> tuple[list[TaggingClip], int]:
+    """The clips with their events as class indices, and how many events had a class outside
+    ``classes`` (a held-out class never seen in training: left out, and counted)."""
     index = {c: i for i, c in enumerate(classes)}
-    out = []
+    out, unknown = [], 0
     for item in items:
         scene = scenes[item.key]
-        events = [
-            (index[e["event_class"]], e["start"], e["start"] + e["duration"])
-            for e in scene["events"]
-            if e["event_class"] in index
+        spans = [
+            (e["event_class"], e["start"], e["start"] + e["duration"]) for e in scene["events"]
         ]
-        if scene.get("background") and scene["background"]["event_class"] in index:
-            events.append((index[scene["background"]["event_class"]], 0.0, scene["duration"]))
-        out.append(TaggingClip(item.key, tuple(events), float(scene["duration"])))
-    return out
+        if scene.get("background"):
+            spans.append((scene["background"]["event_class"], 0.0, scene["duration"]))
+        events = tuple((index[c], a, b) for c, a, b in spans if c in index)
+        unknown += len(spans) - len(events)
+        out.append(TaggingClip(item.key, events, float(scene["duration"])))
+    return out, unknown
 
 
 def _classes(scenes: Mapping[str, Mapping[str, Any]]) -> list[str]:
@@ -316,8 +316,12 @@ def _train_stage0(
     train_items, train_scenes = scene_clips(corpora_root, stage0.train_split)
     held_items, held_scenes = scene_clips(corpora_root, stage0.heldout_split)
     classes = _classes(train_scenes)
-    train = _clips(train_items, train_scenes, classes)
-    held = _clips(held_items, held_scenes, classes)
+    train, _ = _clips(train_items, train_scenes, classes)
+    held, unknown = _clips(held_items, held_scenes, classes)
+    if unknown:
+        print(
+            f"stage 0: {unknown} held-out events of classes never seen in training are not scored"
+        )
     front = encoder_cfg.front_end
     if features is None or any(c.key not in features for c in train):
         features = log_mel_features(train_items, front_end=front)
@@ -352,7 +356,9 @@ def _train_stage0(
     scores, labels = _heldout_scores(model, held, held_features, crop, len(classes))
     mean_ap, per_class = tagging_map(scores, labels)
     body = getattr(model.encoder, "encoder", model.encoder)
-    suffix = {"cnn14": ".pth", "cnn10": ".pth", "atst": ".ckpt"}.get(encoder_cfg.audio_encoder, ".pt")
+    suffix = {"cnn14": ".pth", "cnn10": ".pth", "atst": ".ckpt"}.get(
+        encoder_cfg.audio_encoder, ".pt"
+    )
     name = save_released_layout(body, encoder_cfg, folder / f"checkpoint{suffix}", model.head)
     report = {
         "checkpoint": Path(name).name,
@@ -362,6 +368,7 @@ def _train_stage0(
         "per_class_ap": [None if np.isnan(v) else float(v) for v in per_class],
         "train_clips": len(train),
         "heldout_clips": len(held),
+        "heldout_events_of_unseen_classes": unknown,
         "steps": stage0.steps,
         "seconds": seconds,
         "steps_per_s": stage0.steps / seconds,
