@@ -24,6 +24,7 @@ from audiorepro.experiments.retrieval import (
     evaluate,
     load_data,
     load_trained_state,
+    mechanism_checks,
     run_entry,
     run_training,
     trained_state,
@@ -144,3 +145,21 @@ def test_ablation_configs():
     assert ablation_config(cfg, "snippet_s", "5.0").model.snippet_frames == 500
     with pytest.raises(ValueError, match="unknown ablation"):
         ablation_config(cfg, "depth", "3")
+
+
+def test_mechanism_checks_measure_each_ablation_cause(smoke):
+    cfg, data = smoke
+    checks = mechanism_checks(cfg, data)
+    spread = checks[checks.finding == "a pretrained text encoder beats a random one"]
+    mean = {
+        "pretrained" if "pretrained" in c else "random": float(m.split()[0])
+        for c, m in zip(spread.check, spread.measured, strict=True)
+    }
+    # a random transformer's first-token state hardly depends on the caption
+    assert mean["random"] > 0.95 > mean["pretrained"]
+    params = checks[checks.finding == "PaSST beats CNN14"].measured
+    assert len(params) == 2 and all(int(p.replace(",", "")) > 0 for p in params)
+    assert set(checks.finding) >= {
+        "adding corpora to ClothoV2 helps",
+        "longer snippets beat shorter ones",
+    }
