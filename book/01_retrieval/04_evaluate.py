@@ -142,11 +142,11 @@ retrieval.findings(records, config, preset, must_beat=floor)
 # different captions lie in the pretrained and in the random text encoder (a frozen random
 # transformer maps every caption to nearly one direction, so its side of the ablation cannot
 # leave chance, and training it from scratch is beyond this budget); the size of each audio
-# encoder at this scale (the paper's PaSST-N and CNN14 have 86 and 82 million parameters,
-# its Table 2; our tiny PaSST is the smaller one); how much data each pretraining-corpus setting holds and
-# how much of it one ablation budget sees; how many snippets the evaluation clips hold at each
-# snippet length. The stage-0 table on page 02 gives the two audio encoders' tagging quality
-# at equal steps.
+# encoder at this scale (the paper's PaSST-N and CNN14 have 86 and 82 million parameters, its
+# Table 2; our tiny PaSST is the smaller one); how much data each pretraining-corpus setting
+# holds and how much of it one ablation budget sees; how many snippets the evaluation clips
+# hold at each snippet length. The stage-0 table on page 02 gives the two audio encoders'
+# tagging quality at equal steps.
 
 # %%
 retrieval.mechanism_checks(config, data)
