@@ -224,12 +224,15 @@ def test_hdf5_bad_input_names_utterance_or_key(tmp_path, utterances, dim, messag
         prepare_split(tmp_path, "test", source="hdf5")
 
 
-def _records(xv, heads, chosen, dtw):
+def _records(xv, heads, chosen, dtw, cfg):
     """Ledger records of two seeds per setting (second seed: value - 0.001)."""
+    from audiorepro.reporting import config_hash_of
+
     out = []
 
     def add(seed, metrics, tags):
         rec = {"chapter": "04_awe", "page": "03_evaluate", "preset": "smoke", "seed": seed}
+        rec["config_hash"] = config_hash_of(cfg)
         out.append(rec | {"metrics": metrics, "tags": tags})
 
     for seed, shift in ((0, 0.0), (1, 0.001)):
@@ -251,7 +254,7 @@ def test_findings_check_each_claim_on_ledger_records():
     xv.update({(8, "avg"): 0.01, (8, "rep"): 0.0})
     heads = {1: 0.3, 16: 0.5, 32: 0.4}
     good = {"acoustic_ap": 0.6, "crossview_ap": 0.5}
-    table = findings(_records(xv, heads, good, 0.2), cfg, "smoke", on_dtw_pairs=[0.5, 0.55])
+    table = findings(_records(xv, heads, good, 0.2, cfg), cfg, "smoke", on_dtw_pairs=[0.5, 0.55])
     claims = [f for f in table["finding"] if "seeds)" in f]
     # 3 x Avg beats Rep, 2 x middle depth, 2 x h = 16, DTW, acoustic above cross-view.
     assert len(claims) == 9 and all(": reproduces" in f for f in claims), claims
@@ -262,11 +265,13 @@ def test_findings_check_each_claim_on_ledger_records():
     xv[(1, "avg")], xv[(8, "avg")] = 0.6, 0.7
     heads[16] = 0.1
     bad = {"acoustic_ap": 0.4, "crossview_ap": 0.5}
-    table = findings(_records(xv, heads, bad, 0.6), cfg, "smoke", on_dtw_pairs=[0.5, 0.52])
+    table = findings(_records(xv, heads, bad, 0.6, cfg), cfg, "smoke", on_dtw_pairs=[0.5, 0.52])
     claims = [f for f in table["finding"] if "seeds)" in f]
     assert len(claims) == 9 and all(": contradicts" in f for f in claims), claims
     # One seed per sweep setting: no spread, so inconclusive.
-    one_seed = [r for r in _records(xv, heads, bad, 0.6) if r["seed"] == 0 or "model" in r["tags"]]
+    one_seed = [
+        r for r in _records(xv, heads, bad, 0.6, cfg) if r["seed"] == 0 or "model" in r["tags"]
+    ]
     table = findings(one_seed, cfg, "smoke")
     assert "inconclusive" in table["finding"][1]
 

@@ -26,6 +26,7 @@ from audiorepro.features import save_audio
 from audiorepro.metrics.abx import abx_error, read_submission_folder
 from audiorepro.metrics.bitrate import bitrate, bitrate_from_submission
 from audiorepro.models.vqvae import VQVAE, VQVAEConfig
+from audiorepro.reporting import config_hash_of
 from audiorepro.storage import RunStore
 
 
@@ -125,6 +126,7 @@ def _record(row, seed, abx, rate, language="english"):
         "page": "03_abx_bitrate",
         "preset": "smoke",
         "seed": seed,
+        "config_hash": config_hash_of(Config()),
         "metrics": {"abx_across": abx, "bitrate": rate},
         "tags": {"row": row, "language": language},
     }

@@ -462,6 +462,13 @@ def sweep(
     return rows
 
 
+def current(records: Sequence[Mapping[str, Any]], config: Config) -> list[Mapping[str, Any]]:
+    """The ledger ``records`` of ``config`` (its ``config_hash``; every evaluation record
+    carries the chapter's configuration) and of its seeds (``seeds`` and ``seed``) only: what
+    the findings read (:func:`audiorepro.reporting.current_records`)."""
+    return reporting.current_records(records, config, (*config.seeds, config.seed))
+
+
 SWEEP_METRICS = ("acoustic_ap", "crossview_ap", "dev_crossview_ap")
 
 
@@ -637,8 +644,10 @@ def findings(
     the deepest one collapses in the paper); h = 16 beats the other head counts; the transformer
     beats MFCC + DTW (on the baseline's own pairs when ``on_dtw_pairs``, the chosen models'
     acoustic AP on that subset, is given; DTW has no seed, so one value suffices there);
-    acoustic AP exceeds cross-view AP.
+    acoustic AP exceeds cross-view AP. Only the records of ``config`` and its seeds count
+    (:func:`current`), so a row of an older preset or another setting never shows.
     """
+    records = current(records, config)
 
     def ours(metric: str, tags: Mapping[str, Any]) -> list[float]:
         return reporting.values(records, chapter=CHAPTER, preset=preset, metric=metric, tags=tags)
@@ -757,6 +766,7 @@ __all__ = [
     "Config",
     "acoustic_ap_on",
     "corpus_root",
+    "current",
     "data_digest",
     "dtw_baseline",
     "embed_segments",
