@@ -21,6 +21,10 @@ Everything the project writes to disk and reads back goes through these primitiv
 
   A run is complete when its ``run.json`` exists: it is built in a temporary sibling folder and
   published with one rename, so a run killed halfway leaves nothing a later page would trust.
+  What lets an unfinished run resume (its training checkpoints) lives beside it in
+  ``<kind>/.staging-<hash>/`` (:meth:`RunStore.staging`): kept when a build is killed, so the
+  next call with the same configuration continues from the last checkpoint, and removed once
+  the run is published.
 
 This module sits below ``models/`` and ``training/`` and imports neither.
 """
@@ -309,6 +313,7 @@ def load_model_weights(model: torch.nn.Module, path: str | Path) -> None:
 
 RUN_RECORD = "run.json"
 _TMP_RUN = ".tmp-"
+STAGING = ".staging-"
 
 
 def _plain(value: Any) -> Any:
@@ -386,6 +391,18 @@ class RunStore:
         key = config_hash(plain)
         return Run(self.root / self.chapter / kind / key, kind, key, plain)
 
+    def staging(self, run: Run) -> Path:
+        """The folder (created) where the unfinished ``run`` keeps what lets it resume, e.g. the
+        training loop's checkpoints: ``<kind>/.staging-<key>``.
+
+        It is named by the run's configuration hash, so a call with the same configuration
+        after a killed build finds it again and a changed configuration gets a fresh one; it
+        is never cleared on restart, and :meth:`publish` removes it once the run is complete.
+        """
+        path = run.path.parent / f"{STAGING}{run.key}"
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
     def runs(self, kind: str) -> list[Run]:
         """Every complete run of ``kind``, oldest first."""
         folder = self.root / self.chapter / kind
@@ -403,7 +420,8 @@ class RunStore:
         """Build ``run`` in a temporary folder and publish it with one rename.
 
         If another process published the same run meanwhile, its files are kept and ours are
-        dropped (both come from the same configuration).
+        dropped (both come from the same configuration). Once published, the run's
+        :meth:`staging` folder is removed; if ``build`` raises, it is kept for the next call.
         """
         parent = run.path.parent
         parent.mkdir(parents=True, exist_ok=True)
@@ -425,6 +443,8 @@ class RunStore:
                 if not run.complete:
                     raise
             fsync_dir(parent)
+            # Complete now: the checkpoints it could have resumed from are no longer needed.
+            shutil.rmtree(parent / f"{STAGING}{run.key}", ignore_errors=True)
         finally:
             if tmp.exists():
                 shutil.rmtree(tmp, ignore_errors=True)
