@@ -50,7 +50,7 @@ config
 # %%
 runs = retrieval.evaluate_stages(config, data, preset=preset, page="04_evaluate")
 records = reporting.read_ledger()
-retrieval.stage_table(records, preset)
+retrieval.stage_table(records, config, preset)
 
 # %% [markdown]
 # ## Ablations

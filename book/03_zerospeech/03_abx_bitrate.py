@@ -68,7 +68,7 @@ for row in rows:
             results[row.key, s],
             preset=preset,
             seed=s,
-            config=to_dict(trained.model.cfg),
+            config=cfg,
             tags={"row": row.key, "language": "english"},
         )
         records.append(record)
@@ -124,7 +124,7 @@ if cfg.surprise:
         surprise,
         preset=preset,
         seed=cfg.seed,
-        config=to_dict(cfg.model),
+        config=cfg,
         tags={"row": "base", "language": "surprise"},
     )
     records.append(record)

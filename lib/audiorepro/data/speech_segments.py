@@ -21,7 +21,7 @@ import torch
 from torch.utils.data import Dataset
 
 from audiorepro.features import linear_spectrogram, load_audio, log_mel, mfcc_features
-from audiorepro.storage import RunStore
+from audiorepro.storage import RunStore, load_npz
 
 __all__ = [
     "FEATURES",
@@ -119,8 +119,7 @@ def load_features(
         return {"files": len(out)}
 
     def load(run) -> dict[str, np.ndarray]:
-        with np.load(run.file("features.npz")) as data:
-            return {k: data[k] for k in data.files}
+        return load_npz(run.file("features.npz"), expected=f"{feature} features of {folder}")
 
     return store.cached("features", features_key(folder, feature), build, load)
 

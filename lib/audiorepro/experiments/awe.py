@@ -301,8 +301,14 @@ def _set_threads(config: Config) -> None:
 
 
 def _fit(
-    config: Config, data: Mapping[str, WordSegments], progress: str
+    config: Config,
+    data: Mapping[str, WordSegments],
+    progress: str,
+    staging: Path | None = None,
+    callbacks: Sequence[Any] = (),
 ) -> tuple[MultiViewAWE, TrainResult, Any]:
+    """Train one model; with ``staging``, checkpoint there after every epoch's evaluation (the
+    best weights too) and continue from the newest checkpoint found there."""
     seed_everything(config.seed)
     model = MultiViewAWE(model_config(config, data))
     loss = MultiViewContrastiveLoss(config.margin, config.loss_k, config.distance)
@@ -321,19 +327,26 @@ def _fit(
     def eval_fn(model: torch.nn.Module) -> dict[str, float]:
         return evaluate(model, dev, config.eval_batch_size)  # type: ignore[arg-type]
 
-    schedule = config.train.callback("crossview_ap", mode="max")
+    best_dir = staging / "best" if staging is not None else None
+    schedule = config.train.callback("crossview_ap", mode="max", directory=best_dir)
+    dataset = MultiViewDataset(data["train"])
+    train_cfg = config.train.trainer_config(config.seed)
+    if staging is not None:  # once per epoch, right after the evaluation the schedule acts on
+        per_epoch = -(-len(dataset) // train_cfg.batch_size)
+        train_cfg = dataclasses.replace(train_cfg, checkpoint_every=per_epoch)
     trainer = Trainer(
         model,
         loss_fn,
-        MultiViewDataset(data["train"]),
-        config.train.trainer_config(config.seed),
+        dataset,
+        train_cfg,
         collate_fn=collate_multiview,
         eval_fn=eval_fn,
         optimizer_factory=adam_factory,
-        callbacks=[schedule],
+        out_dir=staging,
+        callbacks=[schedule, *callbacks],
         progress=progress,
     )
-    result = trainer.fit()
+    result = trainer.fit(resume=staging is not None)
     best = trainer.unwrapped_model
     schedule.restore_best(best)
     return best, result, schedule  # type: ignore[return-value]
@@ -345,6 +358,7 @@ def train(
     *,
     store: RunStore | None = None,
     progress: str = "none",
+    callbacks: Sequence[Any] = (),
 ) -> AWERun:
     """Train one multi-view model (seed ``config.seed``, at most ``config.train.num_epochs``
     epochs) and return it with the best dev state loaded, or load it from the run store if it
@@ -356,13 +370,20 @@ def train(
         data: :func:`load_data` output.
         store: where runs are kept (default ``RunStore("04_awe")``).
         progress: the Trainer's progress mode.
+        callbacks: further Trainer callbacks (progress hooks, tests).
+
+    A run killed before it finished continues from its last epoch's checkpoint, kept in the
+    store's staging folder of this configuration (:meth:`RunStore.staging`), when ``train`` is
+    called again with the same configuration; the result equals an uninterrupted run's.
     """
     store = store if store is not None else RunStore(CHAPTER)
     _set_threads(config)
     resolved = model_config(config, data)
+    key = run_config(config, data)
 
     def build(folder: Path) -> dict[str, Any]:
-        model, result, schedule = _fit(config, data, progress)
+        staging = store.staging(store.run("model", key))
+        model, result, schedule = _fit(config, data, progress, staging, callbacks)
         best_dev = float(schedule.best) if schedule.best is not None else float("nan")
         save_model_weights(model, folder / "model.safetensors")
         write_json(
@@ -390,7 +411,7 @@ def train(
             path=run.path,
         )
 
-    return store.cached("model", run_config(config, data), build, load)
+    return store.cached("model", key, build, load)
 
 
 def table1_configs(config: Config) -> list[Config]:
@@ -460,6 +481,13 @@ def sweep(
         )
         rows.append(row)
     return rows
+
+
+def current(records: Sequence[Mapping[str, Any]], config: Config) -> list[Mapping[str, Any]]:
+    """The ledger ``records`` of ``config`` (its ``config_hash``; every evaluation record
+    carries the chapter's configuration) and of its seeds (``seeds`` and ``seed``) only: what
+    the findings read (:func:`audiorepro.reporting.current_records`)."""
+    return reporting.current_records(records, config, (*config.seeds, config.seed))
 
 
 SWEEP_METRICS = ("acoustic_ap", "crossview_ap", "dev_crossview_ap")
@@ -637,8 +665,10 @@ def findings(
     the deepest one collapses in the paper); h = 16 beats the other head counts; the transformer
     beats MFCC + DTW (on the baseline's own pairs when ``on_dtw_pairs``, the chosen models'
     acoustic AP on that subset, is given; DTW has no seed, so one value suffices there);
-    acoustic AP exceeds cross-view AP.
+    acoustic AP exceeds cross-view AP. Only the records of ``config`` and its seeds count
+    (:func:`current`), so a row of an older preset or another setting never shows.
     """
+    records = current(records, config)
 
     def ours(metric: str, tags: Mapping[str, Any]) -> list[float]:
         return reporting.values(records, chapter=CHAPTER, preset=preset, metric=metric, tags=tags)
@@ -757,6 +787,7 @@ __all__ = [
     "Config",
     "acoustic_ap_on",
     "corpus_root",
+    "current",
     "data_digest",
     "dtw_baseline",
     "embed_segments",

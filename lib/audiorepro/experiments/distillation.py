@@ -93,6 +93,7 @@ __all__ = [
     "captions_of_several_clips",
     "chance_levels",
     "claims",
+    "current",
     "distill",
     "encoder_sizes",
     "ensemble_similarity",
@@ -731,10 +732,7 @@ def evaluate_and_record(
         metrics | retrieval.throughput(model) | dict(extra or {}),
         preset=preset,
         seed=seed,
-        config={
-            "distillation": to_dict(config),
-            "retrieval": to_dict(teacher_config(config, name)),
-        },
+        config=to_dict(config),  # the teacher's own config is teacher_config(config, name)
         tags={"model": name} | dict(tags),
     )
     return metrics
@@ -858,6 +856,13 @@ def evaluate_sweep(config: Config, data: RetrievalData, *, preset: str, page: st
 # ------------------------------------------------------------------------------ findings
 
 
+def current(records: Sequence[Mapping[str, Any]], config: Config) -> list[Mapping[str, Any]]:
+    """The ledger ``records`` of ``config`` (its ``config_hash``) and its seeds only: what every
+    table, finding and check of this chapter reads
+    (:func:`audiorepro.reporting.current_records`)."""
+    return reporting.current_records(records, config, config.seeds)
+
+
 def _tags(name: str, stage: str, lam: float | None = None) -> dict[str, Any]:
     return {"model": name, "stage": stage} | ({} if lam is None else {"lam": lam})
 
@@ -892,7 +897,9 @@ def table(
     (λ = ``lam``) and their ensemble, read from the ledger: the evaluation metrics and, for
     stage 1, the training-caption top-1 (so the table shows whether the teachers' ensemble
     beats each model before stage 2). With ``chance`` (:func:`chance_levels`), a last row of
-    chance levels."""
+    chance levels.
+    Only the records of ``config`` count (:func:`current`)."""
+    records = current(records, config)
     rows = []
     if stage1:
         label = (lambda n: f"{n}, stage 1") if distilled else str
@@ -924,7 +931,9 @@ def lambda_sweep(
     records: Sequence[Mapping[str, Any]], config: Config, preset: str
 ) -> pd.DataFrame:
     """mAP@10 (%) per model and λ, mean and std over seeds, with the stage-1 mean of each
-    model (the dotted line of :func:`~audiorepro.plotting.lambda_sweep`)."""
+    model (the dotted line of :func:`~audiorepro.plotting.lambda_sweep`).
+    Only the records of ``config`` count (:func:`current`)."""
+    records = current(records, config)
     rows = []
     for name in config.sweep_models:
         base = _mean(records, preset, _tags(name, "stage1"))
@@ -977,7 +986,9 @@ def claims(
     the paper says wins (``tags``) and the one it beats (``versus``). Distillation (λ = ``lam``)
     improves each model over its stage-1 model (``kind="distill"``); λ = ``lam`` beats λ = 0
     for each swept model (``"lambda"``); the ensemble of the distilled models beats the best
-    single distilled one (``"ensemble"``, best by the ledger's mean mAP@10)."""
+    single distilled one (``"ensemble"``, best by the ledger's mean mAP@10).
+    Only the records of ``config`` count (:func:`current`)."""
+    records = current(records, config)
     lam = config.lam
     out = []
     for name in config.teachers:
@@ -1014,7 +1025,9 @@ def findings(
     """The paper-vs-ours table: each model before and after distillation, both ensembles, beside
     Table 2, with a verdict on each of :func:`claims`: reproduces, contradicts or inconclusive,
     the latter also when a compared run does not beat 3 × chance mAP@10 (``chance`` from
-    :func:`chance_levels`)."""
+    :func:`chance_levels`).
+    Only the records of ``config`` count (:func:`current`)."""
+    records = current(records, config)
     paper = PAPER["Table 2"]
     row = functools.partial(
         PaperRow, metric="mAP@10", chapter=CHAPTER, scale=100, digits=2, source="Table 2",
@@ -1152,7 +1165,9 @@ def mechanisms(
     X on the evaluation split and on training-caption top-1 (the targets know more than the
     student); for λ = 1 vs λ = 0, how far the batch targets depart from one-hot (page 02's
     :func:`target_summary`); for the ensemble, whether it beats the members' mean and how far
-    the best member leads. Columns: claim, verdict, check, measured, reading."""
+    the best member leads. Columns: claim, verdict, check, measured, reading.
+    Only the records of ``config`` count (:func:`current`)."""
+    records = current(records, config)
     get = functools.partial(
         reporting.values, records, chapter=CHAPTER, preset=preset, metric="mAP@10", scale=100
     )
@@ -1180,7 +1195,9 @@ def mechanisms(
 
 
 def gains(records: Sequence[Mapping[str, Any]], config: Config, preset: str) -> pd.DataFrame:
-    """Distilled − stage 1 mAP@10 per model (percentage points), ours beside the paper's."""
+    """Distilled − stage 1 mAP@10 per model (percentage points), ours beside the paper's.
+    Only the records of ``config`` count (:func:`current`)."""
+    records = current(records, config)
     paper = PAPER["Table 2"]
     return pd.DataFrame(
         [

@@ -67,6 +67,7 @@ __all__ = [
     "build_model",
     "chance_floor",
     "caption_statistics",
+    "current",
     "embed_captions",
     "embed_recordings",
     "epoch_setter",
@@ -978,8 +979,16 @@ def run_ablations(config: Config, data: RetrievalData, *, preset: str, page: str
 # ------------------------------------------------------------------------------ findings
 
 
-def stage_table(records: Sequence[Mapping[str, Any]], preset: str) -> pd.DataFrame:
-    """The main system stage by stage (Table 3 analogue), mean ± std over seeds in %."""
+def current(records: Sequence[Mapping[str, Any]], config: Config) -> list[Mapping[str, Any]]:
+    """The ledger ``records`` of ``config`` (its ``config_hash``) and its seeds only: what every
+    table and finding of this chapter reads (:func:`audiorepro.reporting.current_records`)."""
+    return reporting.current_records(records, config, config.seeds)
+
+
+def stage_table(records: Sequence[Mapping[str, Any]], config: Config, preset: str) -> pd.DataFrame:
+    """The main system stage by stage (Table 3 analogue), mean ± std over ``config``'s seeds in
+    %, from the records of ``config`` only."""
+    records = current(records, config)
     rows = [
         ("PaSST, pretrained on all corpora", {"stage": "pretrain"}),
         ("+ fine-tuned on ClothoV2", {"stage": "finetune"}),
@@ -993,7 +1002,8 @@ def stage_table(records: Sequence[Mapping[str, Any]], preset: str) -> pd.DataFra
 def ablation_table(
     records: Sequence[Mapping[str, Any]], config: Config, preset: str, kind: str
 ) -> pd.DataFrame:
-    """One ablation's settings, mean ± std over seeds in %."""
+    """One ablation's settings, mean ± std over seeds in %, from the records of ``config``."""
+    records = current(records, config)
     settings = ablation_settings(config)[kind]
     label = (lambda v: f"{v} s") if kind == "snippet_s" else str
     rows = [(label(v), {"ablation": kind, "setting": v}) for v in settings]
@@ -1011,7 +1021,8 @@ def training_table(
 ) -> pd.DataFrame:
     """Did every compared run learn, on one budget? Per stage and ablation setting: optimizer
     steps, final NT-Xent loss (ln(batch size) is the loss of a model that learned nothing),
-    steps/s and clips/s, mean ± std over seeds."""
+    steps/s and clips/s, mean ± std over seeds (records of ``config`` only)."""
+    records = current(records, config)
     rows = [(stage, {"stage": stage}) for stage in STAGES]
     for kind, settings in ablation_settings(config).items():
         rows += [(f"{kind} = {v}", {"ablation": kind, "setting": v}) for v in settings]
@@ -1025,7 +1036,9 @@ def training_table(
 def snippet_curve(
     records: Sequence[Mapping[str, Any]], config: Config, preset: str
 ) -> tuple[list[float], list[float], list[float]]:
-    """The Figure 1 analogue: snippet lengths (s), mAP@10 means and stds over seeds (%)."""
+    """The Figure 1 analogue: snippet lengths (s), mAP@10 means and stds over seeds (%), from
+    the records of ``config``."""
+    records = current(records, config)
     settings = ablation_settings(config)["snippet_s"]
     stats = [
         reporting.mean_std(
@@ -1162,7 +1175,9 @@ def findings(
     """The paper-vs-ours table: every value of :data:`PAPER` the preset ran, beside the ledger's
     mean ± std over seeds, with the verdict on each of the paper's claims. ``must_beat`` (in %,
     e.g. :func:`chance_floor`'s three times chance) is the mAP@10 both compared runs must
-    exceed, else the claim is inconclusive: a run at chance tests nothing."""
+    exceed, else the claim is inconclusive: a run at chance tests nothing. Only the records of
+    ``config`` and its seeds count (:func:`current`)."""
+    records = current(records, config)
     t3, t4 = PAPER["Table 3"], PAPER["Table 4"]
     ab, tx, co, sn = (
         {"ablation": k} for k in ("audio_encoder", "text_encoder", "corpora", "snippet_s")

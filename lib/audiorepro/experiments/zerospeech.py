@@ -96,6 +96,7 @@ __all__ = [
     "TrainedVQVAE",
     "abx",
     "ablation_rows",
+    "current",
     "code_segments",
     "encode_files",
     "evaluate",
@@ -796,6 +797,13 @@ def run_row(
     return trained, metrics
 
 
+def current(records: Sequence[Mapping[str, Any]], config: Config) -> list[Mapping[str, Any]]:
+    """The ledger ``records`` of ``config`` (its ``config_hash``; the evaluation page records
+    the chapter's configuration with every row) and of its seeds (``main_seeds`` and ``seed``)
+    only: what the tables and findings read (:func:`audiorepro.reporting.current_records`)."""
+    return reporting.current_records(records, config, (*config.main_seeds, config.seed))
+
+
 def _tags(key: str, language: str = "english") -> dict[str, str]:
     return {"row": key, "language": language}
 
@@ -803,7 +811,9 @@ def _tags(key: str, language: str = "english") -> dict[str, str]:
 def summarize(records: Sequence[Mapping[str, Any]], config: Config, preset: str) -> pd.DataFrame:
     """One line per row of :func:`ablation_rows` that ``records`` (ledger records of the
     evaluation page) hold: means and standard deviations over seeds, codebook usage, the most a
-    K-code stream at the code rate can carry (``bitrate_cap``) and the paper's values."""
+    K-code stream at the code rate can carry (``bitrate_cap``) and the paper's values. Only
+    the records of ``config`` count (:func:`current`)."""
+    records = current(records, config)
     out = []
     for row in ablation_rows(config):
 
@@ -886,7 +896,9 @@ def _row_finding(
 def findings(records: Sequence[Mapping[str, Any]], config: Config, preset: str) -> pd.DataFrame:
     """The paper-vs-ours table of the evaluation page: for every row of Tables 1-3 (and the
     surprise language), ABX and bitrate beside the paper's, with the verdict on the paper's
-    claim about that row computed by :func:`audiorepro.reporting.finding` from ``records``."""
+    claim about that row computed by :func:`audiorepro.reporting.finding` from ``records``
+    (those of ``config`` only, :func:`current`)."""
+    records = current(records, config)
     rows = ablation_rows(config)
     table = []
     for row in rows:
