@@ -270,6 +270,39 @@ def stage_book(root: Path | None = None, stage: Path | None = None) -> Path:
     return stage
 
 
+def build_parameters(
+    preset: str,
+    parameters: Mapping[str, Any] | None = None,
+    *,
+    root: Path | None = None,
+    only: Sequence[str] = (),
+) -> dict[Path, dict[str, Any]]:
+    """The parameters of each selected page of a build, checked: ``{page: {name: value}}``.
+
+    Each page gets ``preset`` and those of ``parameters`` that it has a field for. A name that
+    no selected page has, or a value that does not fit a page's annotation, is a
+    :class:`ParameterError`.
+    """
+    root = root or repo_root()
+    given = dict(parameters or {})
+    selected = [p for p in book_pages(root) if not only or any(o in str(p) for o in only)]
+    fields = {page: page_parameters(root / page) for page in selected}
+    known = {name for page_fields in fields.values() for name in page_fields}
+    unknown = [name for name in given if name not in known]
+    if unknown:
+        raise ParameterError(
+            f"no selected page has the parameter(s) {', '.join(map(repr, unknown))} "
+            f"(the selected pages' parameters: {', '.join(sorted(known))})"
+        )
+    per_page = {
+        page: {"preset": preset, **{k: v for k, v in given.items() if k in fields[page]}}
+        for page in selected
+    }
+    for page in selected:
+        validate_parameters(fields[page], per_page[page], str(page))
+    return per_page
+
+
 def execute_pages(
     preset: str = "embedded",
     *,
@@ -289,30 +322,15 @@ def execute_pages(
     """
     root = root or repo_root()
     stage = stage or root / STAGE_DIR
-    given = dict(parameters or {})
-    selected = [p for p in book_pages(root) if not only or any(o in str(p) for o in only)]
-    fields = {page: page_parameters(root / page) for page in selected}
-    known = {name for page_fields in fields.values() for name in page_fields}
-    unknown = [name for name in given if name not in known]
-    if unknown:
-        raise ParameterError(
-            f"no selected page has the parameter(s) {', '.join(map(repr, unknown))} "
-            f"(the selected pages' parameters: {', '.join(sorted(known))})"
-        )
-    per_page = {
-        page: {name: value for name, value in given.items() if name in fields[page]}
-        for page in selected
-    }
-    for page in selected:
-        validate_parameters(fields[page], {"preset": preset, **per_page[page]}, str(page))
+    per_page = build_parameters(preset, parameters, root=root, only=only)
     times: dict[str, float] = {}
-    for page in selected:
+    for page in per_page:
         print(f"[book] executing {page} (preset={preset}) ...", flush=True)
         seconds = execute_page(
             root / page,
             stage / page.with_suffix(".ipynb"),
             preset=preset,
-            parameters=per_page[page],
+            parameters={k: v for k, v in per_page[page].items() if k != "preset"},
             log_output=log_output,
         )
         times[str(page)] = round(seconds, 1)
@@ -356,8 +374,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             # each value is read by the annotation of the selected pages that have the field
             for page in book_pages() if args.p else []:
                 if not args.only or any(o in str(page) for o in args.only):
-                    fields = page_parameters(page)
-                    params.update(parse_parameters(page, [p for p in args.p if p[0] in fields]))
+                    fields = page_parameters(repo_root() / page)
+                    pairs = [pair for pair in args.p if pair[0] in fields]
+                    params.update(parse_parameters(repo_root() / page, pairs))
+            build_parameters(args.preset, params, only=args.only)  # before anything is staged
             stage_book()
             execute_pages(
                 args.preset, only=args.only, parameters=params, log_output=args.log_output
