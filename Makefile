@@ -40,6 +40,7 @@ pages: $(STAMP)
 
 html: $(STAMP)
 	$(VENV)/bin/jupyter-book build _build/src --path-output . -W -n --keep-going
+	$(VPY) -m audiorepro.book_assets _build/html
 
 book: pages html
 	@echo "book: $(CURDIR)/_build/html/index.html"

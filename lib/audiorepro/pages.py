@@ -42,6 +42,7 @@ from typing import Any
 
 import yaml
 
+from audiorepro.book_assets import BookAssetError, stage_mathjax
 from audiorepro.page_parameters import (
     PageParameter,
     ParameterError,
@@ -249,7 +250,8 @@ def run_script(page: str | Path, parameters: Mapping[str, Any] | None = None) ->
 
 
 def stage_book(root: Path | None = None, stage: Path | None = None) -> Path:
-    """Copy the book's configuration and markdown into ``stage`` (default ``_build/src``).
+    """Copy the book's configuration and markdown into ``stage`` (default ``_build/src``),
+    and MathJax into its ``_static`` (:func:`audiorepro.book_assets.stage_mathjax`).
 
     Executed notebooks are added by :func:`execute_pages`. ``lib`` is linked in so pages can
     ``literalinclude`` library code with the same relative paths as in the repository.
@@ -267,6 +269,14 @@ def stage_book(root: Path | None = None, stage: Path | None = None) -> Path:
     link = stage / "lib"
     if not link.exists():
         link.symlink_to(root / "lib", target_is_directory=True)
+    config = yaml.safe_load((stage / "_config.yml").read_text()) or {}
+    mathjax_path = ((config.get("sphinx") or {}).get("config") or {}).get("mathjax_path")
+    if not mathjax_path:
+        raise PageError(
+            f"{root / '_config.yml'}: sphinx.config.mathjax_path is not set, so the book would "
+            "load MathJax from a CDN; set it to mathjax/tex-mml-chtml.js"
+        )
+    stage_mathjax(stage, mathjax_path)
     return stage
 
 
@@ -389,7 +399,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             preset = params.pop("preset", "embedded")
             seconds = execute_page(args.page, args.output, preset=preset, parameters=params)
             print(f"{args.page}: {seconds:.1f} s -> {args.output}")
-    except (PageError, ParameterError) as err:
+    except (PageError, ParameterError, BookAssetError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
     return 0
