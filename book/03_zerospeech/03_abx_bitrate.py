@@ -23,9 +23,11 @@
 # - set every number beside the paper's and say which findings reproduce.
 
 # %% tags=["parameters"]
+from typing import Optional
+
 preset: str = "embedded"  # smoke | embedded | paper
-seed: int | None = None  # seed of the single-seed rows; None keeps the preset's
-max_steps: int | None = None  # cap on optimizer steps; None keeps the preset's
+seed: Optional[int] = None  # seed of the single-seed rows; None keeps the preset's
+max_steps: Optional[int] = None  # cap on optimizer steps; None keeps the preset's
 
 # %%
 import pandas as pd
