@@ -123,7 +123,7 @@ class Training:
     num_epochs: int = field(16, help="Pretraining epochs (one of them warm-up).")
     warmup_epochs: float = field(1.0, help="Epochs of linear warm-up before the cosine decay.")
     device: str = field("auto", help="auto | cpu | cuda | mps.")
-    mixed_precision: str = field("auto", help="auto | no | bf16 | fp16.")
+    mixed_precision: str = field("auto", help="auto | no | fp32 | bf16 | fp16 (TrainConfig).")
 
     def trainer_config(
         self, num_items: int, *, seed: int, num_epochs: int, lr: float, **changes: Any
@@ -1133,9 +1133,7 @@ def findings(
     ab, tx, co, sn = (
         {"ablation": k} for k in ("audio_encoder", "text_encoder", "corpora", "snippet_s")
     )
-    row = functools.partial(
-        PaperRow, chapter=CHAPTER, scale=100, digits=2, must_beat=must_beat
-    )
+    row = functools.partial(PaperRow, chapter=CHAPTER, scale=100, digits=2, must_beat=must_beat)
     rows = [
         row("mAP@10, pretrained (PaSST-N + roberta-large)", "mAP@10", t3["pretrain mAP@10"],
             tags={"stage": "pretrain"}, source="Table 3"),

@@ -90,7 +90,7 @@ from audiorepro.training.checkpoint import (
 )
 from audiorepro.training.schedules import SCHEDULES, make_scheduler
 
-MIXED_PRECISIONS = ("auto", "no", "bf16", "fp16")
+MIXED_PRECISIONS = ("auto", "no", "fp32", "bf16", "fp16")
 NONFINITE_ACTIONS = ("stop", "skip")
 
 
@@ -142,8 +142,10 @@ class TrainConfig:
     )
     mixed_precision: str = field(
         "auto",
-        help="auto | no | bf16 | fp16. auto: bf16 on CUDA when supported, else fp16 on CUDA; "
-        "no on CPU and MPS.",
+        help="auto | no (= fp32) | fp32 | bf16 | fp16: autocast of the forward pass. auto: bf16 "
+        "on CUDA when supported, else fp16 on CUDA; no on CPU and MPS. fp16 scales the loss "
+        "with a GradScaler (CUDA only). Codebook search and EMA, softmax normalisers and "
+        "distances stay float32 under autocast (audiorepro.losses.precision).",
     )
     device: str = field("auto", help="auto (CUDA, then MPS, then CPU) | cpu | cuda | mps.")
     seed: int = field(0, help="Seeds initial RNG state, data order and DataLoader workers.")
@@ -251,7 +253,8 @@ def resolve_mixed_precision(mixed_precision: str, device: str) -> str:
     """The precision accelerate should use on a resolved ``device`` (``"cpu"|"cuda"|"mps"``).
 
     ``"auto"`` is bf16 on CUDA devices that support it, fp16 on older CUDA devices, and ``"no"``
-    on CPU and MPS (where autocast brings little and bf16 kernels are slow or missing).
+    on CPU and MPS (where autocast brings little and bf16 kernels are slow or missing);
+    ``"fp32"`` is another name of ``"no"``. fp16 comes with accelerate's GradScaler.
 
     Raises:
         ConfigError: an unknown name, or fp16 on the CPU (it needs a GPU grad scaler).
@@ -260,6 +263,8 @@ def resolve_mixed_precision(mixed_precision: str, device: str) -> str:
         raise ConfigError(
             f"mixed_precision: expected {' | '.join(MIXED_PRECISIONS)}, got {mixed_precision!r}"
         )
+    if mixed_precision == "fp32":
+        return "no"
     if mixed_precision == "auto":
         if device == "cuda":
             return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
