@@ -42,6 +42,14 @@ def test_presets_load_and_paper_preset_has_the_papers_values():
     paper = load_preset(Config, PRESETS, "paper")
     train = paper.train
     assert (train.batch_size, train.lr, train.num_epochs, train.warmup_epochs) == (64, 2e-5, 16, 1)
+    # the cosine ends at salsa's min_lr; smoke and embedded decay to 0 as before
+    assert train.min_lr == 1e-7
+    loop = train.trainer_config(640, seed=0, num_epochs=16, lr=train.lr)
+    assert (loop.schedule, loop.min_lr) == ("cosine", 1e-7)
+    # a learning rate below the floor (fine-tuning) decays no lower than itself
+    assert train.trainer_config(640, seed=0, num_epochs=1, lr=1e-8).min_lr == 1e-8
+    for preset in ("smoke", "embedded"):
+        assert load_preset(Config, PRESETS, preset).train.min_lr == 0.0
     assert (paper.finetune_lr, paper.finetune_epochs, paper.paraphrase_prob) == (8e-6, 5, 0.3)
     model = paper.model
     assert (model.embed_dim, model.tau, model.learnable_tau, paper.max_audio_s) == (

@@ -529,6 +529,34 @@ def test_schedule_factors_match_hand_computed_values():
         make_scheduler(optimizer, "cosine", warmup_steps=4, total_steps=3)
 
 
+def test_cosine_and_linear_decay_end_at_the_min_lr_floor(tmp_path):
+    floored = WarmupFactor("cosine", warmup_steps=2, total_steps=6, floor=0.1)
+    plain = WarmupFactor("cosine", warmup_steps=2, total_steps=6)
+    assert [floored(s) for s in range(8)] == pytest.approx(
+        [0.5, 1.0] + [0.1 + 0.9 * plain(s) for s in range(2, 8)]
+    )
+    assert floored(6) == floored(100) == pytest.approx(0.1)
+    assert WarmupFactor("linear", 0, 4, floor=0.5)(2) == pytest.approx(0.75)
+    with pytest.raises(ValueError, match="floor"):
+        WarmupFactor("cosine", 0, 4, floor=1.5)
+    optimizer = torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=2.0)
+    with pytest.raises(ValueError, match="min_lr"):
+        make_scheduler(optimizer, "cosine", warmup_steps=0, total_steps=3, min_lr=3.0)
+    with pytest.raises(ConfigError, match="min_lr"):
+        TrainConfig(lr=1e-3, min_lr=1e-2)
+
+    # through the Trainer: every step above the floor, the schedule's last value is min_lr
+    config = dataclasses.replace(BASE, min_lr=1e-7, grad_accum_steps=1, max_grad_norm=None)
+    model = make_mlp()
+    trainer = Trainer(model, ce_loss, Blobs(), config, progress="none")
+    result = trainer.fit()
+    assert result.final_step == trainer.total_steps == 33
+    assert min(result.lrs) > 1e-7
+    assert trainer.scheduler.get_last_lr()[0] == pytest.approx(1e-7, rel=1e-9)
+    # and it is saved with the schedule, so a resumed run keeps it
+    assert trainer.scheduler.state_dict()["lr_lambdas"][0]["floor"] == pytest.approx(1e-7 / 0.05)
+
+
 # --------------------------------------------------------------------------------------------
 # Non-finite losses and gradients never pass silently
 # --------------------------------------------------------------------------------------------

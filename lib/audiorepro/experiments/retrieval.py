@@ -122,6 +122,11 @@ class Training:
     lr: float = field(2e-5, help="Peak learning rate of pretraining (Adam).")
     num_epochs: int = field(16, help="Pretraining epochs (one of them warm-up).")
     warmup_epochs: float = field(1.0, help="Epochs of linear warm-up before the cosine decay.")
+    min_lr: float = field(
+        0.0,
+        help="Where the cosine decay ends (salsa: min_lr = 1e-7, the paper preset's; 0: decays "
+        "to 0, the smoke and embedded presets').",
+    )
     device: str = field("auto", help="auto | cpu | cuda | mps.")
     mixed_precision: str = field("auto", help="auto | no | fp32 | bf16 | fp16 (TrainConfig).")
 
@@ -142,6 +147,7 @@ class Training:
             weight_decay=0.0,
             warmup_steps=int(round(self.warmup_epochs * steps_per_epoch)),
             schedule="cosine",
+            min_lr=min(self.min_lr, lr),
             seed=seed,
             device=self.device,
             mixed_precision=self.mixed_precision,

@@ -159,6 +159,11 @@ class TrainConfig:
     log_every: int = field(50, help="Record a progress line every this many optimizer steps.")
     warmup_steps: int = field(0, help="Optimizer steps of linear LR warmup.")
     schedule: str = field("constant", help="LR schedule after warmup: constant | cosine | linear.")
+    min_lr: float = field(
+        0.0,
+        help="The learning rate the cosine or linear decay ends at, its floor (salsa and "
+        "paper (a)/(b): 1e-7; 0: decay to 0). At most lr.",
+    )
     schedule_steps: int | None = field(
         None,
         help="Optimizer steps the LR schedule spans (None: num_epochs x steps per epoch).",
@@ -209,6 +214,8 @@ class TrainConfig:
                 fail(name, "None or an int >= 1")
         if not is_num(self.lr) or self.lr <= 0:
             fail("lr", "a number > 0")
+        if not is_num(self.min_lr) or not 0 <= self.min_lr <= self.lr:
+            fail("min_lr", f"a number in [0, lr={self.lr}]")
         if not is_num(self.weight_decay) or self.weight_decay < 0:
             fail("weight_decay", "a number >= 0")
         if self.max_grad_norm is not None and (
@@ -880,6 +887,7 @@ class Trainer:
                 config.schedule,
                 warmup_steps=config.warmup_steps,
                 total_steps=self.total_steps,
+                min_lr=config.min_lr,
             )
         except ValueError as err:
             raise ConfigError(f"TrainConfig: {err}") from err
