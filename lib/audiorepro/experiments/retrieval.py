@@ -43,6 +43,7 @@ from audiorepro.features import load_audio
 from audiorepro.metrics.retrieval import retrieval_metrics
 from audiorepro.models.audio_encoders import FRAMES_PER_SECOND
 from audiorepro.models.dual_encoder import DualEncoder, DualEncoderConfig, build_dual_encoder
+from audiorepro.models.passt import PASST_CONFIGS
 from audiorepro.models.text import TextEncoder
 from audiorepro.paths import data_dir, repo_root
 from audiorepro.reporting import PaperRow
@@ -230,6 +231,13 @@ class Config:
     snippet_lengths_s: tuple[float, ...] = field(
         (2.0, 5.0, 10.0, 15.0), help="Snippet lengths of the Figure 1 analogue (s)."
     )
+    snippet_variant: str | None = field(
+        None,
+        help="PaSST variant of the snippet-length ablation: s20 (paper (a) §3.4: PaSST-S20, whose "
+        "20 s time encoding covers snippets up to 20 s, started from its released checkpoint; "
+        "the paper preset) | another PaSST variant | None (the main model's, smoke and "
+        "embedded). Only PaSST main models switch.",
+    )
     search_queries: tuple[str, ...] = field(
         ("a dog barks", "rain falls on a roof", "someone speaks"),
         help="Typed queries of the search demo.",
@@ -239,6 +247,11 @@ class Config:
         for name in self.pretrain_corpora:
             if name not in ("clotho", "audiocaps", "wavcaps"):
                 raise ConfigError(f"Config.pretrain_corpora: unknown corpus {name!r}")
+        if self.snippet_variant is not None and self.snippet_variant not in PASST_CONFIGS:
+            raise ConfigError(
+                f"Config.snippet_variant: expected None or a PaSST variant "
+                f"({' | '.join(PASST_CONFIGS)}), got {self.snippet_variant!r}"
+            )
         if not 0.0 <= self.paraphrase_prob <= 1.0:
             raise ConfigError(
                 f"Config.paraphrase_prob: expected [0, 1], got {self.paraphrase_prob}"
@@ -916,7 +929,9 @@ pretraining corpora (Table 4), snippet length (Figure 1)."""
 
 def ablation_config(config: Config, kind: str, setting: str) -> Config:
     """``config`` with one factor changed. ``setting``: ``passt``/``cnn14``/``cnn10``,
-    ``pretrained``/``random``, ``+``-joined corpora, or a snippet length in seconds."""
+    ``pretrained``/``random``, ``+``-joined corpora, or a snippet length in seconds (with a
+    PaSST main model and ``snippet_variant`` set, every snippet length runs on that variant,
+    PaSST-S20 in the paper)."""
     if kind == "audio_encoder":
         return replace(config, **{"model.audio_encoder": setting})
     if kind == "text_encoder":
@@ -926,7 +941,10 @@ def ablation_config(config: Config, kind: str, setting: str) -> Config:
     if kind == "corpora":
         return replace(config, pretrain_corpora=tuple(setting.split("+")))
     if kind == "snippet_s":
-        return replace(config, **{"model.snippet_s": float(setting)})
+        changes: dict[str, Any] = {"model.snippet_s": float(setting)}
+        if config.snippet_variant is not None and config.model.audio_encoder == "passt":
+            changes["model.passt_variant"] = config.snippet_variant
+        return replace(config, **changes)
     raise ValueError(f"unknown ablation {kind!r}; known: {', '.join(ABLATIONS)}")
 
 
