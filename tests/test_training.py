@@ -621,3 +621,49 @@ def test_skip_mode_drops_the_bad_step_counts_it_and_keeps_weights_finite():
     assert all(torch.isfinite(p).all() for p in model.parameters())
     with pytest.raises(ConfigError, match="on_nonfinite: expected stop | skip"):
         TrainConfig(on_nonfinite="ignore")
+
+
+# --------------------------------------------------------------------------------------------
+# Model selection: the best validation weights are kept beside the final ones
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("on_disk", [False, True])
+def test_keep_best_holds_the_weights_of_the_best_validation_score(tmp_path, on_disk):
+    from audiorepro.training.selection import KeepBest, check_select
+
+    scores = iter([0.2, 0.7, 0.5, float("nan"), 0.6, 0.1])
+    seen = {}
+
+    def eval_fn(model):
+        seen[len(seen) + 1] = {k: v.clone() for k, v in model.state_dict().items()}
+        return {"val_map": next(scores)}
+
+    config = dataclasses.replace(BASE, num_epochs=1, grad_accum_steps=1, eval_every=2)
+    keeper = KeepBest("val_map", mode="max", directory=tmp_path / "best" if on_disk else None)
+    model = make_mlp()
+    trainer = Trainer(
+        model, ce_loss, Blobs(24), config, eval_fn=eval_fn, callbacks=[keeper], progress="none"
+    )
+    result = trainer.fit()
+    assert result.eval_steps == [2, 4, 6] and result.eval_metric("val_map") == [0.2, 0.7, 0.5]
+    assert (keeper.best, keeper.best_step) == (0.7, 4)
+    best = keeper.best_state()
+    for key, value in seen[2].items():  # the second evaluation, at step 4
+        assert torch.equal(best[key], value), key
+    # the trainer's model is the final one, and it differs from the best
+    final = {k: v.clone() for k, v in model.state_dict().items()}
+    assert torch.equal(final["0.weight"], seen[3]["0.weight"])
+    assert not torch.equal(final["0.weight"], best["0.weight"])
+    keeper.restore_best(model)
+    assert torch.equal(model.state_dict()["0.weight"], best["0.weight"])
+    assert keeper.state_dict() == {"best": 0.7, "best_step": 4}
+    assert (tmp_path / "best" / "best_model.safetensors").is_file() == on_disk
+    # NaN never improves; minimising keeps the lowest
+    low = KeepBest("val_loss", mode="min")
+    assert low.improved(1.0) and not low.improved(float("nan"))
+    with pytest.raises(RuntimeError, match="no best weights"):
+        low.best_state()
+    assert check_select("final") == "final"
+    with pytest.raises(ConfigError, match="select: expected best | final"):
+        check_select("last")
