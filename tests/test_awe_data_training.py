@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from audiorepro.config import ConfigError
 from audiorepro.data.awe import MultiViewDataset, collate_multiview, prepare_split
 from audiorepro.data.recipes.switchboard import SwitchboardFormatError
 from audiorepro.training import TrainConfig, Trainer
@@ -339,6 +340,21 @@ def test_train_is_reproducible_reuses_its_run_and_evaluates_both_views(tmp_path)
     assert evaluate(again.model, data["test"]) == scores
     other = train(replace(cfg, seed=6), data, store=store)
     assert other.path != first.path and len(store.runs("model")) == 2
+    # the run keeps the best dev state (evaluated at select: best) and the final one
+    from audiorepro.training.checkpoint import load_model_weights
+
+    assert first.selected == "best" and (first.path / "final.safetensors").is_file()
+    final = train(replace(cfg, select="final"), data, store=store)
+    assert final.path == first.path and final.selected == "final"
+    for name, run in (("model.safetensors", first), ("final.safetensors", final)):
+        saved = type(run.model)(run.model_config)
+        load_model_weights(saved, run.path / name)
+        for a, b in zip(saved.parameters(), run.model.parameters(), strict=True):
+            assert torch.equal(a, b), name
+    best_epoch = max(range(2), key=lambda e: first.history.eval_metrics[e]["crossview_ap"])
+    assert first.best_dev == first.history.eval_metrics[best_epoch]["crossview_ap"]
+    with pytest.raises(ConfigError, match="Config.select"):
+        replace(cfg, select="last")
 
 
 @pytest.mark.parametrize("kind", ["smoke", "embedded", "paper"])

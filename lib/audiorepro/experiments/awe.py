@@ -65,6 +65,7 @@ from audiorepro.storage import (
 from audiorepro.training.loop import Trainer, TrainResult, resolve_device
 from audiorepro.training.optimizers import adam_factory
 from audiorepro.training.plateau import PlateauTrainConfig
+from audiorepro.training.selection import check_select
 
 CHAPTER = "04_awe"
 PRESETS = repo_root() / "book" / CHAPTER / "presets"
@@ -104,6 +105,12 @@ class Config:
     table1_heads: int = field(4, help="Table 1: heads of every phoneme encoder (paper: 4)")
     dtw_tokens: int = field(200, help="test tokens of the MFCC + DTW baseline (all pairs)")
     eval_batch_size: int = field(512, help="segments per forward pass when embedding")
+    select: str = field(
+        "best",
+        help="the weights a run evaluates: best (the epoch of the best dev cross-view AP, the "
+        "paper's and agwe-recipe's selection; every preset) | final (the last epoch's). A run "
+        "saves both (model.safetensors, final.safetensors); select does not change the run",
+    )
 
     def __post_init__(self) -> None:
         if self.data_format not in DATA_FORMATS:
@@ -114,6 +121,7 @@ class Config:
             raise ConfigError(f"distance: expected one of {DISTANCES}, got {self.distance!r}")
         if not self.seeds:
             raise ConfigError("seeds: give at least one seed")
+        check_select(self.select, "Config.select")
 
 
 def load_config(preset: str, overrides: Mapping[str, Any] | None = None, **more: Any) -> Config:
@@ -259,16 +267,18 @@ def acoustic_ap_on(
 
 @dataclasses.dataclass
 class AWERun:
-    """A trained model (best dev state loaded) and how it got there.
+    """A trained model (the ``select``-ed state loaded) and how it got there.
 
     Attributes:
-        model: the model with the best dev cross-view AP, in eval mode.
+        model: the model with the best dev cross-view AP (``select: best``) or the final one,
+            in eval mode.
         history: the training history (losses per step, dev metrics per epoch).
         schedule_events: ``(step, event)`` of the plateau schedule ("best", "decay", "stop").
         best_dev: the best dev cross-view AP.
         seed: the run's seed.
         model_config: the encoders' configuration.
         path: the run's folder in the run store.
+        selected: which weights ``model`` holds, ``"best"`` or ``"final"``.
     """
 
     model: MultiViewAWE
@@ -278,6 +288,7 @@ class AWERun:
     seed: int
     model_config: AWEModelConfig
     path: Path
+    selected: str = "best"
 
 
 def run_config(config: Config, data: Mapping[str, WordSegments]) -> dict[str, Any]:
@@ -306,9 +317,11 @@ def _fit(
     progress: str,
     staging: Path | None = None,
     callbacks: Sequence[Any] = (),
-) -> tuple[MultiViewAWE, TrainResult, Any]:
-    """Train one model; with ``staging``, checkpoint there after every epoch's evaluation (the
-    best weights too) and continue from the newest checkpoint found there."""
+) -> tuple[MultiViewAWE, TrainResult, Any, dict[str, torch.Tensor]]:
+    """Train; return the model with its best dev state loaded, the history, the plateau
+    schedule and the final weights (a CPU state dict). With ``staging``, checkpoint there
+    after every epoch's evaluation (the best weights too) and continue from the newest
+    checkpoint found there."""
     seed_everything(config.seed)
     model = MultiViewAWE(model_config(config, data))
     loss = MultiViewContrastiveLoss(config.margin, config.loss_k, config.distance)
@@ -347,9 +360,10 @@ def _fit(
         progress=progress,
     )
     result = trainer.fit(resume=staging is not None)
-    best = trainer.unwrapped_model
-    schedule.restore_best(best)
-    return best, result, schedule  # type: ignore[return-value]
+    model = trainer.unwrapped_model
+    final = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
+    schedule.restore_best(model)
+    return model, result, schedule, final  # type: ignore[return-value]
 
 
 def train(
@@ -361,8 +375,9 @@ def train(
     callbacks: Sequence[Any] = (),
 ) -> AWERun:
     """Train one multi-view model (seed ``config.seed``, at most ``config.train.num_epochs``
-    epochs) and return it with the best dev state loaded, or load it from the run store if it
-    was trained before.
+    epochs) and return it with the ``config.select``-ed state loaded (the best dev cross-view
+    AP's, or the final one), or load it from the run store if it was trained before. The run
+    keeps both states.
 
     Args:
         config: the experiment configuration; variants (sweeps, seeds) via
@@ -383,9 +398,12 @@ def train(
 
     def build(folder: Path) -> dict[str, Any]:
         staging = store.staging(store.run("model", key))
-        model, result, schedule = _fit(config, data, progress, staging, callbacks)
+        model, result, schedule, final = _fit(config, data, progress, staging, callbacks)
         best_dev = float(schedule.best) if schedule.best is not None else float("nan")
         save_model_weights(model, folder / "model.safetensors")
+        final_model = MultiViewAWE(resolved)
+        final_model.load_state_dict(final)
+        save_model_weights(final_model, folder / "final.safetensors")
         write_json(
             folder / "history.json",
             {
@@ -398,7 +416,8 @@ def train(
 
     def load(run: Run) -> AWERun:
         model = MultiViewAWE(resolved)
-        load_model_weights(model, run.file("model.safetensors"))
+        name = "model.safetensors" if config.select == "best" else "final.safetensors"
+        load_model_weights(model, run.file(name))
         model.to(resolve_device(config.train.device)).eval()
         saved = read_json(run.file("history.json"))
         return AWERun(
@@ -409,6 +428,7 @@ def train(
             seed=config.seed,
             model_config=resolved,
             path=run.path,
+            selected=config.select,
         )
 
     return store.cached("model", key, build, load)

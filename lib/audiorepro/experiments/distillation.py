@@ -6,8 +6,10 @@ The two-stage procedure of paper (b) §3 on top of chapter 01
 1. **Stage 1** (:func:`stage1_teacher`): M dual encoders, PaSST, ATST-Frame and MobileNetV3, each
    with the text encoder, pretrained with L_sup on ClothoV2, AudioCaps and WavCaps through
    chapter 01's :func:`~audiorepro.experiments.retrieval.run_training`. The PaSST teacher *is*
-   chapter 01's pretrained model (the same run in chapter 01's run store) when the
-   configurations agree, so the book trains it once.
+   chapter 01's pretrained model (the same run in chapter 01's run store) at ``passt_stage1:
+   chapter01`` (smoke, embedded), so the book trains it once; at ``auto`` (paper) chapter 02
+   trains a PaSST teacher of its own with the stage-1 recipe (20 epochs, §4.5) whenever
+   chapter 01's pretraining differs from it (chapter 01 pretrains 16 epochs).
 2. **Correspondences** (:func:`teacher_embeddings`, :func:`teacher_ensemble`): every stage-1
    model embeds each training audio and caption of the fine-tuning set once; the stores are
    joined into a :class:`~audiorepro.distillation.TeacherEnsemble` whose rows give any block of
@@ -131,6 +133,7 @@ CHAPTER = "02_distillation"
 PRESETS = repo_root() / "book" / CHAPTER / "presets"
 """The chapter's YAML presets: smoke, embedded, paper."""
 TEACHER_MODELS = ("passt", "atst", "mobilenet")
+PASST_STAGE1 = ("chapter01", "own", "auto")
 """The audio encoders of paper (b) §4.2, each paired with the text encoder."""
 
 
@@ -151,8 +154,17 @@ class Config:
     mobilenet_batch_size: int | None = field(
         32, help="MobileNet's batch size (§4.5: 32; None: chapter 01's)."
     )
+    passt_stage1: str = field(
+        "chapter01",
+        help="The PaSST teacher: chapter01 (chapter 01's pretrained run, whatever its recipe; "
+        "smoke, embedded) | own (chapter 02 trains one with the stage-1 recipe below) | auto "
+        "(own when chapter 01's pretraining differs from the stage-1 recipe, else chapter "
+        "01's run; paper, where chapter 01 pretrains 16 epochs and §4.5 20).",
+    )
     stage1_epochs: int | None = field(
-        20, help="Stage-1 epochs of ATST and MobileNet (§4.5: 20; None: chapter 01's)."
+        20,
+        help="Stage-1 epochs of ATST and MobileNet, and of PaSST when it is chapter 02's own "
+        "(§4.5: 20 for every teacher; None: chapter 01's).",
     )
     stage1_steps: int | None = field(
         None,
@@ -199,6 +211,11 @@ class Config:
             raise ConfigError(
                 f"Config.teachers: expected some of {' | '.join(TEACHER_MODELS)}, "
                 f"got {list(self.teachers)}"
+            )
+        if self.passt_stage1 not in PASST_STAGE1:
+            raise ConfigError(
+                f"Config.passt_stage1: expected {' | '.join(PASST_STAGE1)}, "
+                f"got {self.passt_stage1!r}"
             )
         for name in self.sweep_models:
             if name not in self.teachers:
@@ -259,8 +276,24 @@ def stage2_config(config: Config, name: str) -> retrieval.Config:
     )
 
 
+def own_passt_teacher(config: Config) -> bool:
+    """Whether the PaSST teacher is chapter 02's own stage-1 run rather than chapter 01's
+    pretrained model (``passt_stage1``; ``auto``: when the stage-1 recipe, its epochs, steps,
+    captions per corpus or crop, differs from chapter 01's pretraining)."""
+    if config.passt_stage1 != "auto":
+        return config.passt_stage1 == "own"
+    rcfg = config.retrieval
+    return (
+        (config.stage1_epochs or rcfg.train.num_epochs) != rcfg.train.num_epochs
+        or config.stage1_steps is not None
+        or (config.stage1_max_train_items or rcfg.max_train_items) != rcfg.max_train_items
+        or (config.stage1_max_audio_s or rcfg.train_crop_s) != rcfg.train_crop_s
+    )
+
+
 def _stage1_run(config: Config, name: str, data: RetrievalData) -> dict[str, Any]:
-    """What trains stage-1 model ``name`` other than PaSST: its config, captions and budget."""
+    """What trains stage-1 model ``name`` (PaSST: chapter 02's own): its config, captions and
+    budget."""
     tcfg = teacher_config(config, name)
     return dict(
         config=replace(tcfg, train_crop_s=config.stage1_max_audio_s or tcfg.train_crop_s),
@@ -275,7 +308,7 @@ def _stage1_run(config: Config, name: str, data: RetrievalData) -> dict[str, Any
 
 def stage1_entry(config: Config, name: str, seed: int, data: RetrievalData) -> Run:
     """The run-store entry of stage-1 model ``name`` (its key identifies the weights)."""
-    if name == "passt":
+    if name == "passt" and not own_passt_teacher(config):
         return retrieval.pretrain_entry(config.retrieval, seed, data)
     run = _stage1_run(config, name, data)
     run_cfg = retrieval.resolve_pretrained(run.pop("config"), data)
@@ -288,12 +321,13 @@ def stage1_teacher(
     """Stage 1 (paper (b) §3, §4.5): teacher ``name`` pretrained with L_sup on the three corpora.
 
     PaSST is chapter 01's pretrained model (:func:`~audiorepro.experiments.retrieval.pretrain`,
-    the same run). ATST and MobileNet follow the same recipe from their stage-0 weights with
-    ``stage1_steps`` steps (or ``stage1_epochs``), at most ``stage1_max_train_items`` captions
-    per corpus and random crops of ``stage1_max_audio_s`` (evaluation still sees chapter 01's
-    ``max_audio_s``). Trained once, then reloaded.
+    the same run) unless :func:`own_passt_teacher`. ATST and MobileNet (and an own PaSST) follow
+    the same recipe from their stage-0 (or AudioSet) weights with ``stage1_steps`` steps (or
+    ``stage1_epochs``), at most ``stage1_max_train_items`` captions per corpus and random crops
+    of ``stage1_max_audio_s`` (evaluation still sees chapter 01's ``max_audio_s``). Trained
+    once, then reloaded.
     """
-    if name == "passt":
+    if name == "passt" and not own_passt_teacher(config):
         return retrieval.pretrain(config.retrieval, seed, data, **kwargs)
     run = _stage1_run(config, name, data)
     return retrieval.run_training(

@@ -43,6 +43,7 @@ from audiorepro.features import load_audio
 from audiorepro.metrics.retrieval import retrieval_metrics
 from audiorepro.models.audio_encoders import FRAMES_PER_SECOND
 from audiorepro.models.dual_encoder import DualEncoder, DualEncoderConfig, build_dual_encoder
+from audiorepro.models.passt import PASST_CONFIGS
 from audiorepro.models.text import TextEncoder
 from audiorepro.paths import data_dir, repo_root
 from audiorepro.reporting import PaperRow
@@ -123,8 +124,13 @@ class Training:
     lr: float = field(2e-5, help="Peak learning rate of pretraining (Adam).")
     num_epochs: int = field(16, help="Pretraining epochs (one of them warm-up).")
     warmup_epochs: float = field(1.0, help="Epochs of linear warm-up before the cosine decay.")
+    min_lr: float = field(
+        0.0,
+        help="Where the cosine decay ends (salsa: min_lr = 1e-7, the paper preset's; 0: decays "
+        "to 0, the smoke and embedded presets').",
+    )
     device: str = field("auto", help="auto | cpu | cuda | mps.")
-    mixed_precision: str = field("auto", help="auto | no | bf16 | fp16.")
+    mixed_precision: str = field("auto", help="auto | no | fp32 | bf16 | fp16 (TrainConfig).")
 
     def trainer_config(
         self, num_items: int, *, seed: int, num_epochs: int, lr: float, **changes: Any
@@ -143,6 +149,7 @@ class Training:
             weight_decay=0.0,
             warmup_steps=int(round(self.warmup_epochs * steps_per_epoch)),
             schedule="cosine",
+            min_lr=min(self.min_lr, lr),
             seed=seed,
             device=self.device,
             mixed_precision=self.mixed_precision,
@@ -225,6 +232,13 @@ class Config:
     snippet_lengths_s: tuple[float, ...] = field(
         (2.0, 5.0, 10.0, 15.0), help="Snippet lengths of the Figure 1 analogue (s)."
     )
+    snippet_variant: str | None = field(
+        None,
+        help="PaSST variant of the snippet-length ablation: s20 (paper (a) §3.4: PaSST-S20, whose "
+        "20 s time encoding covers snippets up to 20 s, started from its released checkpoint; "
+        "the paper preset) | another PaSST variant | None (the main model's, smoke and "
+        "embedded). Only PaSST main models switch.",
+    )
     search_queries: tuple[str, ...] = field(
         ("a dog barks", "rain falls on a roof", "someone speaks"),
         help="Typed queries of the search demo.",
@@ -234,6 +248,11 @@ class Config:
         for name in self.pretrain_corpora:
             if name not in ("clotho", "audiocaps", "wavcaps"):
                 raise ConfigError(f"Config.pretrain_corpora: unknown corpus {name!r}")
+        if self.snippet_variant is not None and self.snippet_variant not in PASST_CONFIGS:
+            raise ConfigError(
+                f"Config.snippet_variant: expected None or a PaSST variant "
+                f"({' | '.join(PASST_CONFIGS)}), got {self.snippet_variant!r}"
+            )
         if not 0.0 <= self.paraphrase_prob <= 1.0:
             raise ConfigError(
                 f"Config.paraphrase_prob: expected [0, 1], got {self.paraphrase_prob}"
@@ -911,7 +930,9 @@ pretraining corpora (Table 4), snippet length (Figure 1)."""
 
 def ablation_config(config: Config, kind: str, setting: str) -> Config:
     """``config`` with one factor changed. ``setting``: ``passt``/``cnn14``/``cnn10``,
-    ``pretrained``/``random``, ``+``-joined corpora, or a snippet length in seconds."""
+    ``pretrained``/``random``, ``+``-joined corpora, or a snippet length in seconds (with a
+    PaSST main model and ``snippet_variant`` set, every snippet length runs on that variant,
+    PaSST-S20 in the paper)."""
     if kind == "audio_encoder":
         return replace(config, **{"model.audio_encoder": setting})
     if kind == "text_encoder":
@@ -921,7 +942,10 @@ def ablation_config(config: Config, kind: str, setting: str) -> Config:
     if kind == "corpora":
         return replace(config, pretrain_corpora=tuple(setting.split("+")))
     if kind == "snippet_s":
-        return replace(config, **{"model.snippet_s": float(setting)})
+        changes: dict[str, Any] = {"model.snippet_s": float(setting)}
+        if config.snippet_variant is not None and config.model.audio_encoder == "passt":
+            changes["model.passt_variant"] = config.snippet_variant
+        return replace(config, **changes)
     raise ValueError(f"unknown ablation {kind!r}; known: {', '.join(ABLATIONS)}")
 
 
