@@ -22,7 +22,7 @@
 # %% tags=["parameters"]
 preset: str = "embedded"  # smoke | embedded | paper
 seed: int | None = None  # None keeps the preset's
-max_steps: int | None = None  # cap on optimizer steps; None keeps the preset's
+max_steps: int | None = None  # optimizer steps (the run length); None keeps the preset's
 
 # %%
 import numpy as np

@@ -35,7 +35,15 @@ import pandas as pd
 import torch
 
 from audiorepro import reporting
-from audiorepro.config import ConfigError, CorpusSpec, field, load_preset, replace, to_dict
+from audiorepro.config import (
+    ConfigError,
+    CorpusSpec,
+    field,
+    load_preset,
+    max_steps_alone,
+    replace,
+    to_dict,
+)
 from audiorepro.data.awe import (
     MultiViewDataset,
     WordSegments,
@@ -119,8 +127,9 @@ class Config:
 def load_config(preset: str, overrides: Mapping[str, Any] | None = None, **more: Any) -> Config:
     """The chapter's :class:`Config` of ``preset`` (``PRESETS/<preset>.yaml``) with single-field
     overrides, given as a mapping or as keywords; dotted names set nested fields
-    (``{"train.max_steps": 10}``), and ``None`` values are ignored."""
-    return load_preset(Config, PRESETS, preset, **{**dict(overrides or {}), **more})
+    (``{"train.max_steps": 10}``), and ``None`` values are ignored. ``train.max_steps`` set
+    without ``train.num_epochs`` is the run's length (:func:`audiorepro.config.max_steps_alone`)."""
+    return load_preset(Config, PRESETS, preset, **max_steps_alone({**dict(overrides or {}), **more}))
 
 
 # ------------------------------------------------------------------------------- data

@@ -41,7 +41,15 @@ import torch
 import yaml
 
 from audiorepro import reporting
-from audiorepro.config import CorpusSpec, field, load_preset, replace, to_dict
+from audiorepro.config import (
+    ConfigError,
+    CorpusSpec,
+    field,
+    load_preset,
+    max_steps_alone,
+    replace,
+    to_dict,
+)
 from audiorepro.data.recipes.zerospeech import (
     read_bitrate_filelist,
     read_item_file,
@@ -202,8 +210,11 @@ class Config:
 def load_config(preset: str, overrides: Mapping[str, Any] | None = None, **more: Any) -> Config:
     """The chapter's :class:`Config` of ``preset`` (``PRESETS/<preset>.yaml``) with single-field
     overrides, given as a mapping or as keywords; dotted names set nested fields
-    (``{"train.max_steps": 10}``), and ``None`` values are ignored."""
-    return load_preset(Config, PRESETS, preset, **{**dict(overrides or {}), **more})
+    (``{"train.max_steps": 10}``), and ``None`` values are ignored. A section's ``max_steps``
+    set without its ``num_epochs`` is the run's length: the preset's epochs no longer stop it
+    first (:func:`audiorepro.config.max_steps_alone`; the learning rate is constant)."""
+    values = max_steps_alone({**dict(overrides or {}), **more}, ("train", "inverter_train"))
+    return load_preset(Config, PRESETS, preset, **values)
 
 
 def store() -> RunStore:
@@ -223,6 +234,15 @@ def language_dir(config: Config, language: str = "english") -> Path:
         from audiorepro.data.embedded.generate import ensure_corpora
 
         out = None if spec.root is None else spec.resolve(data_dir())
+        if out is not None:
+            own = [name for name in ("english", "surprise") if (out / name).is_dir()]
+            if own:
+                raise ConfigError(
+                    f"corpus.root = {spec.root!r} holds a ZeroSpeech 2019 folder ({own[0]}/), "
+                    f"but corpus.kind is {spec.kind!r}: the generated corpus would go to "
+                    f"{out / 'zerospeech'} and yours would be ignored. Set corpus.kind=paper "
+                    "to read it, or give a root for the generated corpus"
+                )
         paths = ensure_corpora(spec.kind, spec.seed, out=out, only=("zerospeech",), verbose=False)
         root = Path(paths["zerospeech"])
     path = root / language
@@ -319,37 +339,12 @@ def train_vqvae(
         "data": data.key,
         "version": RUNS_VERSION,
     }
-    seed_everything(seed)
-    model = VQVAE(model_cfg, n_speakers=len(speakers))
     trained: dict[str, Any] = {}
 
     def build(tmp: Path) -> dict[str, Any]:
-        stacked = np.concatenate(data.feats)
-        model.set_normalization(
-            torch.from_numpy(stacked.mean(0)), torch.from_numpy(stacked.std(0))
+        trained["model"], history = fit_vqvae(
+            config.train, model_cfg, data.feats, data.speakers, seed, progress=progress
         )
-        index = {s: i for i, s in enumerate(speakers)}
-        dataset = SegmentDataset(
-            data.feats, [index[s] for s in data.speakers], config.train.segment_frames
-        )
-        trainer = Trainer(
-            model,
-            _vqvae_step,
-            dataset,
-            train_cfg,
-            collate_fn=collate_segments,
-            optimizer_factory=lambda m, c: torch.optim.Adam(m.parameters(), lr=c.lr),
-            progress=progress,
-        )
-        with single_thread():
-            result = trainer.fit()
-        trained["model"] = trainer.unwrapped_model.cpu().eval()
-        history = {
-            "step": result.steps,
-            "loss": result.losses,
-            **dict(result.step_metrics.items()),
-            "wall_time_s": result.wall_time_s,
-        }
         save_model_weights(trained["model"], tmp / "model.safetensors")
         write_json(tmp / "history.json", history)
         return {"speakers": speakers}
@@ -358,12 +353,62 @@ def train_vqvae(
         if "model" in trained:
             net = trained["model"]
         else:
-            load_model_weights(model, run.file("model.safetensors"))
-            net = model.eval()
+            seed_everything(seed)  # the global generators as after training, for what follows
+            net = VQVAE(model_cfg, n_speakers=len(speakers))
+            load_model_weights(net, run.file("model.safetensors"))
+            net.eval()
         history = read_json(run.file("history.json"))
         return TrainedVQVAE(net, history, speakers, seed, "model" not in trained)
 
     return store().cached("vqvae", key, build, load)
+
+
+def fit_vqvae(
+    train: TrainSection,
+    model_cfg: VQVAEConfig,
+    feats: Sequence[np.ndarray],
+    speakers: Sequence[str],
+    seed: int,
+    progress: str = "none",
+) -> tuple[VQVAE, dict[str, Any]]:
+    """Train a new VQ-VAE on utterances ``feats`` (each (T, F)) spoken by ``speakers``.
+
+    Arrays in, model out: the chapter's :func:`train_vqvae` and ``audiorepro units train`` both
+    train through it. The input normalisation is the features' mean and standard deviation;
+    the decoder learns one embedding per distinct speaker (sorted). Returns the model (CPU,
+    eval mode) and its history (``step``, ``loss``, the loss terms, ``wall_time_s``).
+    """
+    if not feats:
+        raise ValueError("fit_vqvae: no training utterance")
+    names = sorted(set(speakers))
+    seed_everything(seed)
+    model = VQVAE(model_cfg, n_speakers=len(names))
+    stacked = np.concatenate(feats)
+    model.set_normalization(torch.from_numpy(stacked.mean(0)), torch.from_numpy(stacked.std(0)))
+    index = {s: i for i, s in enumerate(names)}
+    dataset = SegmentDataset(feats, [index[s] for s in speakers], train.segment_frames)
+    if len(dataset) == 0:
+        raise ValueError(
+            "fit_vqvae: every utterance is shorter than the shortest training segment (8 frames)"
+        )
+    trainer = Trainer(
+        model,
+        _vqvae_step,
+        dataset,
+        train.loop(seed),
+        collate_fn=collate_segments,
+        optimizer_factory=lambda m, c: torch.optim.Adam(m.parameters(), lr=c.lr),
+        progress=progress,
+    )
+    with single_thread():
+        result = trainer.fit()
+    history = {
+        "step": result.steps,
+        "loss": result.losses,
+        **dict(result.step_metrics.items()),
+        "wall_time_s": result.wall_time_s,
+    }
+    return trainer.unwrapped_model.cpu().eval(), history
 
 
 @torch.no_grad()
