@@ -1133,9 +1133,7 @@ def findings(
     ab, tx, co, sn = (
         {"ablation": k} for k in ("audio_encoder", "text_encoder", "corpora", "snippet_s")
     )
-    row = functools.partial(
-        PaperRow, chapter=CHAPTER, scale=100, digits=2, must_beat=must_beat
-    )
+    row = functools.partial(PaperRow, chapter=CHAPTER, scale=100, digits=2, must_beat=must_beat)
     rows = [
         row("mAP@10, pretrained (PaSST-N + roberta-large)", "mAP@10", t3["pretrain mAP@10"],
             tags={"stage": "pretrain"}, source="Table 3"),
