@@ -20,6 +20,11 @@ composed of the corpus (:class:`~audiorepro.config.CorpusSpec`), the encoders
   03's DTW (:func:`audiorepro.metrics.dtw.pairwise_dtw`);
 - :func:`projection` and :func:`nearest_word_table`, for the figures;
 - :data:`PAPER` and :func:`findings`: the paper's numbers and the paper-vs-ours table.
+- any recordings (``audiorepro awe ...``): :func:`segment_features` and :func:`segments_data`
+  turn the rows of a segments table into :class:`~audiorepro.data.awe.WordSegments`,
+  :func:`lexicon_ids` gives their pronunciations, :func:`train_on_segments` trains through the
+  chapter's own training step into a run folder, :func:`embed_table` and :func:`embeddings_ap`
+  embed a table and score the embeddings.
 """
 
 from __future__ import annotations

@@ -19,6 +19,11 @@ The pages of ``book/03_zerospeech`` call these one line at a time:
   turns any utterance into that voice through its units and Griffin-Lim;
 - :func:`export_submission` writes a ZeroSpeech 2019 submission folder and
   :func:`score_submission` scores it from its files.
+- any folder of recordings (``audiorepro units ...`` / ``audiorepro abx ...``):
+  :func:`fit_vqvae` trains on feature arrays (the chapter's :func:`train_vqvae` goes through
+  it), :func:`train_units` on a folder of wavs into a run folder, :func:`encode_units` writes
+  one ZeroSpeech 2019 ``.txt`` per wav, :func:`abx_items` writes word items from a segments
+  table.
 
 Every trained model and feature file is one run of ``RunStore("03_zerospeech")``, keyed by what
 defines it: the VQ-VAE by its model and training sections, seed and the training features'
