@@ -73,6 +73,14 @@ def test_units_abx_and_awe_end_to_end(corpus, capsys):
     assert last_number(out.split("files")[0]) == 18
     lines = (root / "sub/S001_garden0.txt").read_text().splitlines()
     assert len(lines) > 1 and len(lines[0].split()) == 16  # smoke code_dim
+    code, out, err = run_cli(
+        capsys,
+        "units", "encode", root / "u", "--audio", root / "audio", "--out", root / "hot",
+        "--what", "codes",
+    )  # fmt: skip
+    assert code == 0, err
+    hot = np.loadtxt(root / "hot/S001_garden0.txt")
+    assert hot.shape == (len(lines), 64) and (hot.sum(1) == 1).all()  # one-hot of K = 64
 
     code, out, err = run_cli(
         capsys, "abx", "items", "--segments", root / "seg.tsv", "--out", root / "w.item"
