@@ -136,7 +136,9 @@ def load_wav_features(
         return {"files": len(out)}
 
     def load(run) -> dict[str, np.ndarray]:
-        return load_npz(run.file("features.npz"), expected=f"{feature} features of {folder}")
+        return load_npz(
+            run.file("features.npz"), expected=f"{feature} features of {len(paths)} wavs"
+        )
 
     return store.cached("features", _files_key(paths, feature), build, load)
 
