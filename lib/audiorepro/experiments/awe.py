@@ -833,7 +833,7 @@ def train_on_segments(
         for split, split_rows in (("train", train_rows), ("dev", dev_rows))
     }
     _set_threads(config)
-    model, result, schedule = _fit(config, data, progress)
+    model, result, schedule, _ = _fit(config, data, progress)
     best_dev = float(schedule.best) if schedule.best is not None else float("nan")
     resolved = model_config(config, data)
     out = Path(out)
