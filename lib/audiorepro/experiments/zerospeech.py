@@ -130,6 +130,9 @@ CHAPTER = "03_zerospeech"
 PRESETS = repo_root() / "book" / CHAPTER / "presets"
 # Bump when a change to the code changes what a stored model would be.
 RUNS_VERSION = 2
+CHECKPOINT_STEPS = 100
+"""Most optimizer steps between two checkpoints of an unfinished VQ-VAE run (at least one per
+epoch), kept in the run store's staging folder so that a rerun after a kill continues there."""
 
 
 @dataclass(frozen=True)
@@ -303,12 +306,18 @@ def train_vqvae(
     seed: int,
     language: str = "english",
     progress: str = "none",
+    callbacks: Sequence[Any] = (),
 ) -> TrainedVQVAE:
     """Train (or load from the run store) a VQ-VAE on a language's training speech.
 
     Adam (β = 0.9, 0.999, no weight decay) per ``config.train`` over :class:`SegmentDataset`
     segments; one ``seed`` sets the initial weights, the data order and the jitter draws. The
     input feature follows ``model_cfg.input_dim`` (39: MFCC, 80: log-Mel).
+
+    The run checkpoints once per epoch, and at least every :data:`CHECKPOINT_STEPS` steps, into
+    the store's staging folder of its configuration (:meth:`RunStore.staging`); called again
+    after a kill, it continues from the last checkpoint and ends with the weights of an
+    uninterrupted run. ``callbacks`` are further Trainer callbacks (progress hooks, tests).
     """
     data = load_data(config, language, feature_of(model_cfg.input_dim))
     speakers = sorted(set(data.speakers))
@@ -323,6 +332,7 @@ def train_vqvae(
     seed_everything(seed)
     model = VQVAE(model_cfg, n_speakers=len(speakers))
     trained: dict[str, Any] = {}
+    runs = store()
 
     def build(tmp: Path) -> dict[str, Any]:
         stacked = np.concatenate(data.feats)
@@ -333,17 +343,20 @@ def train_vqvae(
         dataset = SegmentDataset(
             data.feats, [index[s] for s in data.speakers], config.train.segment_frames
         )
+        per_epoch = -(-len(dataset) // train_cfg.batch_size)
         trainer = Trainer(
             model,
             _vqvae_step,
             dataset,
-            train_cfg,
+            replace(train_cfg, checkpoint_every=min(per_epoch, CHECKPOINT_STEPS)),
             collate_fn=collate_segments,
             optimizer_factory=lambda m, c: torch.optim.Adam(m.parameters(), lr=c.lr),
+            out_dir=runs.staging(runs.run("vqvae", key)),
+            callbacks=callbacks,
             progress=progress,
         )
         with single_thread():
-            result = trainer.fit()
+            result = trainer.fit(resume=True)
         trained["model"] = trainer.unwrapped_model.cpu().eval()
         history = {
             "step": result.steps,
@@ -364,7 +377,7 @@ def train_vqvae(
         history = read_json(run.file("history.json"))
         return TrainedVQVAE(net, history, speakers, seed, "model" not in trained)
 
-    return store().cached("vqvae", key, build, load)
+    return runs.cached("vqvae", key, build, load)
 
 
 @torch.no_grad()
