@@ -291,3 +291,21 @@ def test_a_damaged_safetensors_header_is_an_error_naming_the_file(tmp_path):
     path.write_bytes(bytes(data))
     with pytest.raises(CheckpointError, match=rf"{path}: not a readable safetensors file"):
         load_model_weights(nn.Linear(2, 2), path)
+
+
+def test_weights_saved_without_some_names_load_only_where_those_are_frozen(tmp_path):
+    path = tmp_path / "w.safetensors"
+    model = nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 2))
+    with pytest.raises(KeyError, match=r"cannot exclude \['2.weight'\]"):
+        save_model_weights(model, path, exclude=["2.weight"])
+    save_model_weights(model, path, exclude=["0.weight", "0.bias"])
+    target = nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 2))
+    with pytest.raises(CheckpointError, match="2 missing key"):
+        load_model_weights(target, path)  # nothing declared omitted: strict
+    with pytest.raises(CheckpointError, match=r"left out 2 weight\(s\) as frozen"):
+        load_model_weights(target, path, omitted=["0.weight", "0.bias"])  # target trains them
+    target[0].requires_grad_(False)
+    before = target[0].weight.detach().clone()
+    load_model_weights(target, path, omitted=["0.weight", "0.bias"])
+    assert torch.equal(target[0].weight, before)  # kept its own frozen values
+    assert torch.equal(target[1].weight, model[1].weight)

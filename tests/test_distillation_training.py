@@ -376,3 +376,60 @@ def test_lambda_zero_and_one_take_exactly_the_same_steps():
             lr=1e-3, lam=lam, max_steps=5, progress="none",
         )  # fmt: skip
         assert result.final_step == 5 and len(result.losses) == 5
+
+
+class _Kill(RuntimeError):
+    """Stands in for a page killed mid-training."""
+
+
+class KillAt:
+    """A Trainer callback that raises at optimizer step ``step``; it counts the steps it saw."""
+
+    def __init__(self, step=None):
+        self.kill_step, self.steps = step, []
+
+    def on_step_end(self, trainer, step, logs):
+        self.steps.append(step)
+        if step == self.kill_step:
+            raise _Kill(f"killed at step {step}")
+
+
+def test_a_killed_stage_2_run_resumes_from_its_last_checkpoint_bit_for_bit(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from audiorepro.experiments import distillation as dist
+
+    cfg = tiny_cfg()
+    items, features = toy_data()  # 12 captions, batches of 4: 3 steps an epoch
+    stores = stage1_stores(cfg, items, features)
+    config = Config(
+        retrieval=cfg, teachers=("atst",), sweep_models=("atst",), atst_variant="tiny",
+        finetune_epochs=2, finetune_lr=1e-3,
+    )  # fmt: skip
+    base = build_dual_encoder(cfg, 0)
+    base.run_key = "stage1-run"
+    # Stage 1 and the teacher stores stand in for the chapter's (trained elsewhere).
+    monkeypatch.setattr(dist, "stage1_teacher", lambda *a, **k: base)
+    monkeypatch.setattr(dist, "stage1_entry", lambda c, t, *a: SimpleNamespace(key=f"s1-{t}"))
+    monkeypatch.setattr(dist, "teacher_ensemble", lambda *a, **k: TeacherEnsemble(stores))
+    data = SimpleNamespace(finetune=items, features_for=lambda model: features)
+    monkeypatch.setenv("AUDIOREPRO_RUNS", str(tmp_path / "whole"))
+    whole = dist.distill(config, "atst", 0, data, progress="none")
+    monkeypatch.setenv("AUDIOREPRO_RUNS", str(tmp_path / "runs"))
+    with pytest.raises(_Kill):
+        dist.distill(config, "atst", 0, data, progress="none", callbacks=[KillAt(5)])
+    root = tmp_path / "runs" / dist.CHAPTER / "distill-atst"
+    (staging,) = [p for p in root.iterdir() if p.name.startswith(".staging-")]
+    assert [p.name for p in list_checkpoints(staging / "checkpoints")] == [checkpoint_name(3)]
+    # Another configuration (λ) has its own staging folder and starts from step 0.
+    other = KillAt()
+    dist.distill(config, "atst", 0, data, lam=0.5, progress="none", callbacks=[other])
+    assert other.steps == [1, 2, 3, 4, 5, 6] and staging.is_dir()
+    # The same configuration continues from the step-3 checkpoint (end of epoch 1).
+    again = KillAt()
+    resumed = dist.distill(config, "atst", 0, data, progress="none", callbacks=[again])
+    assert again.steps == [4, 5, 6] and resumed.train_history["resumed_step"] == 3
+    assert resumed.train_history["losses"] == whole.train_history["losses"]
+    for key, value in params(whole).items():
+        assert torch.equal(value, resumed.state_dict()[key]), key
+    assert not staging.exists()  # published: the checkpoints are gone

@@ -197,3 +197,60 @@ def test_mechanism_checks_measure_each_ablation_cause(smoke):
         "adding corpora to ClothoV2 helps",
         "longer snippets beat shorter ones",
     }
+
+
+class _Kill(RuntimeError):
+    """Stands in for a page killed mid-training."""
+
+
+class KillAt:
+    """A Trainer callback that raises at optimizer step ``step``; it counts the steps it saw."""
+
+    def __init__(self, step=None):
+        self.kill_step, self.steps = step, []
+
+    def on_step_end(self, trainer, step, logs):
+        self.steps.append(step)
+        if step == self.kill_step:
+            raise _Kill(f"killed at step {step}")
+
+
+def test_a_killed_run_resumes_from_its_last_checkpoint_bit_for_bit(smoke, tmp_path):
+    from audiorepro.config import replace
+    from audiorepro.experiments.retrieval import CHAPTER, resolve_pretrained
+    from audiorepro.storage import RunStore, load_tensors
+    from audiorepro.training.checkpoint import list_checkpoints
+
+    cfg, data = smoke
+    cfg = replace(cfg, **{"train.batch_size": 4})  # 16 captions: 4 steps an epoch
+    items = data.training_items(["clotho"], 16)
+    kwargs = dict(items=items, num_epochs=2, lr=1e-3, progress="none")
+    whole = run_training("t", cfg, 5, data, run_store=RunStore(CHAPTER, tmp_path / "w"), **kwargs)
+    store = RunStore(CHAPTER, tmp_path / "runs")
+    with pytest.raises(_Kill):
+        run_training("t", cfg, 5, data, run_store=store, callbacks=[KillAt(6)], **kwargs)
+    entry = run_entry("t", resolve_pretrained(cfg, data), 5, run_store=store, items=items,
+                      num_epochs=2, lr=1e-3)  # fmt: skip
+    staging = store.staging(entry)
+    assert store.runs("t") == []
+    saved = list_checkpoints(staging / "checkpoints")
+    assert [p.name for p in saved] == ["step_00000004"]  # once per epoch
+    weights, _ = load_tensors(saved[0] / "model.safetensors")
+    assert "audio_projection.weight" in weights
+    assert not any(k.startswith("text_encoder.model.") for k in weights)  # frozen: rebuilt
+    # Another configuration has its own staging folder and starts from step 0.
+    other = KillAt()
+    run_training("t", cfg, 5, data, run_store=store, callbacks=[other], **(kwargs | {"lr": 2e-3}))
+    assert other.steps == list(range(1, 9)) and saved[0].is_dir()
+    # The same configuration continues from the step-4 checkpoint.
+    again = KillAt()
+    resumed = run_training("t", cfg, 5, data, run_store=store, callbacks=[again], **kwargs)
+    assert again.steps == [5, 6, 7, 8]
+    history = resumed.train_history
+    assert history["resumed_step"] == 4 and history["losses"] == whole.train_history["losses"]
+    assert resumed.run_key == whole.run_key
+    for (name, x), y in zip(
+        whole.state_dict().items(), resumed.state_dict().values(), strict=True
+    ):
+        assert torch.equal(x, y), name
+    assert not staging.exists()  # published: the checkpoints are gone

@@ -223,6 +223,93 @@ def test_fresh_fit_clears_old_checkpoints_and_resume_without_any_starts_over(tmp
         Trainer(make_mlp(), ce_loss, Blobs(), capped, progress="none").fit(resume=True)
 
 
+def _flip_last_bytes(path) -> None:
+    data = bytearray(path.read_bytes())
+    data[-8:] = bytes(255 - b for b in data[-8:])  # same size: only the SHA-256 tells
+    path.write_bytes(bytes(data))
+
+
+def test_a_corrupt_newest_checkpoint_resumes_from_the_previous_valid_one(tmp_path):
+    config = dataclasses.replace(BASE, checkpoint_every=4, keep_checkpoints=3)
+    ref_model, _, ref = uninterrupted(config, tmp_path / "ref")
+    run = tmp_path / "run"
+    capped = dataclasses.replace(config, max_steps=12)
+    Trainer(make_mlp(), ce_loss, Blobs(), capped, out_dir=run, progress="none").fit()
+    root = run / "checkpoints"
+    assert [p.name for p in list_checkpoints(root)] == [
+        "step_00000004", "step_00000008", "step_00000012",
+    ]  # fmt: skip
+    _flip_last_bytes(root / "step_00000012" / "model.safetensors")
+    _flip_last_bytes(root / "step_00000008" / "optimizer.safetensors")
+    model = make_mlp(seed=2)
+    trainer = Trainer(model, ce_loss, Blobs(), config, out_dir=run, progress="none")
+    with pytest.warns(UserWarning) as caught:
+        result = trainer.fit(resume=True)
+    messages = [str(w.message) for w in caught]
+    assert any("step_00000012" in m and "resuming from step_00000004" in m for m in messages)
+    assert any("step_00000008" in m and "SHA-256" in m for m in messages)
+    assert result.resumed_from.endswith("step_00000004") and result.resumed_step == 4
+    assert result.steps == list(range(1, 19)) and result.losses == ref.losses
+    assert_same_state(ref_model, model)
+    # The damaged ones were moved aside, so pruning kept the new ones.
+    assert (root / "corrupt-step_00000012").is_dir() and (root / "corrupt-step_00000008").is_dir()
+    assert [p.name for p in list_checkpoints(root)] == [
+        "step_00000012", "step_00000016", "step_00000018",
+    ]  # fmt: skip
+    # With nothing valid left it starts over (from the weights it is given), to the same end.
+    for path in list_checkpoints(root):
+        _flip_last_bytes(path / "model.safetensors")
+    model = make_mlp()
+    with pytest.warns(UserWarning, match="resuming from step 0"):
+        result = Trainer(model, ce_loss, Blobs(), config, out_dir=run, progress="none").fit(
+            resume=True
+        )
+    assert result.resumed_from is None and result.steps == list(range(1, 19))
+    assert_same_state(ref_model, model)
+    ckpt.clear_checkpoints(root)
+    assert not list(root.iterdir())  # corrupt ones included
+
+
+class FrozenStem(nn.Module):
+    """A frozen random 'pretrained' stem (rebuilt from its seed) under a trainable head."""
+
+    def __init__(self, seed: int = 0) -> None:
+        super().__init__()
+        torch.manual_seed(seed)
+        self.stem = nn.Linear(6, 32)
+        self.stem.requires_grad_(False)
+        torch.manual_seed(seed + 1000)
+        self.head = nn.Sequential(nn.ReLU(), nn.Dropout(0.3), nn.Linear(32, 2))
+
+    def forward(self, x):
+        return self.head(self.stem(x))
+
+
+def test_checkpoints_without_frozen_weights_resume_bitwise(tmp_path):
+    config = dataclasses.replace(BASE, checkpoint_every=4)
+    ref = FrozenStem()
+    Trainer(ref, ce_loss, Blobs(), config, out_dir=tmp_path / "ref", progress="none").fit()
+    run = tmp_path / "run"
+    capped = dataclasses.replace(config, max_steps=8)
+    common = dict(out_dir=run, progress="none", checkpoint_frozen=False)
+    Trainer(FrozenStem(), ce_loss, Blobs(), capped, **common).fit()
+    path = latest_checkpoint(run / "checkpoints")
+    manifest = json.loads((path / "checkpoint.json").read_text())
+    assert manifest["omitted"] == ["stem.weight", "stem.bias"]
+    full = latest_checkpoint(tmp_path / "ref" / "checkpoints") / "model.safetensors"
+    assert (path / "model.safetensors").stat().st_size < full.stat().st_size / 2
+    # The resumed model is built afresh from the same seed: its frozen stem is the same.
+    model = FrozenStem()
+    result = Trainer(model, ce_loss, Blobs(), config, **common).fit(resume=True)
+    assert result.resumed_step == 8
+    assert_same_state(ref, model)
+    # A model whose stem trains cannot take its weights from a checkpoint that omitted them.
+    thawed = FrozenStem()
+    thawed.stem.requires_grad_(True)
+    with pytest.raises(ckpt.CheckpointError, match=r"left out 2 weight\(s\) as frozen"):
+        ckpt.load_checkpoint(latest_checkpoint(run / "checkpoints"), model=thawed)
+
+
 # --------------------------------------------------------------------------------------------
 # Accumulation, evaluation, stopping
 # --------------------------------------------------------------------------------------------

@@ -39,7 +39,7 @@ import shutil
 import uuid
 import zipfile
 import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -238,10 +238,24 @@ def dedupe_shared(state: Mapping[str, torch.Tensor]) -> tuple[dict[str, torch.Te
     return unique, aliases
 
 
-def save_model_weights(model: torch.nn.Module, path: str | Path) -> None:
-    """Write ``model.state_dict()`` to a safetensors file, tied tensors once (with aliases)."""
+def frozen_parameter_names(model: torch.nn.Module) -> list[str]:
+    """The ``state_dict`` names of ``model``'s frozen parameters (``requires_grad`` False), tied
+    names included, in ``state_dict`` order."""
+    frozen = {n for n, p in model.named_parameters(remove_duplicate=False) if not p.requires_grad}
+    return [name for name in model.state_dict() if name in frozen]
+
+
+def save_model_weights(
+    model: torch.nn.Module, path: str | Path, exclude: Collection[str] = ()
+) -> None:
+    """Write ``model.state_dict()`` to a safetensors file, tied tensors once (with aliases),
+    leaving out the names in ``exclude``."""
     path = Path(path)
-    unique, aliases = dedupe_shared(model.state_dict())
+    state = model.state_dict()
+    unknown = sorted(set(exclude) - set(state))
+    if unknown:
+        raise KeyError(f"{path}: cannot exclude {unknown}: not in the model's state_dict")
+    unique, aliases = dedupe_shared({k: v for k, v in state.items() if k not in set(exclude)})
     save_tensors(unique, path, metadata={"format": "pt", _ALIASES_KEY: json.dumps(aliases)})
 
 
@@ -286,12 +300,19 @@ def check_state_dict(
     raise CheckpointError("\n".join(parts))
 
 
-def load_model_weights(model: torch.nn.Module, path: str | Path) -> None:
+def load_model_weights(
+    model: torch.nn.Module, path: str | Path, omitted: Collection[str] = ()
+) -> None:
     """Load weights written by ``save_model_weights`` into ``model``, validating keys and shapes.
+
+    ``omitted`` names what the file left out on purpose (``save_model_weights(exclude=...)``):
+    each must be a frozen parameter of ``model``, which keeps its current value; every other key
+    must be in the file.
 
     Raises:
         CheckpointError: the file is missing/unreadable, or its keys or shapes do not match the
-            model (the message lists every missing, unexpected and mismatched key).
+            model (the message lists every missing, unexpected and mismatched key), or an
+            omitted name is not a frozen parameter of the model.
     """
     path = Path(path)
     tensors, metadata = load_tensors(path)
@@ -303,8 +324,17 @@ def load_model_weights(model: torch.nn.Module, path: str | Path) -> None:
         if name not in tensors:
             raise CheckpointError(f"{path}: alias {alias!r} points to missing tensor {name!r}")
         tensors[alias] = tensors[name]
-    check_state_dict(model.state_dict(), tensors, source=str(path))
-    model.load_state_dict(tensors, strict=True)
+    expected = model.state_dict()
+    if omitted:
+        trainable = sorted(set(omitted) - set(frozen_parameter_names(model)))
+        if trainable:
+            raise CheckpointError(
+                f"{path} left out {len(trainable)} weight(s) as frozen that the model trains "
+                f"or lacks (requires_grad True, or no such parameter):{_listed(trainable)}"
+            )
+        expected = {k: v for k, v in expected.items() if k not in set(omitted)}
+    check_state_dict(expected, tensors, source=str(path))
+    model.load_state_dict(tensors, strict=not omitted)
 
 
 # --------------------------------------------------------------------------------------------

@@ -459,6 +459,7 @@ def train_distilled(
     target_tau: float = DEFAULT_TAU,
     out_dir: str | os.PathLike[str] | None = None,
     resume: bool = False,
+    callbacks: Sequence[Any] = (),
     progress: str = "auto",
     **train_changes: Any,
 ) -> Any:
@@ -471,8 +472,11 @@ def train_distilled(
     ``max_steps`` the run takes exactly that many optimizer steps, the cosine spanning them
     (:func:`~audiorepro.experiments.retrieval.step_budget`), else ``num_epochs``;
     ``train_changes`` set other Trainer fields (``checkpoint_every``, ...). Returns the Trainer's
-    ``TrainResult``; with ``out_dir`` the run writes checkpoints there and ``resume=True``
-    continues from the last.
+    ``TrainResult``; with ``out_dir`` the run writes checkpoints there (every
+    :func:`~audiorepro.experiments.retrieval.checkpoint_every` steps unless ``checkpoint_every``
+    is given; the frozen text encoder left out) and ``resume=True`` continues from the last
+    (``model`` built as the interrupted run's was, which gives the same frozen weights).
+    ``callbacks`` are further Trainer callbacks.
 
     Raises:
         TeacherEmbeddingsError: before any training, when the teachers lack training items, have
@@ -516,6 +520,8 @@ def train_distilled(
 
     train_cfg = config.train.trainer_config(len(dataset), seed=seed, num_epochs=num_epochs, lr=lr)
     train_cfg = retrieval.step_budget(train_cfg, len(dataset), max_steps)
+    if out_dir is not None and "checkpoint_every" not in train_changes:
+        train_changes["checkpoint_every"] = retrieval.checkpoint_every(train_cfg, len(dataset))
     trainer = Trainer(
         student,
         loss_fn,
@@ -523,7 +529,8 @@ def train_distilled(
         dataclasses.replace(train_cfg, **train_changes),
         collate_fn=functools.partial(collate_captions, pad_value=model.pad_value),
         out_dir=out_dir,
-        callbacks=[retrieval.epoch_setter(dataset)],
+        callbacks=[retrieval.epoch_setter(dataset), retrieval.text_cache_saver(), *callbacks],
+        checkpoint_frozen=False,
         progress=progress,
     )
     return trainer.fit(resume=resume)
@@ -544,13 +551,16 @@ def distill(
     lam: float | None = None,
     dist_only: bool | None = None,
     progress: str = "lines",
+    callbacks: Sequence[Any] = (),
 ) -> DualEncoder:
     """Stage 2 of teacher ``name`` and ``seed``: its stage-1 model fine-tuned on the Clotho
     development split with targets from the ensemble of that seed's M stage-1 models (trained or
     reloaded first), ``finetune_steps`` steps (or ``finetune_epochs``) on the start crops of
     :func:`stage2_config`. ``lam`` = 0 gives plain fine-tuning with L_sup (the λ-sweep baseline,
     the same budget). Trained once per configuration (keyed by the stage-1 runs' keys), then
-    reloaded."""
+    reloaded; a run killed before it finished continues from its last checkpoint when called
+    again (:func:`~audiorepro.experiments.retrieval.trained_model`). ``callbacks`` are further
+    Trainer callbacks of the stage-2 run."""
     lam = config.lam if lam is None else lam
     dist_only = config.dist_only if dist_only is None else dist_only
     run_cfg = stage2_config(config, name)
@@ -574,7 +584,7 @@ def distill(
         crop="start",
     )
 
-    def train(model: DualEncoder) -> Any:
+    def train(model: DualEncoder, staging: Path) -> Any:
         ensemble = teacher_ensemble(config, seed, data, items, progress=progress)
         return train_distilled(
             model,
@@ -589,6 +599,9 @@ def distill(
             lam=lam,
             dist_only=dist_only,
             target_tau=config.target_tau,
+            out_dir=staging,
+            resume=True,
+            callbacks=callbacks,
             progress=progress,
         )
 

@@ -59,6 +59,7 @@ __all__ = [
     "PRESETS",
     "STAGES",
     "AudioIndex",
+    "CHECKPOINT_STEPS",
     "Config",
     "RetrievalData",
     "Training",
@@ -67,6 +68,7 @@ __all__ = [
     "ablation_table",
     "build_model",
     "chance_floor",
+    "checkpoint_every",
     "caption_statistics",
     "current",
     "embed_captions",
@@ -99,6 +101,7 @@ __all__ = [
     "throughput",
     "stage_table",
     "store",
+    "text_cache_saver",
     "train_dual_encoder",
     "trained_model",
     "trained_state",
@@ -437,6 +440,36 @@ class _EpochSetter(Callback):
         self.dataset.set_epoch(trainer.epoch)
 
 
+class _TextCacheSaver(Callback):
+    """Writes the frozen text encoders' caption embeddings at every checkpoint step, so that a
+    run resumed in a new process finds every caption embedded before its checkpoint as it was
+    computed then (not again, in other batches, with other rounding)."""
+
+    def on_step_end(self, trainer: Trainer, step: int, logs: dict[str, float]) -> None:
+        every = trainer.config.checkpoint_every
+        if trainer.checkpoint_dir is not None and every and step % every == 0:
+            save_text_caches()
+
+
+def text_cache_saver() -> Callback:
+    """The Trainer callback of a resumable run with a frozen text encoder: it saves the caption
+    embedding cache at every checkpoint step (see :func:`train_dual_encoder`)."""
+    return _TextCacheSaver()
+
+
+CHECKPOINT_STEPS = 200
+"""Most optimizer steps between two checkpoints of a resumable run (:func:`checkpoint_every`)."""
+
+
+def checkpoint_every(train_cfg: TrainConfig, num_items: int) -> int:
+    """Steps between the checkpoints of a resumable run over ``num_items`` training items: once
+    per epoch, and at least every :data:`CHECKPOINT_STEPS` steps when epochs are longer."""
+    processes = int(os.environ.get("WORLD_SIZE", "1"))
+    per_epoch = max(1, -(-num_items // (train_cfg.batch_size * processes)))
+    per_epoch = -(-per_epoch // train_cfg.grad_accum_steps)
+    return min(per_epoch, CHECKPOINT_STEPS)
+
+
 def retrieval_loss(model: torch.nn.Module, batch: Mapping[str, Any]) -> torch.Tensor:
     """``loss_fn`` for the Trainer: the dual encoder's NT-Xent on one collated batch."""
     return model(batch["feats"], batch["lengths"], batch["captions"], batch["audio_ids"])
@@ -479,6 +512,8 @@ def train_dual_encoder(
     max_steps: int | None = None,
     crop: str = "random",
     out_dir: str | os.PathLike[str] | None = None,
+    resume: bool = False,
+    callbacks: Sequence[Any] = (),
     progress: str = "auto",
 ) -> Any:
     """Train ``model`` in place on caption items; returns the Trainer's ``TrainResult``.
@@ -487,6 +522,11 @@ def train_dual_encoder(
     crops of ``config.train_frames`` (random, or the start of each clip with ``crop="start"``),
     padding to the batch maximum, caption swaps with ``paraphrase_prob``. With ``max_steps``
     the run takes exactly that many steps (:func:`step_budget`).
+
+    With ``out_dir`` the run writes checkpoints there (:func:`checkpoint_every`), without the
+    frozen text-encoder weights, and ``resume=True`` continues from the newest one: ``model``
+    must then be built as the interrupted run's was (:func:`build_model`, same configuration and
+    seed), which gives the same frozen weights. ``callbacks`` are further Trainer callbacks.
     """
     dataset = CaptionDataset(
         items, features, max_frames=config.train_frames, crop=crop,
@@ -494,6 +534,9 @@ def train_dual_encoder(
     )  # fmt: skip
     train_cfg = config.train.trainer_config(len(dataset), seed=seed, num_epochs=num_epochs, lr=lr)
     train_cfg = step_budget(train_cfg, len(dataset), max_steps)
+    if out_dir is not None:
+        every = checkpoint_every(train_cfg, len(dataset))
+        train_cfg = dataclasses.replace(train_cfg, checkpoint_every=every)
     trainer = Trainer(
         model,
         retrieval_loss,
@@ -501,10 +544,11 @@ def train_dual_encoder(
         train_cfg,
         collate_fn=functools.partial(collate_captions, pad_value=model.pad_value),
         out_dir=out_dir,
-        callbacks=[_EpochSetter(dataset)],
+        callbacks=[_EpochSetter(dataset), _TextCacheSaver(), *callbacks],
+        checkpoint_frozen=False,
         progress=progress,
     )
-    return trainer.fit()
+    return trainer.fit(resume=resume)
 
 
 # ------------------------------------------------------------------------------ evaluation
@@ -698,8 +742,11 @@ def trained_model(
     run_store: RunStore | None = None,
 ) -> DualEncoder:
     """The model of ``run`` (see :func:`run_entry`): loaded if it is complete, else built from
-    ``config.model`` and ``seed`` (or ``init``'s weights), trained by ``train(model) ->
-    TrainResult`` and published. The history is set as ``model.train_history`` (a dict), the
+    ``config.model`` and ``seed`` (or ``init``'s weights), trained by ``train(model, staging)
+    -> TrainResult`` and published. ``staging`` is the run's :meth:`RunStore.staging` folder,
+    where ``train`` keeps its checkpoints and from which it resumes: a run killed before it was
+    published continues there when called again with the same configuration (the folder is
+    removed on publishing). The history is set as ``model.train_history`` (a dict), the
     run's key as ``model.run_key`` (the identity of these weights). With ``init``, the audio
     encoder's ``audio_pretrained`` is not loaded (``init``'s weights replace it anyway)."""
     if init is not None:
@@ -708,12 +755,13 @@ def trained_model(
     if init is not None:
         model.load_state_dict(init.state_dict())
     if not run.complete:
+        run_store = run_store or store()
 
         def build(folder: Path) -> dict[str, Any]:
-            result = train(model)
+            result = train(model, run_store.staging(run))
             history = result.to_dict() if result is not None else {}
             if result is not None and result.wall_time_s:
-                steps = result.final_step
+                steps = result.final_step - result.resumed_step  # those of this call
                 history["steps_per_s"] = steps / result.wall_time_s
                 history["clips_per_s"] = steps * config.train.batch_size / result.wall_time_s
             save_text_caches()
@@ -721,7 +769,7 @@ def trained_model(
             write_json(folder / "history.json", history)
             return {}
 
-        (run_store or store()).publish(run, build)
+        run_store.publish(run, build)
     else:
         tensors, _ = load_tensors(run.file("model.safetensors"))
         load_trained_state(model, tensors)
@@ -744,11 +792,14 @@ def run_training(
     init: DualEncoder | None = None,
     progress: str = "lines",
     run_store: RunStore | None = None,
+    callbacks: Sequence[Any] = (),
 ) -> DualEncoder:
     """Train (or reload) one run of ``kind`` in ``run_store`` (default :func:`store`), starting
     from ``init``'s weights when given (its ``run_key`` is part of the run's identity), else
     from ``config.model.audio_pretrained`` (``stage0`` is trained first if needed,
-    :func:`resolve_pretrained`)."""
+    :func:`resolve_pretrained`). A run killed before it finished continues from its last
+    checkpoint (:func:`trained_model`) and ends with the weights of an uninterrupted run.
+    ``callbacks`` are further Trainer callbacks (progress hooks, tests)."""
     if init is None:
         config = resolve_pretrained(config, data)
     else:
@@ -766,7 +817,7 @@ def run_training(
         run_store=run_store,
     )
 
-    def train(model: DualEncoder) -> Any:
+    def train(model: DualEncoder, staging: Path) -> Any:
         return train_dual_encoder(
             model,
             items,
@@ -777,6 +828,9 @@ def run_training(
             lr=lr,
             paraphrase_prob=paraphrase_prob,
             max_steps=max_steps,
+            out_dir=staging,
+            resume=True,
+            callbacks=callbacks,
             progress=progress,
         )
 

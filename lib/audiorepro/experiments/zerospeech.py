@@ -156,6 +156,9 @@ CHAPTER = "03_zerospeech"
 PRESETS = repo_root() / "book" / CHAPTER / "presets"
 # Bump when a change to the code changes what a stored model would be.
 RUNS_VERSION = 2
+CHECKPOINT_STEPS = 100
+"""Most optimizer steps between two checkpoints of an unfinished VQ-VAE run (at least one per
+epoch), kept in the run store's staging folder so that a rerun after a kill continues there."""
 
 
 @dataclass(frozen=True)
@@ -341,12 +344,18 @@ def train_vqvae(
     seed: int,
     language: str = "english",
     progress: str = "none",
+    callbacks: Sequence[Any] = (),
 ) -> TrainedVQVAE:
     """Train (or load from the run store) a VQ-VAE on a language's training speech.
 
     Adam (β = 0.9, 0.999, no weight decay) per ``config.train`` over :class:`SegmentDataset`
     segments; one ``seed`` sets the initial weights, the data order and the jitter draws. The
     input feature follows ``model_cfg.input_dim`` (39: MFCC, 80: log-Mel).
+
+    The run checkpoints once per epoch, and at least every :data:`CHECKPOINT_STEPS` steps, into
+    the store's staging folder of its configuration (:meth:`RunStore.staging`); called again
+    after a kill, it continues from the last checkpoint and ends with the weights of an
+    uninterrupted run. ``callbacks`` are further Trainer callbacks (progress hooks, tests).
     """
     data = load_data(config, language, feature_of(model_cfg.input_dim))
     speakers = sorted(set(data.speakers))
@@ -359,11 +368,13 @@ def train_vqvae(
         "version": RUNS_VERSION,
     }
     trained: dict[str, Any] = {}
+    runs = store()
 
     def build(tmp: Path) -> dict[str, Any]:
         trained["model"], history = fit_vqvae(
-            config.train, model_cfg, data.feats, data.speakers, seed, progress=progress
-        )
+            config.train, model_cfg, data.feats, data.speakers, seed, progress=progress,
+            out_dir=runs.staging(runs.run("vqvae", key)), callbacks=callbacks,
+        )  # fmt: skip
         save_model_weights(trained["model"], tmp / "model.safetensors")
         write_json(tmp / "history.json", history)
         return {"speakers": speakers}
@@ -379,7 +390,7 @@ def train_vqvae(
         history = read_json(run.file("history.json"))
         return TrainedVQVAE(net, history, speakers, seed, "model" not in trained)
 
-    return store().cached("vqvae", key, build, load)
+    return runs.cached("vqvae", key, build, load)
 
 
 def fit_vqvae(
@@ -389,6 +400,8 @@ def fit_vqvae(
     speakers: Sequence[str],
     seed: int,
     progress: str = "none",
+    out_dir: str | os.PathLike[str] | None = None,
+    callbacks: Sequence[Any] = (),
 ) -> tuple[VQVAE, dict[str, Any]]:
     """Train a new VQ-VAE on utterances ``feats`` (each (T, F)) spoken by ``speakers``.
 
@@ -396,6 +409,11 @@ def fit_vqvae(
     train through it. The input normalisation is the features' mean and standard deviation;
     the decoder learns one embedding per distinct speaker (sorted). Returns the model (CPU,
     eval mode) and its history (``step``, ``loss``, the loss terms, ``wall_time_s``).
+
+    With ``out_dir`` the run checkpoints there once per epoch, and at least every
+    :data:`CHECKPOINT_STEPS` steps, and continues from the newest checkpoint it finds there
+    (a run killed midway ends with the weights of an uninterrupted one). ``callbacks`` are
+    further Trainer callbacks (progress hooks, tests).
     """
     if not feats:
         raise ValueError("fit_vqvae: no training utterance")
@@ -410,17 +428,23 @@ def fit_vqvae(
         raise ValueError(
             "fit_vqvae: every utterance is shorter than the shortest training segment (8 frames)"
         )
+    loop = train.loop(seed)
+    if out_dir is not None:
+        per_epoch = -(-len(dataset) // loop.batch_size)
+        loop = replace(loop, checkpoint_every=min(per_epoch, CHECKPOINT_STEPS))
     trainer = Trainer(
         model,
         _vqvae_step,
         dataset,
-        train.loop(seed),
+        loop,
         collate_fn=collate_segments,
         optimizer_factory=lambda m, c: torch.optim.Adam(m.parameters(), lr=c.lr),
+        out_dir=out_dir,
+        callbacks=callbacks,
         progress=progress,
     )
     with single_thread():
-        result = trainer.fit()
+        result = trainer.fit(resume=out_dir is not None)
     history = {
         "step": result.steps,
         "loss": result.losses,

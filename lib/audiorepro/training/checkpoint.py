@@ -32,6 +32,18 @@ each tensor by a reference into the safetensors file, tagging tuples, non-string
 arrays so that ``unpack_tree`` rebuilds the exact Python objects (``random.getstate()`` needs
 its tuples back, ``numpy.random.set_state`` its ``uint32`` array).
 
+**Frozen weights.** ``save_checkpoint(include_frozen=False)`` leaves the model's frozen
+parameters (``requires_grad`` False: a pretrained text encoder used as it is) out of
+``model.safetensors`` and lists them in the manifest (``omitted``); loading keeps the model's own
+values for exactly those names, which must be frozen parameters of the model loaded into, and is
+strict about every other key. The caller promises that the model it resumes was built with the
+same frozen values (from the same configuration and seed).
+
+**Integrity.** ``verify_checkpoint`` checks every file against the sizes and SHA-256 digests of
+the manifest before anything is loaded; a checkpoint that fails is never half-loaded, and the
+Trainer then resumes from the newest earlier checkpoint that passes (``mark_corrupt`` moves the
+bad one aside as ``corrupt-step_XXXXXXXX``, kept for inspection and ignored from then on).
+
 **Tied weights.** safetensors refuses tensors that share memory, and a model with tied weights
 (an output layer reusing the embedding matrix) has two state_dict names for one tensor. The file
 stores each tensor once and records the other names as aliases in its metadata; loading expands
@@ -58,6 +70,7 @@ import torch
 from audiorepro.storage import (
     CheckpointError,
     file_sha256,
+    frozen_parameter_names,
     fsync_dir,
     load_model_weights,
     load_tensors,
@@ -71,6 +84,7 @@ FORMAT_VERSION = 2  # 2: the manifest records a SHA-256 per file, verified on lo
 MANIFEST = "checkpoint.json"
 LATEST = "latest"
 TMP_PREFIX = ".tmp-"
+CORRUPT_PREFIX = "corrupt-"
 MODEL_FILE = "model.safetensors"
 RESERVED_COMPONENTS = ("model", "optimizer", "scheduler", "checkpoint")
 _STEP_DIR = re.compile(r"^step_(\d{8,})$")
@@ -310,7 +324,8 @@ def _remove_stale_temporaries(root: Path, keep: Iterable[Path] = ()) -> None:
 
 
 def clear_checkpoints(root: str | Path) -> int:
-    """Delete every checkpoint, temporary directory and the ``latest`` pointer under ``root``.
+    """Delete every checkpoint (corrupt ones moved aside too), temporary directory and the
+    ``latest`` pointer under ``root``.
 
     Only names this module writes are touched; other files stay. Returns how many checkpoint
     directories were removed.
@@ -323,6 +338,8 @@ def clear_checkpoints(root: str | Path) -> int:
         if _STEP_DIR.match(path.name) and path.is_dir():
             shutil.rmtree(path)
             removed += 1
+        elif _STEP_DIR.match(path.name.removeprefix(CORRUPT_PREFIX)) and path.is_dir():
+            shutil.rmtree(path)
     _remove_stale_temporaries(root)
     (root / LATEST).unlink(missing_ok=True)
     return removed
@@ -337,6 +354,7 @@ def save_checkpoint(
     scheduler: Any = None,
     components: Mapping[str, Any] | None = None,
     keep: int = 2,
+    include_frozen: bool = True,
 ) -> Path:
     """Write the checkpoint of ``step`` under ``root`` atomically and keep the newest ``keep``.
 
@@ -350,6 +368,7 @@ def save_checkpoint(
             tuples, dicts), each written by ``save_tree``: the trainer's position and history,
             RNG states, grad-scaler state.
         keep: how many complete checkpoints to keep (the newest by step; >= 1).
+        include_frozen: ``False`` leaves the model's frozen parameters out (see module docs).
 
     Returns:
         The published checkpoint directory.
@@ -373,7 +392,8 @@ def save_checkpoint(
     try:
         _remove_stale_temporaries(root, keep=[tmp])
         files = [MODEL_FILE]
-        save_model_weights(model, tmp / MODEL_FILE)
+        omitted = [] if include_frozen else frozen_parameter_names(model)
+        save_model_weights(model, tmp / MODEL_FILE, exclude=omitted)
         if optimizer is not None:
             files += save_tree(tmp, "optimizer", optimizer.state_dict())
         if scheduler is not None:
@@ -387,6 +407,7 @@ def save_checkpoint(
             + (["optimizer"] if optimizer is not None else [])
             + (["scheduler"] if scheduler is not None else [])
             + list(components),
+            "omitted": omitted,
             "files": {name: (tmp / name).stat().st_size for name in files},
             "sha256": {name: file_sha256(tmp / name) for name in files},
         }
@@ -421,6 +442,59 @@ def _fallback(path: Path) -> str:
     )
 
 
+def verify_checkpoint(path: str | Path) -> dict[str, Any]:
+    """Check a checkpoint directory against its manifest before anything is loaded from it:
+    every listed file present, of the recorded size and SHA-256. Returns the manifest.
+
+    Raises:
+        CheckpointError: no such directory, no manifest, a newer format, or a file missing,
+            truncated or corrupted (the message names the file and the earlier checkpoints
+            beside it).
+    """
+    path = Path(path)
+    if not path.is_dir():
+        raise CheckpointError(f"{path}: no such checkpoint directory")
+    manifest_path = path / MANIFEST
+    if not manifest_path.is_file():
+        raise CheckpointError(f"{path}: incomplete checkpoint (no {MANIFEST})")
+    manifest = read_json(manifest_path)
+    version = manifest.get("format_version")
+    if not isinstance(version, int) or version > FORMAT_VERSION:
+        raise CheckpointError(
+            f"{manifest_path}: format_version {version!r}; this library reads up to "
+            f"{FORMAT_VERSION}"
+        )
+    hashes = manifest.get("sha256", {})
+    for name, size in manifest.get("files", {}).items():
+        file = path / name
+        if not file.is_file():
+            raise CheckpointError(f"{file}: file missing from the checkpoint{_fallback(path)}")
+        if file.stat().st_size != size:
+            raise CheckpointError(
+                f"{file}: {file.stat().st_size} bytes, the manifest says {size} (truncated?)"
+                + _fallback(path)
+            )
+        if name in hashes and file_sha256(file) != hashes[name]:
+            raise CheckpointError(
+                f"{file}: contents differ from the SHA-256 the manifest recorded when it was "
+                f"written (corrupted on disk?){_fallback(path)}"
+            )
+    return manifest
+
+
+def mark_corrupt(path: str | Path) -> Path:
+    """Move a checkpoint that failed :func:`verify_checkpoint` aside as
+    ``corrupt-step_XXXXXXXX`` (replacing an earlier one of that name): ``list_checkpoints`` no
+    longer sees it, nor can pruning after later saves count it. Returns the new path."""
+    path = Path(path)
+    target = path.parent / f"{CORRUPT_PREFIX}{path.name}"
+    if target.exists():
+        shutil.rmtree(target)
+    os.rename(path, target)
+    fsync_dir(path.parent)
+    return target
+
+
 @dataclass
 class LoadedCheckpoint:
     """What ``load_checkpoint`` read besides the model, optimizer and scheduler it filled in.
@@ -453,39 +527,13 @@ def load_checkpoint(
             model (missing/unexpected/mismatched keys, all listed) or the optimizer.
     """
     path = Path(path)
-    if not path.is_dir():
-        raise CheckpointError(f"{path}: no such checkpoint directory")
-    manifest_path = path / MANIFEST
-    if not manifest_path.is_file():
-        raise CheckpointError(f"{path}: incomplete checkpoint (no {MANIFEST})")
-    manifest = read_json(manifest_path)
-    version = manifest.get("format_version")
-    if not isinstance(version, int) or version > FORMAT_VERSION:
-        raise CheckpointError(
-            f"{manifest_path}: format_version {version!r}; this library reads up to "
-            f"{FORMAT_VERSION}"
-        )
-    hashes = manifest.get("sha256", {})
-    for name, size in manifest.get("files", {}).items():
-        file = path / name
-        if not file.is_file():
-            raise CheckpointError(f"{file}: file missing from the checkpoint{_fallback(path)}")
-        if file.stat().st_size != size:
-            raise CheckpointError(
-                f"{file}: {file.stat().st_size} bytes, the manifest says {size} (truncated?)"
-                + _fallback(path)
-            )
-        if name in hashes and file_sha256(file) != hashes[name]:
-            raise CheckpointError(
-                f"{file}: contents differ from the SHA-256 the manifest recorded when it was "
-                f"written (corrupted on disk?){_fallback(path)}"
-            )
+    manifest = verify_checkpoint(path)
     present = manifest.get("components", [])
     for name, wanted in (("optimizer", optimizer), ("scheduler", scheduler)):
         if wanted is not None and name not in present:
             raise CheckpointError(f"{path}: the checkpoint has no {name} state")
     if model is not None:
-        load_model_weights(model, path / MODEL_FILE)
+        load_model_weights(model, path / MODEL_FILE, omitted=manifest.get("omitted", []))
     if optimizer is not None:
         try:
             optimizer.load_state_dict(load_tree(path, "optimizer"))

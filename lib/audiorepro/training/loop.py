@@ -39,6 +39,13 @@ parameters ``torch.equal`` to an uninterrupted run on CPU. The LR schedule spans
 ``num_epochs`` (or ``schedule_steps``), not ``max_steps``: a run capped at ``max_steps`` is the
 exact prefix of the longer run, which is what smoke presets and resumption rely on.
 
+A checkpoint that fails its integrity check (a file missing, truncated or differing from the
+SHA-256 its manifest recorded) is moved aside as ``corrupt-step_XXXXXXXX`` with a warning naming
+it, and the run resumes from the newest earlier checkpoint that passes (from step 0 if none
+does). ``checkpoint_frozen=False`` keeps frozen parameters (``requires_grad`` False, e.g. a
+pretrained text encoder used as it is) out of every checkpoint; a resumed run then relies on its
+model having been built with the same frozen values.
+
 **Progress output.** On a terminal or in an interactive notebook a tqdm bar redraws in place.
 A saved notebook would keep every redraw, so in a page executed headlessly (``audiorepro.pages``
 sets ``$AUDIOREPRO_HEADLESS``) a run prints one closing line: steps, epochs, time, step rate and
@@ -83,10 +90,12 @@ from audiorepro.training.checkpoint import (
     capture_rng_state,
     checkpoint_name,
     clear_checkpoints,
-    latest_checkpoint,
+    list_checkpoints,
     load_checkpoint,
+    mark_corrupt,
     restore_rng_state,
     save_checkpoint,
+    verify_checkpoint,
 )
 from audiorepro.training.schedules import SCHEDULES, make_scheduler
 
@@ -568,6 +577,8 @@ class TrainResult:
         wall_time_s: seconds this ``fit`` call took (resumed runs: this segment only).
         stopped_early: a callback ended training before ``max_steps``/``num_epochs``.
         resumed_from: the checkpoint directory this call resumed from, if any.
+        resumed_step: optimizer steps already taken when this call started (0 unless resumed);
+            ``final_step - resumed_step`` steps took ``wall_time_s``.
         checkpoint: the newest checkpoint directory written or loaded, if any.
         skipped_steps: optimizer steps dropped for a non-finite loss or gradient
             (``on_nonfinite="skip"``), each with the reason.
@@ -585,6 +596,7 @@ class TrainResult:
     wall_time_s: float = 0.0
     stopped_early: bool = False
     resumed_from: str | None = None
+    resumed_step: int = 0
     checkpoint: str | None = None
     skipped_steps: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
@@ -799,6 +811,8 @@ class Trainer:
             with ``config.lr`` and ``config.weight_decay``).
         out_dir: run folder; checkpoints go to ``out_dir/checkpoints``. ``None`` writes nothing.
         callbacks: objects with any of ``Callback``'s methods.
+        checkpoint_frozen: ``False`` leaves the model's frozen parameters (``requires_grad``
+            False) out of checkpoints; resuming keeps the values the model was built with.
         progress: ``"auto"`` (bar on a terminal, plain lines otherwise), ``"bar"``, ``"lines"``
             or ``"none"``.
 
@@ -821,6 +835,7 @@ class Trainer:
         | None = None,
         out_dir: str | Path | None = None,
         callbacks: Iterable[Any] = (),
+        checkpoint_frozen: bool = True,
         progress: str = "auto",
     ) -> None:
         if not isinstance(config, TrainConfig):
@@ -847,6 +862,7 @@ class Trainer:
         self.eval_fn = eval_fn
         self.callbacks: list[Any] = list(callbacks)
         self.progress = progress
+        self.checkpoint_frozen = bool(checkpoint_frozen)
         self.out_dir = Path(out_dir) if out_dir is not None else None
         self.device_type = resolve_device(config.device)
         self.mixed_precision = resolve_mixed_precision(config.mixed_precision, self.device_type)
@@ -985,6 +1001,7 @@ class Trainer:
                 scheduler=self.scheduler,
                 components=components,
                 keep=self.config.keep_checkpoints,
+                include_frozen=self.checkpoint_frozen,
             )
         self.accelerator.wait_for_everyone()
         return path
@@ -1112,7 +1129,7 @@ class Trainer:
         if resume:
             if root is None:
                 raise ValueError("fit(resume=True) needs an out_dir to find checkpoints in")
-            path = latest_checkpoint(root)
+            path = self._newest_valid_checkpoint(root)
             if path is None:
                 messages.append(f"no checkpoint in {root}; starting from step 0")
             else:
@@ -1121,6 +1138,7 @@ class Trainer:
                 run.batch_in_epoch = int(state["batch_in_epoch"])
                 run.history = TrainResult.from_dict(state["history"])
                 run.history.checkpoint = run.history.resumed_from = str(path)
+                run.history.resumed_step = run.step
                 messages.append(f"resumed from {path} (step {run.step}, epoch {run.epoch + 1})")
         elif root is not None:
             acc.wait_for_everyone()
@@ -1136,6 +1154,30 @@ class Trainer:
             or run.epoch >= self.config.num_epochs
         )
         return run, rng_state, messages
+
+    def _newest_valid_checkpoint(self, root: Path) -> Path | None:
+        """The newest checkpoint under ``root`` that passes :func:`verify_checkpoint`; newer
+        ones that fail are moved aside (main process) with a warning naming each."""
+        found, bad = None, []
+        for path in reversed(list_checkpoints(root)):
+            try:
+                verify_checkpoint(path)
+            except CheckpointError as err:
+                bad.append((path, err))
+                continue
+            found = path
+            break
+        self.accelerator.wait_for_everyone()
+        for path, err in bad:
+            if self.accelerator.is_main_process:
+                moved = mark_corrupt(path)
+                warnings.warn(
+                    f"checkpoint {path} is damaged and was moved to {moved.name}; resuming "
+                    f"from {found.name if found is not None else 'step 0'} instead ({err})",
+                    stacklevel=4,
+                )
+        self.accelerator.wait_for_everyone()
+        return found
 
     def _run_epoch(self, run: _Run, progress: _Progress) -> None:
         """The rest of epoch ``run.epoch``, from micro-batch ``run.batch_in_epoch`` on."""

@@ -1,0 +1,52 @@
+"""Chapter 03 VQ-VAE training through the run store: a killed run resumes bit for bit."""
+
+import pytest
+import torch
+
+from audiorepro.config import replace
+from audiorepro.experiments import zerospeech as zs
+from audiorepro.training.checkpoint import list_checkpoints
+
+
+class _Kill(RuntimeError):
+    """Stands in for a page killed mid-training."""
+
+
+class KillAt:
+    """A Trainer callback that raises at optimizer step ``step``; it counts the steps it saw."""
+
+    def __init__(self, step=None):
+        self.kill_step, self.steps = step, []
+
+    def on_step_end(self, trainer, step, logs):
+        self.steps.append(step)
+        if step == self.kill_step:
+            raise _Kill(f"killed at step {step}")
+
+
+def test_a_killed_vqvae_run_resumes_from_its_last_checkpoint_bit_for_bit(tmp_path, monkeypatch):
+    # 4 steps an epoch, 2 epochs: a checkpoint at the end of each epoch.
+    cfg = replace(zs.load_config("smoke"), **{"train.max_steps": None, "train.num_epochs": 2})
+    monkeypatch.setenv("AUDIOREPRO_RUNS", str(tmp_path / "whole"))
+    whole = zs.train_vqvae(cfg, cfg.model, 0)
+    monkeypatch.setenv("AUDIOREPRO_RUNS", str(tmp_path / "runs"))
+    with pytest.raises(_Kill):
+        zs.train_vqvae(cfg, cfg.model, 0, callbacks=[KillAt(6)])
+    root = tmp_path / "runs" / zs.CHAPTER / "vqvae"
+    (staging,) = [p for p in root.iterdir() if p.name.startswith(".staging-")]
+    assert zs.store().runs("vqvae") == []
+    assert [p.name for p in list_checkpoints(staging / "checkpoints")] == ["step_00000004"]
+    # Another configuration (seed) has its own staging folder and starts from step 0.
+    other = KillAt()
+    zs.train_vqvae(cfg, cfg.model, 1, callbacks=[other])
+    assert other.steps == [1, 2, 3, 4, 5, 6, 7, 8] and staging.is_dir()
+    # The same configuration continues from the step-4 checkpoint.
+    again = KillAt()
+    resumed = zs.train_vqvae(cfg, cfg.model, 0, callbacks=[again])
+    assert again.steps == [5, 6, 7, 8]
+    assert resumed.history["loss"] == whole.history["loss"]
+    for (name, x), y in zip(
+        whole.model.state_dict().items(), resumed.model.state_dict().values(), strict=True
+    ):
+        assert torch.equal(x, y), name
+    assert not staging.exists()  # published: the checkpoints are gone
