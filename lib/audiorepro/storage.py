@@ -36,8 +36,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import torch
-from safetensors import SafetensorError, safe_open
-from safetensors.torch import save_file
 
 from audiorepro.paths import runs_dir
 
@@ -107,6 +105,8 @@ def save_tensors(
             tensor = tensor.clone()
         seen.add(tensor.untyped_storage().data_ptr())
         out[key] = tensor
+    from safetensors.torch import save_file  # imported here: the models need no safetensors
+
     save_file(out, str(path), metadata=metadata)
     fsync_file(path)
 
@@ -115,6 +115,8 @@ def load_tensors(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
     """Read every tensor of a safetensors file onto the CPU, with the file's metadata."""
     if not path.is_file():
         raise CheckpointError(f"{path}: file missing from the checkpoint")
+    from safetensors import SafetensorError, safe_open
+
     try:
         with safe_open(str(path), framework="pt", device="cpu") as handle:
             metadata = dict(handle.metadata() or {})
