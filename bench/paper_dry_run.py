@@ -6,7 +6,7 @@ sizes that make a CPU run feasible (:data:`OVERRIDES`: epochs, number of seeds, 
 Each chapter goes through its experiments functions as its pages do (train, evaluate, record,
 findings) and must leave ledger rows; the script exits 1 if a chapter fails or records nothing.
 
-Chapters done: 04 (multi-view AWE, the Switchboard word lists + npz features of
+Chapters done: 03 (Transformer VQ-VAE, the ZeroSpeech 2019 release layout) and 04 (multi-view AWE, the Switchboard word lists + npz features of
 ``audiorepro.data.recipes.switchboard``). Everything goes to ``--out`` (a temporary folder by
 default): data, run store, ledger::
 
@@ -27,6 +27,13 @@ from typing import Any
 
 #: The only changes to the paper presets: sizes, never the models or the method.
 OVERRIDES: dict[str, dict[str, Any]] = {
+    "03_zerospeech": {
+        "train.max_steps": 2,  # paper: 100 epochs
+        "inverter_train.max_steps": 2,  # paper: 100 epochs
+        "main_seeds": [0],  # paper: 0, 1, 2
+        "griffin_lim_iters": 4,  # paper: 100
+        "n_examples": 1,  # resynthesised files; paper: 4
+    },
     "04_awe": {
         "train.num_epochs": 1,  # paper: 100 with early stopping
         "sweep_epochs": 1,  # paper: 15
@@ -95,7 +102,80 @@ def awe_chapter(out: Path) -> str:
     return f"model {params / 1e6:.1f}M parameters, {len(findings)} findings rows"
 
 
-CHAPTERS: dict[str, Callable[[Path], str]] = {"04_awe": awe_chapter}
+def zerospeech_chapter(out: Path) -> str:
+    """Chapter 03 under ``paper``: the smoke speech corpus written as the ZeroSpeech 2019 release
+    where the preset looks for it (``zerospeech2019/2019/{english,surprise}`` with the ABX item
+    file, ``bitrate_filelist.txt`` and ``synthesis.txt``), then pages 02-04's experiments: every
+    row of Tables 1-3 (train, ABX, bitrate), the surprise language, the submission files scored
+    from disk, the codebook inverter and a resynthesis, the findings."""
+    from audiorepro import reporting
+    from audiorepro.config import to_dict
+    from audiorepro.data.embedded.zerospeech_corpus import generate_zerospeech_corpus
+    from audiorepro.experiments import zerospeech as zs
+
+    preset = "paper"
+    cfg = zs.load_config(preset, OVERRIDES["03_zerospeech"])
+    generate_zerospeech_corpus(cfg.corpus.resolve(zs.data_dir()), "smoke", 0)
+    records = []
+    for row in zs.ablation_rows(cfg):
+        for s in zs.row_seeds(cfg, row):
+            trained, metrics = zs.run_row(cfg, row, s)
+            records.append(
+                reporting.record_result(
+                    zs.CHAPTER,
+                    "03_abx_bitrate",
+                    metrics,
+                    preset=preset,
+                    seed=s,
+                    config=to_dict(trained.model.cfg),
+                    tags={"row": row.key, "language": "english"},
+                )  # fmt: skip
+            )
+    if cfg.surprise:
+        _, metrics = zs.run_row(cfg, zs.ablation_rows(cfg)[0], cfg.seed, language="surprise")
+        reporting.record_result(
+            zs.CHAPTER, "03_abx_bitrate", metrics, preset=preset, seed=cfg.seed,
+            config=to_dict(cfg.model), tags={"row": "base", "language": "surprise"},
+        )  # fmt: skip
+    main = zs.train_vqvae(cfg, cfg.model, cfg.seed)
+    lang = zs.language_dir(cfg, "english")
+    codes, vectors = zs.encode_files(main.model, zs.load_features(lang, "test", "mfcc"))
+    submission = zs.export_submission(
+        zs.submission_dir(), "english", codes, vectors=vectors,
+        hyperparameters=to_dict(main.model.cfg),
+    )  # fmt: skip
+    zs.score_submission(
+        submission / "2019/english/test", lang, frame_shift=cfg.model.stride * 0.01
+    )
+
+    voice = sorted(
+        n for n in zs.load_features(lang, "train/voice", "mfcc") if n.startswith(cfg.target_voice)
+    )
+    holdout = voice[-cfg.n_examples :]
+    inverter = zs.train_inverter(cfg, main, cfg.seed, holdout=holdout)
+    mfcc = zs.load_features(lang, "train/voice", "mfcc")
+    convergence = []
+    for name in holdout:
+        wav, sr = zs.load_audio(lang / "train/voice" / f"{name}.wav", sr=16000)
+        _, mag, _ = zs.resynthesize(
+            main.model, inverter.model, mfcc[name], len(wav), cfg.griffin_lim_iters
+        )
+        true_mag = zs.linear_spectrogram(wav, sr=sr)
+        convergence.append(zs.spectral_convergence(true_mag, mag[: len(true_mag)]))
+    reporting.record_result(
+        zs.CHAPTER, "04_inverter", {"spectral_convergence": sum(convergence) / len(convergence)},
+        preset=preset, seed=cfg.seed, config=to_dict(inverter.model.cfg),
+        tags={"row": "inverter", "language": "english", "voice": cfg.target_voice},
+    )  # fmt: skip
+    findings = zs.findings(reporting.read_ledger(), cfg, preset)
+    params = sum(p.numel() for p in main.model.parameters())
+    return f"main VQ-VAE {params / 1e6:.1f}M parameters, {len(findings)} findings rows"
+
+
+CHAPTERS: dict[str, Callable[[Path], str]] = {
+    "03_zerospeech": zerospeech_chapter,
+    "04_awe": awe_chapter,
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -14,16 +14,30 @@ from conftest import REPO
 
 
 @pytest.mark.slow
-def test_chapter_04_paper_preset_runs_end_to_end(tmp_path):
+def test_paper_presets_of_chapters_03_and_04_run_end_to_end(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(REPO / "lib"), "OMP_NUM_THREADS": "2"}
     proc = subprocess.run(
         [sys.executable, str(REPO / "bench/paper_dry_run.py"), "--out", str(tmp_path),
-         "--chapters", "04_awe"],
+         "--chapters", "03_zerospeech,04_awe"],
         capture_output=True, text=True, env=env, timeout=600,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert "04_awe: ok" in proc.stdout
-    rows = [json.loads(line) for line in (tmp_path / "results/ledger.jsonl").open()]
+    assert "03_zerospeech: ok" in proc.stdout and "04_awe: ok" in proc.stdout
+    ledger = [json.loads(line) for line in (tmp_path / "results/ledger.jsonl").open()]
+    assert {r["preset"] for r in ledger} == {"paper"}
+
+    rows = [r for r in ledger if r["chapter"] == "03_zerospeech"]
+    assert {r["page"] for r in rows} == {"03_abx_bitrate", "04_inverter"}
+    base = [r for r in rows if r["tags"].get("row") == "base"]
+    assert {r["tags"]["language"] for r in base} == {"english", "surprise"}
+    assert {r["config"]["d_model"] for r in base} == {256}  # the paper preset's VQ-VAE
+    assert all("abx_across" in r["metrics"] for r in base)
+    assert RunStore("03_zerospeech", tmp_path / "runs").runs("inverter")
+    release = tmp_path / "data" / "zerospeech2019" / "2019"
+    assert (release / "english" / "bitrate_filelist.txt").is_file()
+    assert (release / "surprise" / "test").is_dir()
+
+    rows = [r for r in ledger if r["chapter"] == "04_awe"]
     assert rows and {r["preset"] for r in rows} == {"paper"}
     pages = {r["page"] for r in rows}
     assert pages == {"02_train", "03_evaluate"}
