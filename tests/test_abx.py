@@ -16,6 +16,7 @@ from audiorepro.data.recipes.zerospeech import (
 from audiorepro.metrics.abx import (
     abx,
     abx_error,
+    item_overrun,
     read_submission_folder,
     relative_time_item_file,
     select_frames,
@@ -153,13 +154,34 @@ def test_kl_on_negative_features_is_chance(tmp_path):
     assert abx_error(feats, path, distance="kl") == 50.0
 
 
-def test_frame_shift_rule_matches_brute_force_and_differs_from_2019(tmp_path):
+def test_frame_shift_rule_matches_brute_force_and_2019_rule_refuses_seconds(tmp_path):
     items, feats = random_corpus(5, whole_files=False)
     path = write_item_file(tmp_path / "t.item", items)
     got = abx_error(feats, path, frame_shift=0.01)
     assert got == pytest.approx(brute_force(items, feats, frame_shift=0.01)[0], abs=1e-9)
-    # With the 2019 rule the same seconds select only the frames at i/N <= offset.
-    assert abx_error(feats, path) == pytest.approx(brute_force(items, feats)[0], abs=1e-9)
+    # With the 2019 rule the same seconds would keep only the frames at i/N <= offset, the
+    # first part of each file: an error naming the item file and the first such line.
+    with pytest.raises(ZeroSpeechFormatError, match=r"t.item:2: .*keeps frames 0-0 of the"):
+        abx_error(feats, path)
+
+
+def test_items_past_their_features_are_errors_not_clipped(tmp_path):
+    feats = {"S1_1": np.ones((4, 2)), "S2_1": np.ones((4, 2))}
+    good = "S2_1 0 0.04 p x y S2\n"
+    # 0.06 s at 10 ms needs frames up to floor(6 - .5) = 5 of a 4-frame file
+    with pytest.raises(ZeroSpeechFormatError, match=r"bad.item:3: .*needs frames up to 5.*4 fr"):
+        abx_error(feats, _write(tmp_path, good + "S1_1 0 0.06 p x y S1\n"), frame_shift=0.01)
+    # 2019 rule: an offset past 1 runs past the relative time axis
+    with pytest.raises(ZeroSpeechFormatError, match=r"bad.item:2: .*offset 1.5 runs past.*frame"):
+        abx_error(feats, _write(tmp_path, "S1_1 0 1.5 p x y S1\n"))
+    # 2019 rule: an item keeping part of its file, with the hint
+    with pytest.raises(ZeroSpeechFormatError, match=r"bad.item:2: .*keeps frames 2-3 of the 4"):
+        abx_error(feats, _write(tmp_path, "S1_1 0.5 1 p x y S1\n"))
+    with pytest.raises(ZeroSpeechFormatError, match=r"relative times.*--frame-shift"):
+        abx_error(feats, _write(tmp_path, "S1_1 0 0.3 p x y S1\n"))
+    assert item_overrun(4, 0.0, 0.75) is None  # (N - 1) / N is the whole file
+    assert item_overrun(4, 0.0, 0.05, frame_shift=0.01) is None  # floor(4.5) = 4 frames: fits
+    assert "up to 5" in item_overrun(4, 0.0, 0.06, frame_shift=0.01)
 
 
 def test_select_frames_hand_values():

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from audiorepro.config import ConfigError
 from audiorepro.data.awe import MultiViewDataset, collate_multiview, prepare_split
 from audiorepro.data.recipes.switchboard import SwitchboardFormatError
 from audiorepro.training import TrainConfig, Trainer
@@ -224,12 +225,15 @@ def test_hdf5_bad_input_names_utterance_or_key(tmp_path, utterances, dim, messag
         prepare_split(tmp_path, "test", source="hdf5")
 
 
-def _records(xv, heads, chosen, dtw):
+def _records(xv, heads, chosen, dtw, cfg):
     """Ledger records of two seeds per setting (second seed: value - 0.001)."""
+    from audiorepro.reporting import config_hash_of
+
     out = []
 
     def add(seed, metrics, tags):
         rec = {"chapter": "04_awe", "page": "03_evaluate", "preset": "smoke", "seed": seed}
+        rec["config_hash"] = config_hash_of(cfg)
         out.append(rec | {"metrics": metrics, "tags": tags})
 
     for seed, shift in ((0, 0.0), (1, 0.001)):
@@ -251,7 +255,7 @@ def test_findings_check_each_claim_on_ledger_records():
     xv.update({(8, "avg"): 0.01, (8, "rep"): 0.0})
     heads = {1: 0.3, 16: 0.5, 32: 0.4}
     good = {"acoustic_ap": 0.6, "crossview_ap": 0.5}
-    table = findings(_records(xv, heads, good, 0.2), cfg, "smoke", on_dtw_pairs=[0.5, 0.55])
+    table = findings(_records(xv, heads, good, 0.2, cfg), cfg, "smoke", on_dtw_pairs=[0.5, 0.55])
     claims = [f for f in table["finding"] if "seeds)" in f]
     # 3 x Avg beats Rep, 2 x middle depth, 2 x h = 16, DTW, acoustic above cross-view.
     assert len(claims) == 9 and all(": reproduces" in f for f in claims), claims
@@ -262,20 +266,22 @@ def test_findings_check_each_claim_on_ledger_records():
     xv[(1, "avg")], xv[(8, "avg")] = 0.6, 0.7
     heads[16] = 0.1
     bad = {"acoustic_ap": 0.4, "crossview_ap": 0.5}
-    table = findings(_records(xv, heads, bad, 0.6), cfg, "smoke", on_dtw_pairs=[0.5, 0.52])
+    table = findings(_records(xv, heads, bad, 0.6, cfg), cfg, "smoke", on_dtw_pairs=[0.5, 0.52])
     claims = [f for f in table["finding"] if "seeds)" in f]
     assert len(claims) == 9 and all(": contradicts" in f for f in claims), claims
     # One seed per sweep setting: no spread, so inconclusive.
-    one_seed = [r for r in _records(xv, heads, bad, 0.6) if r["seed"] == 0 or "model" in r["tags"]]
+    one_seed = [
+        r for r in _records(xv, heads, bad, 0.6, cfg) if r["seed"] == 0 or "model" in r["tags"]
+    ]
     table = findings(one_seed, cfg, "smoke")
     assert "inconclusive" in table["finding"][1]
 
 
-def test_train_is_reproducible_reuses_its_run_and_evaluates_both_views(tmp_path):
-    from audiorepro.config import CorpusSpec, replace
-    from audiorepro.experiments.awe import Config, evaluate, train
+def _tiny_run(tmp_path):
+    """A tiny configuration (3 steps per epoch, 2 epochs) and its train/dev/test data."""
+    from audiorepro.config import CorpusSpec
+    from audiorepro.experiments.awe import Config
     from audiorepro.models.awe import AWEModelConfig
-    from audiorepro.storage import RunStore
     from audiorepro.training.plateau import PlateauTrainConfig
 
     words = ["absolutely", "because", "something"]
@@ -309,6 +315,15 @@ def test_train_is_reproducible_reuses_its_run_and_evaluates_both_views(tmp_path)
         loss_k=2,
         seed=5,
     )
+    return cfg, data
+
+
+def test_train_is_reproducible_reuses_its_run_and_evaluates_both_views(tmp_path):
+    from audiorepro.config import replace
+    from audiorepro.experiments.awe import evaluate, train
+    from audiorepro.storage import RunStore
+
+    cfg, data = _tiny_run(tmp_path)
     store = RunStore("04_awe", tmp_path / "runs")
     first = train(cfg, data, store=store)
     second = train(cfg, data, store=RunStore("04_awe", tmp_path / "other"))
@@ -325,6 +340,21 @@ def test_train_is_reproducible_reuses_its_run_and_evaluates_both_views(tmp_path)
     assert evaluate(again.model, data["test"]) == scores
     other = train(replace(cfg, seed=6), data, store=store)
     assert other.path != first.path and len(store.runs("model")) == 2
+    # the run keeps the best dev state (evaluated at select: best) and the final one
+    from audiorepro.training.checkpoint import load_model_weights
+
+    assert first.selected == "best" and (first.path / "final.safetensors").is_file()
+    final = train(replace(cfg, select="final"), data, store=store)
+    assert final.path == first.path and final.selected == "final"
+    for name, run in (("model.safetensors", first), ("final.safetensors", final)):
+        saved = type(run.model)(run.model_config)
+        load_model_weights(saved, run.path / name)
+        for a, b in zip(saved.parameters(), run.model.parameters(), strict=True):
+            assert torch.equal(a, b), name
+    best_epoch = max(range(2), key=lambda e: first.history.eval_metrics[e]["crossview_ap"])
+    assert first.best_dev == first.history.eval_metrics[best_epoch]["crossview_ap"]
+    with pytest.raises(ConfigError, match="Config.select"):
+        replace(cfg, select="last")
 
 
 @pytest.mark.parametrize("kind", ["smoke", "embedded", "paper"])
@@ -341,3 +371,46 @@ def test_corpus_root_is_honoured_for_every_kind(tmp_path, monkeypatch, kind):
     assert corpus_root(cfg) == tmp_path / "words"
     # A generated corpus is generated (or reused) there; a paper corpus is only read.
     assert made == ([] if kind == "paper" else [(tmp_path / "words", kind, 3)])
+
+
+class _Kill(RuntimeError):
+    """Stands in for a page killed mid-training."""
+
+
+class _KillAt:
+    """Raises at optimizer step ``step``; counts the steps it saw."""
+
+    def __init__(self, step=None):
+        self.kill_step, self.steps = step, []
+
+    def on_step_end(self, trainer, step, logs):
+        self.steps.append(step)
+        if step == self.kill_step:
+            raise _Kill(f"killed at step {step}")
+
+
+def test_a_killed_run_resumes_from_its_last_checkpoint_bit_for_bit(tmp_path):
+    from audiorepro.config import replace
+    from audiorepro.experiments.awe import run_config, train
+    from audiorepro.storage import RunStore
+
+    cfg, data = _tiny_run(tmp_path)  # 3 steps per epoch, 2 epochs
+    whole = train(cfg, data, store=RunStore("04_awe", tmp_path / "whole"))
+    store = RunStore("04_awe", tmp_path / "runs")
+    with pytest.raises(_Kill):
+        train(cfg, data, store=store, callbacks=[_KillAt(5)])
+    staging = store.staging(store.run("model", run_config(cfg, data)))
+    assert store.runs("model") == [] and (staging / "checkpoints").is_dir()
+    # Another configuration has its own staging folder and starts from step 0.
+    other = _KillAt()
+    train(replace(cfg, seed=6), data, store=store, callbacks=[other])
+    assert other.steps == [1, 2, 3, 4, 5, 6] and (staging / "checkpoints").is_dir()
+    # The same configuration continues from the step-3 checkpoint (end of epoch 1).
+    again = _KillAt()
+    resumed = train(cfg, data, store=store, callbacks=[again])
+    assert again.steps == [4, 5, 6]
+    assert resumed.history.resumed_from is not None and resumed.history.final_step == 6
+    assert resumed.history.eval_metrics == whole.history.eval_metrics
+    for a, b in zip(whole.model.parameters(), resumed.model.parameters(), strict=True):
+        assert torch.equal(a, b)
+    assert not staging.exists()  # published: the checkpoints are gone

@@ -40,6 +40,8 @@ expected_counts:
   test: {recordings: 1, supervisions: 1}
 """
 
+HEADERS_ONLY = "; audio checked by headers only, samples not decoded (--samples decodes them)"
+
 
 def tone(num_samples=NUM_SAMPLES, sr=SR):
     t = np.arange(num_samples) / sr
@@ -73,7 +75,7 @@ def test_clean_corpus_has_no_problem(corpus, capsys):
     argv = ["check", str(manifests), "--root", str(audio), "--sources", str(sources)]
     assert main(argv + ["--checksums"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out == [f"0 problems in {manifests} (2 splits: test, train)"]
+    assert out == [f"0 problems in {manifests} (2 splits: test, train)" + HEADERS_ONLY]
 
 
 def test_every_problem_is_reported_with_its_line(corpus):
@@ -117,7 +119,7 @@ def test_every_problem_is_reported_with_its_line(corpus):
     assert len(lines) == len(expected_prefixes) + 1, result.stdout
     for prefix in expected_prefixes:
         assert sum(line.startswith(prefix) for line in lines) == 1, (prefix, result.stdout)
-    assert lines[-1] == f"6 problems in {manifests} (2 splits: test, train)"
+    assert lines[-1] == f"6 problems in {manifests} (2 splits: test, train)" + HEADERS_ONLY
 
 
 def test_malformed_lines_are_all_reported_and_the_rest_checked(corpus):
@@ -220,3 +222,23 @@ def test_usage_errors_exit_2(corpus, tmp_path, capsys):
     assert main(["check", str(empty), "--root", str(audio)]) == 1
     assert "manifests: no <split>_recordings" in capsys.readouterr().out
     assert load_sources(sources).files[0].filename == "sub/a.wav"
+
+
+def test_samples_flag_decodes_every_file_and_names_non_finite_samples(corpus, capsys):
+    audio, manifests, _ = corpus
+    bad = tone()
+    bad[100:110] = np.nan
+    bad[200] = np.inf
+    soundfile.write(audio / "sub" / "b.wav", bad, SR, subtype="FLOAT")
+    argv = ["check", str(manifests), "--root", str(audio)]
+    # The header is valid, so a headers-only check passes and says what it did not look at.
+    assert main(argv) == 0
+    assert capsys.readouterr().out.splitlines()[-1].endswith(HEADERS_ONLY)
+    assert main(argv + ["--samples"]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == [
+        f"{manifests / 'train_recordings.jsonl.gz'}:2: sources[0].samples: "
+        f"{audio / 'sub' / 'b.wav'}: 11 non-finite (NaN or inf) sample(s), the first at frame "
+        "100; expected finite samples",
+        f"1 problem in {manifests} (2 splits: test, train); every audio file decoded",
+    ]

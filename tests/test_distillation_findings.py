@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from audiorepro.experiments.distillation import CHAPTER, Config, findings, mechanisms, table2
+from audiorepro.reporting import config_hash_of
 
 CHANCE = {"mAP@10": 0.01, "R@1": 0.002, "R@5": 0.01, "R@10": 0.02, "train_top1": 0.005}
 """3 × chance mAP@10 = 3 %: a compared run must beat it."""
@@ -15,6 +16,7 @@ CHANCE = {"mAP@10": 0.01, "R@1": 0.002, "R@5": 0.01, "R@10": 0.02, "train_top1":
 def rec(tags: dict, seed: int, map10: float, **metrics: float) -> dict:
     return {
         "chapter": CHAPTER, "page": "04_evaluate", "preset": "smoke", "seed": seed,
+        "config_hash": config_hash_of(Config()),
         "tags": tags, "metrics": {"mAP@10": map10, "R@1": map10 / 2, "R@5": map10,
                                   "R@10": 2 * map10, **metrics},
     }  # fmt: skip
@@ -50,6 +52,7 @@ def ledger() -> list[dict]:
         *runs({"model": "ensemble", "stage": "distilled", "lam": 1.0}, [0.27, 0.28, 0.29]),
         # page 02's measured targets
         {"chapter": CHAPTER, "page": "02_correspondences", "preset": "smoke", "seed": 0,
+         "config_hash": config_hash_of(Config()),
          "tags": {"analysis": "beliefs"},
          "metrics": {"offpair_audio": 0.01, "offpair_caption": 0.02, "offpair_uniform": 0.9,
                      "batch_size": 16.0}},
@@ -87,6 +90,7 @@ def test_nothing_learned_is_inconclusive_whatever_the_difference():
         *runs(stage1("passt"), [0.010, 0.011, 0.012]),
         *runs(distilled("passt"), [0.020, 0.021, 0.022]),  # better, but below 3 %
     ]
+    records = [r | {"config_hash": config_hash_of(config)} for r in records]
     table = findings(records, config, "smoke", CHANCE).set_index("metric")["finding"]
     assert (
         "inconclusive (neither compared run beats the chance floor 3.00)"
@@ -141,6 +145,8 @@ def test_mechanisms_say_what_was_not_measured(missing):
                 and r["tags"].get("stage") == "stage1")
         and not (missing == "beliefs" and r["tags"].get("analysis"))
     ]  # fmt: skip
-    checks = mechanisms(records, Config(sweep_models=("passt",)), "smoke", CHANCE)
+    config = Config(sweep_models=("passt",))
+    records = [r | {"config_hash": config_hash_of(config)} for r in records]
+    checks = mechanisms(records, config, "smoke", CHANCE)
     text = " ".join(checks["measured"]) + " ".join(checks["reading"])
     assert ("run page 01" if missing == "stage1" else "run page 02") in text

@@ -109,6 +109,34 @@ def test_presets_load_and_paper_preset_has_the_papers_values():
         Config(teachers=("passt",), sweep_models=("atst",))
 
 
+def test_paper_preset_trains_every_teacher_20_epochs_and_passt_of_its_own():
+    from audiorepro.experiments import distillation
+
+    paper = load_preset(Config, PRESETS, "paper")
+    assert paper.passt_stage1 == "auto" and paper.stage1_epochs == 20
+    assert paper.retrieval.train.num_epochs == 16  # chapter 01's pretraining differs: own PaSST
+    assert distillation.own_passt_teacher(paper)
+
+    class Captions:  # what _stage1_run asks of the data
+        def training_items(self, corpora, max_items):
+            return [("items", tuple(corpora), max_items)]
+
+    run = distillation._stage1_run(paper, "passt", Captions())
+    assert (run["num_epochs"], run["max_steps"], run["lr"]) == (20, None, 2e-5)
+    assert run["config"].model.audio_encoder == "passt"
+    # smoke and embedded keep chapter 01's pretrained PaSST as their teacher
+    for preset in ("smoke", "embedded"):
+        cfg = load_preset(Config, PRESETS, preset)
+        assert cfg.passt_stage1 == "chapter01" and not distillation.own_passt_teacher(cfg)
+    # auto reuses chapter 01's run when the recipes agree, own always trains
+    same = dataclasses.replace(paper, stage1_epochs=16)
+    assert not distillation.own_passt_teacher(same)
+    assert distillation.own_passt_teacher(dataclasses.replace(same, passt_stage1="own"))
+    assert distillation.own_passt_teacher(dataclasses.replace(same, stage1_steps=10))
+    with pytest.raises(ConfigError, match="passt_stage1"):
+        Config(passt_stage1="both")
+
+
 def test_teacher_configs_swap_only_the_audio_encoder():
     rcfg = load_preset(retrieval.Config, retrieval.PRESETS, "paper")
     dcfg = Config(retrieval=rcfg)

@@ -33,7 +33,7 @@ UPPER_LAYERS = ("audiorepro.training", "audiorepro.experiments")
 
 #: The chapter experiments: imported only from inside it and by these modules.
 EXPERIMENTS = "audiorepro.experiments"
-EXPERIMENTS_IMPORTERS = ("audiorepro.pages",)
+EXPERIMENTS_IMPORTERS = ("audiorepro.pages", "audiorepro.cli")
 
 #: What a book page may import from audiorepro (a module and everything below it).
 PAGE_IMPORTS = (

@@ -7,7 +7,14 @@ import json
 import nbformat
 import pytest
 
-from audiorepro.pages import PageError, book_pages, execute_page, read_page, toc_entries
+from audiorepro.pages import (
+    PageError,
+    book_pages,
+    execute_page,
+    page_parameters,
+    read_page,
+    toc_entries,
+)
 from audiorepro.reporting import read_ledger
 from conftest import REPO
 
@@ -18,10 +25,9 @@ def test_every_page_is_in_the_toc_and_has_a_typed_preset_parameter():
     assert PAGES, "no book pages found"
     for page in PAGES:
         nb = read_page(REPO / page)
-        params = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
-        first = next(line for line in params.source.splitlines() if line.strip())
-        assert first.startswith('preset: str = "embedded"'), (
-            f"{page}: first parameter is {first!r}"
+        first = next(iter(page_parameters(REPO / page).values()))
+        assert (first.name, first.annotation, first.default) == ("preset", "str", "embedded"), (
+            f"{page}: first parameter is {first}"
         )
         assert nb.cells[0].cell_type == "markdown" and nb.cells[0].source.startswith("# "), page
         assert "In this notebook we will" in nb.cells[0].source, page

@@ -5,8 +5,14 @@ from __future__ import annotations
 
 import pytest
 
+from audiorepro.config import replace
 from audiorepro.experiments import retrieval
 from audiorepro.reporting import read_ledger, record_result
+
+
+def _config():
+    """The smoke preset with the three seeds the records below hold."""
+    return replace(retrieval.load_config("smoke"), seeds=(0, 1, 2))
 
 
 def _ledger(tmp_path, stages: dict[str, list[float]]):
@@ -15,7 +21,7 @@ def _ledger(tmp_path, stages: dict[str, list[float]]):
         for seed, v in enumerate(values):
             record_result(
                 retrieval.CHAPTER, "04_evaluate", {"mAP@10": v}, preset="smoke", seed=seed,
-                tags={"stage": stage}, path=path,
+                tags={"stage": stage}, config=_config(), path=path,
             )  # fmt: skip
     return read_ledger(path)
 
@@ -36,14 +42,13 @@ def _verdict(table, claim: str) -> str:
 )
 def test_fine_tuning_finding_has_three_outcomes(tmp_path, pretrain, finetune, outcome):
     records = _ledger(tmp_path, {"pretrain": pretrain, "finetune": finetune})
-    config = retrieval.load_config("smoke")
-    table = retrieval.findings(records, config, "smoke", must_beat=9.0)
+    table = retrieval.findings(records, _config(), "smoke", must_beat=9.0)
     assert f"fine-tuning on ClothoV2 helps: {outcome}" in _verdict(table, "fine-tuning")
 
 
 def test_a_run_below_three_times_chance_makes_the_finding_inconclusive(tmp_path):
     # a large gap, but the pretrained runs (5 %) stay below the 9 % floor
     records = _ledger(tmp_path, {"pretrain": [0.05, 0.05, 0.05], "finetune": [0.3, 0.3, 0.3]})
-    table = retrieval.findings(records, retrieval.load_config("smoke"), "smoke", must_beat=9.0)
+    table = retrieval.findings(records, _config(), "smoke", must_beat=9.0)
     sentence = _verdict(table, "fine-tuning")
     assert "inconclusive" in sentence and "9.00" in sentence

@@ -24,6 +24,7 @@ from audiorepro.experiments.retrieval import (
     evaluate,
     load_data,
     load_trained_state,
+    mechanism_checks,
     run_entry,
     run_training,
     trained_state,
@@ -42,6 +43,14 @@ def test_presets_load_and_paper_preset_has_the_papers_values():
     paper = load_preset(Config, PRESETS, "paper")
     train = paper.train
     assert (train.batch_size, train.lr, train.num_epochs, train.warmup_epochs) == (64, 2e-5, 16, 1)
+    # the cosine ends at salsa's min_lr; smoke and embedded decay to 0 as before
+    assert train.min_lr == 1e-7
+    loop = train.trainer_config(640, seed=0, num_epochs=16, lr=train.lr)
+    assert (loop.schedule, loop.min_lr) == ("cosine", 1e-7)
+    # a learning rate below the floor (fine-tuning) decays no lower than itself
+    assert train.trainer_config(640, seed=0, num_epochs=1, lr=1e-8).min_lr == 1e-8
+    for preset in ("smoke", "embedded"):
+        assert load_preset(Config, PRESETS, preset).train.min_lr == 0.0
     assert (paper.finetune_lr, paper.finetune_epochs, paper.paraphrase_prob) == (8e-6, 5, 0.3)
     model = paper.model
     assert (model.embed_dim, model.tau, model.learnable_tau, paper.max_audio_s) == (
@@ -142,5 +151,49 @@ def test_ablation_configs():
         "wavcaps", "clotho",
     )  # fmt: skip
     assert ablation_config(cfg, "snippet_s", "5.0").model.snippet_frames == 500
+    assert ablation_config(cfg, "snippet_s", "5.0").model.passt_variant == "n"
+
+
+def test_snippet_ablation_runs_on_passt_s20_at_paper():
+    from audiorepro.models.audio_encoders import released_checkpoint
+    from audiorepro.models.passt import PASST_CONFIGS
+
+    paper = load_preset(Config, PRESETS, "paper")
+    assert paper.snippet_variant == "s20" and paper.model.passt_variant == "n"
+    for seconds in paper.snippet_lengths_s:
+        model = ablation_config(paper, "snippet_s", str(seconds)).model
+        assert (model.passt_variant, model.snippet_s) == ("s20", seconds)
+        # every snippet fits the variant's 20 s time encoding (PaSST-N's holds 10 s)
+        assert model.snippet_frames <= PASST_CONFIGS["s20"]["img_size"][1]
+        assert "20sec" in released_checkpoint(model).file_name
+    # the other ablations keep PaSST-N; smoke and embedded keep their variant everywhere
+    assert ablation_config(paper, "corpora", "clotho").model.passt_variant == "n"
+    for preset in ("smoke", "embedded"):
+        cfg = load_preset(Config, PRESETS, preset)
+        assert cfg.snippet_variant is None
+        model = ablation_config(cfg, "snippet_s", "1.0").model
+        assert model.passt_variant == cfg.model.passt_variant
+    cnn = dataclasses.replace(paper, model=dataclasses.replace(paper.model, audio_encoder="cnn14"))
+    assert ablation_config(cnn, "snippet_s", "5.0").model.passt_variant == "n"
+    with pytest.raises(ConfigError, match="snippet_variant"):
+        load_preset(Config, PRESETS, "smoke", snippet_variant="s40")
     with pytest.raises(ValueError, match="unknown ablation"):
         ablation_config(cfg, "depth", "3")
+
+
+def test_mechanism_checks_measure_each_ablation_cause(smoke):
+    cfg, data = smoke
+    checks = mechanism_checks(cfg, data)
+    spread = checks[checks.finding == "a pretrained text encoder beats a random one"]
+    mean = {
+        "pretrained" if "pretrained" in c else "random": float(m.split()[0])
+        for c, m in zip(spread.check, spread.measured, strict=True)
+    }
+    # a random transformer's first-token state hardly depends on the caption
+    assert mean["random"] > 0.95 > mean["pretrained"]
+    params = checks[checks.finding == "PaSST beats CNN14"].measured
+    assert len(params) == 2 and all(int(p.replace(",", "")) > 0 for p in params)
+    assert set(checks.finding) >= {
+        "adding corpora to ClothoV2 helps",
+        "longer snippets beat shorter ones",
+    }

@@ -5,16 +5,19 @@ from __future__ import annotations
 import json
 import os
 
+import numpy as np
 import pytest
 import torch
 
 from audiorepro.paths import runs_dir
 from audiorepro.storage import (
+    ArrayFileError,
     CheckpointError,
     RunStore,
     atomic_write,
     config_hash,
     load_model_weights,
+    load_npz,
     read_json,
     save_model_weights,
 )
@@ -106,3 +109,47 @@ def test_model_weights_round_trip_through_storage(tmp_path):
         assert torch.equal(a, b)
     with pytest.raises(CheckpointError, match=r"2 unexpected key\(s\)"):
         load_model_weights(torch.nn.Sequential(torch.nn.Linear(3, 2)), tmp_path / "m.safetensors")
+
+
+def _npz(path, compressed=False):
+    arrays = {"a": np.arange(4000, dtype=np.float32).reshape(100, 40), "b": np.ones(3)}
+    (np.savez_compressed if compressed else np.savez)(path, **arrays)
+    return arrays
+
+
+def test_load_npz_reads_every_array(tmp_path):
+    arrays = _npz(tmp_path / "x.npz")
+    out = load_npz(tmp_path / "x.npz")
+    assert sorted(out) == ["a", "b"] and all(np.array_equal(out[k], arrays[k]) for k in arrays)
+
+
+@pytest.mark.parametrize(
+    ("damage", "reason"),
+    [
+        ("truncate", "truncated or corrupt"),  # the central directory is gone: BadZipFile
+        ("corrupt", "truncated or corrupt"),  # a damaged array, found only when it is read
+        ("npy", "a single .npy array"),
+        ("missing", "file not found"),
+    ],
+)
+def test_load_npz_errors_name_the_file_and_what_was_expected(tmp_path, damage, reason):
+    path = tmp_path / "feats.npz"
+    if damage == "npy":
+        np.save(tmp_path / "x.npy", np.zeros(3))
+        (tmp_path / "x.npy").rename(path)
+    elif damage != "missing":
+        _npz(path, compressed=damage == "corrupt")
+        data = path.read_bytes()
+        if damage == "truncate":
+            path.write_bytes(data[: len(data) // 2])
+        else:  # flip bytes inside the compressed data of the first member
+            mid = 200
+            path.write_bytes(
+                data[:mid] + bytes(255 - b for b in data[mid : mid + 64]) + data[mid + 64 :]
+            )
+    with pytest.raises(ArrayFileError) as err:
+        load_npz(path, expected="MFCC features of the test set")
+    text = str(err.value)
+    assert text.startswith(f"{path}: ") and reason in text, text
+    assert text.endswith("expected MFCC features of the test set")
+    assert err.value.path == path

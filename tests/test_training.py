@@ -529,6 +529,34 @@ def test_schedule_factors_match_hand_computed_values():
         make_scheduler(optimizer, "cosine", warmup_steps=4, total_steps=3)
 
 
+def test_cosine_and_linear_decay_end_at_the_min_lr_floor(tmp_path):
+    floored = WarmupFactor("cosine", warmup_steps=2, total_steps=6, floor=0.1)
+    plain = WarmupFactor("cosine", warmup_steps=2, total_steps=6)
+    assert [floored(s) for s in range(8)] == pytest.approx(
+        [0.5, 1.0] + [0.1 + 0.9 * plain(s) for s in range(2, 8)]
+    )
+    assert floored(6) == floored(100) == pytest.approx(0.1)
+    assert WarmupFactor("linear", 0, 4, floor=0.5)(2) == pytest.approx(0.75)
+    with pytest.raises(ValueError, match="floor"):
+        WarmupFactor("cosine", 0, 4, floor=1.5)
+    optimizer = torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=2.0)
+    with pytest.raises(ValueError, match="min_lr"):
+        make_scheduler(optimizer, "cosine", warmup_steps=0, total_steps=3, min_lr=3.0)
+    with pytest.raises(ConfigError, match="min_lr"):
+        TrainConfig(lr=1e-3, min_lr=1e-2)
+
+    # through the Trainer: every step above the floor, the schedule's last value is min_lr
+    config = dataclasses.replace(BASE, min_lr=1e-7, grad_accum_steps=1, max_grad_norm=None)
+    model = make_mlp()
+    trainer = Trainer(model, ce_loss, Blobs(), config, progress="none")
+    result = trainer.fit()
+    assert result.final_step == trainer.total_steps == 33
+    assert min(result.lrs) > 1e-7
+    assert trainer.scheduler.get_last_lr()[0] == pytest.approx(1e-7, rel=1e-9)
+    # and it is saved with the schedule, so a resumed run keeps it
+    assert trainer.scheduler.state_dict()["lr_lambdas"][0]["floor"] == pytest.approx(1e-7 / 0.05)
+
+
 # --------------------------------------------------------------------------------------------
 # Non-finite losses and gradients never pass silently
 # --------------------------------------------------------------------------------------------
@@ -593,3 +621,49 @@ def test_skip_mode_drops_the_bad_step_counts_it_and_keeps_weights_finite():
     assert all(torch.isfinite(p).all() for p in model.parameters())
     with pytest.raises(ConfigError, match="on_nonfinite: expected stop | skip"):
         TrainConfig(on_nonfinite="ignore")
+
+
+# --------------------------------------------------------------------------------------------
+# Model selection: the best validation weights are kept beside the final ones
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("on_disk", [False, True])
+def test_keep_best_holds_the_weights_of_the_best_validation_score(tmp_path, on_disk):
+    from audiorepro.training.selection import KeepBest, check_select
+
+    scores = iter([0.2, 0.7, 0.5, float("nan"), 0.6, 0.1])
+    seen = {}
+
+    def eval_fn(model):
+        seen[len(seen) + 1] = {k: v.clone() for k, v in model.state_dict().items()}
+        return {"val_map": next(scores)}
+
+    config = dataclasses.replace(BASE, num_epochs=1, grad_accum_steps=1, eval_every=2)
+    keeper = KeepBest("val_map", mode="max", directory=tmp_path / "best" if on_disk else None)
+    model = make_mlp()
+    trainer = Trainer(
+        model, ce_loss, Blobs(24), config, eval_fn=eval_fn, callbacks=[keeper], progress="none"
+    )
+    result = trainer.fit()
+    assert result.eval_steps == [2, 4, 6] and result.eval_metric("val_map") == [0.2, 0.7, 0.5]
+    assert (keeper.best, keeper.best_step) == (0.7, 4)
+    best = keeper.best_state()
+    for key, value in seen[2].items():  # the second evaluation, at step 4
+        assert torch.equal(best[key], value), key
+    # the trainer's model is the final one, and it differs from the best
+    final = {k: v.clone() for k, v in model.state_dict().items()}
+    assert torch.equal(final["0.weight"], seen[3]["0.weight"])
+    assert not torch.equal(final["0.weight"], best["0.weight"])
+    keeper.restore_best(model)
+    assert torch.equal(model.state_dict()["0.weight"], best["0.weight"])
+    assert keeper.state_dict() == {"best": 0.7, "best_step": 4}
+    assert (tmp_path / "best" / "best_model.safetensors").is_file() == on_disk
+    # NaN never improves; minimising keeps the lowest
+    low = KeepBest("val_loss", mode="min")
+    assert low.improved(1.0) and not low.improved(float("nan"))
+    with pytest.raises(RuntimeError, match="no best weights"):
+        low.best_state()
+    assert check_select("final") == "final"
+    with pytest.raises(ConfigError, match="select: expected best | final"):
+        check_select("last")

@@ -282,3 +282,12 @@ def test_read_word_list_rejects_an_empty_list(tmp_path) -> None:
     (tmp_path / "empty.list").write_text("\n")
     with pytest.raises(SwitchboardFormatError, match="holds no key"):
         read_word_list(tmp_path / "empty.list")
+
+
+def test_a_truncated_feature_file_is_an_error_naming_it(tmp_path) -> None:
+    key = "absolutely_sw02001-A_000123-000245"
+    _write_real(tmp_path, {key: np.zeros((122, 39), np.float32)})
+    path = tmp_path / "swbd.dev.npz"
+    path.write_bytes(path.read_bytes()[:-50])
+    with pytest.raises(SwitchboardFormatError, match=r"swbd\.dev\.npz: not a readable \.npz"):
+        load_word_split(tmp_path, "dev")

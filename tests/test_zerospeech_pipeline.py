@@ -26,7 +26,8 @@ from audiorepro.features import save_audio
 from audiorepro.metrics.abx import abx_error, read_submission_folder
 from audiorepro.metrics.bitrate import bitrate, bitrate_from_submission
 from audiorepro.models.vqvae import VQVAE, VQVAEConfig
-from audiorepro.storage import RunStore
+from audiorepro.reporting import config_hash_of
+from audiorepro.storage import ArrayFileError, RunStore
 
 
 def test_segments_tile_utterances_and_collate_pads():
@@ -125,6 +126,7 @@ def _record(row, seed, abx, rate, language="english"):
         "page": "03_abx_bitrate",
         "preset": "smoke",
         "seed": seed,
+        "config_hash": config_hash_of(Config()),
         "metrics": {"abx_across": abx, "bitrate": rate},
         "tags": {"row": row, "language": language},
     }
@@ -195,6 +197,11 @@ def test_feature_cache_is_keyed_on_content(tmp_path):
     assert len(store.runs("features")) == 1
     save_audio(tmp_path / "b" / "S1_0.wav", np.zeros(1600, np.float32), 16000)
     assert features_key(tmp_path / "a", "mfcc") != features_key(tmp_path / "b", "mfcc")
+    # A truncated cache is an error naming the file and what it should hold, not a BadZipFile.
+    cache = store.runs("features")[0].file("features.npz")
+    cache.write_bytes(cache.read_bytes()[:-100])
+    with pytest.raises(ArrayFileError, match=rf"{cache}: .*expected mfcc features of "):
+        load_features(tmp_path / "a", "mfcc", store)
 
 
 def test_code_segments_merge_runs():

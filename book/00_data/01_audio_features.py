@@ -22,9 +22,11 @@
 #   is how chapter 03's codebook inverter makes audio.
 
 # %% tags=["parameters"]
+from typing import Optional
+
 preset: str = "embedded"  # smoke | embedded | paper
-seed: int | None = None  # seed of the noise segment; None keeps the preset's
-griffin_lim_iters: int | None = None  # Griffin-Lim iterations; None keeps the preset's
+seed: Optional[int] = None  # seed of the noise segment; None keeps the preset's
+griffin_lim_iters: Optional[int] = None  # Griffin-Lim iterations; None keeps the preset's
 
 # %%
 import tempfile

@@ -28,11 +28,13 @@
 # - say plainly what these corpora are, and what they are not, next to the real ones.
 
 # %% tags=["parameters"]
+from typing import Optional
+
 preset: str = "embedded"  # smoke | embedded | paper
-corpus_preset: str | None = None  # smoke | embedded corpora; None keeps the preset's
-seed: int | None = None  # corpus seed; None keeps the preset's
-example: int | None = None  # index of the example utterance and scene; None keeps the preset's
-word: str | None = None  # word whose tokens are played; None keeps the preset's
+corpus_preset: Optional[str] = None  # smoke | embedded corpora; None keeps the preset's
+seed: Optional[int] = None  # corpus seed; None keeps the preset's
+example: Optional[int] = None  # index of the example utterance and scene; None keeps the preset's
+word: Optional[str] = None  # word whose tokens are played; None keeps the preset's
 
 # %%
 import time

@@ -50,7 +50,7 @@ config
 # %%
 runs = retrieval.evaluate_stages(config, data, preset=preset, page="04_evaluate")
 records = reporting.read_ledger()
-retrieval.stage_table(records, preset)
+retrieval.stage_table(records, config, preset)
 
 # %% [markdown]
 # ## Ablations
@@ -138,10 +138,15 @@ retrieval.findings(records, config, preset, must_beat=floor)
 # A finding that does not show is only informative with its mechanism measured. The checks
 # below are computed from the corpus and the models: whether a paraphrase changes anything in
 # the frozen text encoder's space (if a caption and its paraphrase already embed almost
-# identically, swapping them gives the audio side nothing new to learn); how much data each
-# pretraining-corpus setting holds and how much of it one ablation budget sees; how many
-# snippets the evaluation clips hold at each snippet length. The stage-0 table on page 02
-# gives the two audio encoders' tagging quality at equal steps.
+# identically, swapping them gives the audio side nothing new to learn); how far apart two
+# different captions lie in the pretrained and in the random text encoder (a frozen random
+# transformer maps every caption to nearly one direction, so its side of the ablation cannot
+# leave chance, and training it from scratch is beyond this budget); the size of each audio
+# encoder at this scale (the paper's PaSST-N and CNN14 have 86 and 82 million parameters, its
+# Table 2; our tiny PaSST is the smaller one); how much data each pretraining-corpus setting
+# holds and how much of it one ablation budget sees; how many snippets the evaluation clips
+# hold at each snippet length. The stage-0 table on page 02 gives the two audio encoders'
+# tagging quality at equal steps.
 
 # %%
 retrieval.mechanism_checks(config, data)

@@ -22,8 +22,10 @@
 #   later pages reuse them) and measure the ABX error of the MFCC frames themselves.
 
 # %% tags=["parameters"]
+from typing import Optional
+
 preset: str = "embedded"  # smoke | embedded | paper
-seed: int | None = None  # None keeps the preset's
+seed: Optional[int] = None  # None keeps the preset's
 
 # %%
 import numpy as np

@@ -20,9 +20,11 @@
 # - look at how much of the codebook the test set uses, and at the codes of one sentence.
 
 # %% tags=["parameters"]
+from typing import Optional
+
 preset: str = "embedded"  # smoke | embedded | paper
-seed: int | None = None  # None keeps the preset's
-max_steps: int | None = None  # cap on optimizer steps; None keeps the preset's
+seed: Optional[int] = None  # None keeps the preset's
+max_steps: Optional[int] = None  # optimizer steps (the run length); None keeps the preset's
 
 # %%
 import numpy as np

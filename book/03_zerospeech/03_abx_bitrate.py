@@ -23,9 +23,11 @@
 # - set every number beside the paper's and say which findings reproduce.
 
 # %% tags=["parameters"]
+from typing import Optional
+
 preset: str = "embedded"  # smoke | embedded | paper
-seed: int | None = None  # seed of the single-seed rows; None keeps the preset's
-max_steps: int | None = None  # cap on optimizer steps; None keeps the preset's
+seed: Optional[int] = None  # seed of the single-seed rows; None keeps the preset's
+max_steps: Optional[int] = None  # cap on optimizer steps; None keeps the preset's
 
 # %%
 import pandas as pd
@@ -68,7 +70,7 @@ for row in rows:
             results[row.key, s],
             preset=preset,
             seed=s,
-            config=to_dict(trained.model.cfg),
+            config=cfg,
             tags={"row": row.key, "language": "english"},
         )
         records.append(record)
@@ -124,7 +126,7 @@ if cfg.surprise:
         surprise,
         preset=preset,
         seed=cfg.seed,
-        config=to_dict(cfg.model),
+        config=cfg,
         tags={"row": "base", "language": "surprise"},
     )
     records.append(record)

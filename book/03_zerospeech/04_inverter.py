@@ -22,8 +22,10 @@
 # - add the converted sentences to the ZeroSpeech submission.
 
 # %% tags=["parameters"]
+from typing import Optional
+
 preset: str = "embedded"  # smoke | embedded | paper
-seed: int | None = None  # None keeps the preset's
+seed: Optional[int] = None  # None keeps the preset's
 
 # %%
 import numpy as np

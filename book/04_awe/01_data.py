@@ -21,8 +21,10 @@
 #   cross-view discrimination of unseen words possible at all.
 
 # %% tags=["parameters"]
+from typing import Optional
+
 preset: str = "embedded"  # smoke | embedded | paper
-corpus_root: str | None = None  # the word-corpus folder; None keeps the preset's
+corpus_root: Optional[str] = None  # the word-corpus folder; None keeps the preset's
 
 # %%
 import numpy as np

@@ -24,10 +24,12 @@
 # - measure acoustic and cross-view AP on dev and test.
 
 # %% tags=["parameters"]
+from typing import Optional
+
 preset: str = "embedded"  # smoke | embedded | paper
-seed: int | None = None  # seed of this run; None keeps the preset's
-num_epochs: int | None = None  # cap on epochs; None keeps the preset's
-corpus_root: str | None = None  # the word-corpus folder; None keeps the preset's
+seed: Optional[int] = None  # seed of this run; None keeps the preset's
+num_epochs: Optional[int] = None  # cap on epochs; None keeps the preset's
+corpus_root: Optional[str] = None  # the word-corpus folder; None keeps the preset's
 
 # %%
 import pandas as pd

@@ -24,8 +24,10 @@
 # - compare with the paper, finding by finding.
 
 # %% tags=["parameters"]
+from typing import Optional
+
 preset: str = "embedded"  # smoke | embedded | paper
-corpus_root: str | None = None  # the word-corpus folder; None keeps the preset's
+corpus_root: Optional[str] = None  # the word-corpus folder; None keeps the preset's
 
 # %%
 import pandas as pd

@@ -12,6 +12,7 @@ key and lists the valid ones, so a typo in a notebook's parameters cell never pa
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import difflib
 import types
@@ -168,6 +169,26 @@ def merge(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, An
         else:
             out[key] = value
     return out
+
+
+def max_steps_alone(
+    overrides: Mapping[str, Any], sections: tuple[str, ...] = ("train",)
+) -> dict[str, Any]:
+    """``overrides`` (``None`` values dropped, dotted keys nested) in which a training section's
+    ``max_steps`` set without its ``num_epochs`` also lifts ``num_epochs`` to ``max_steps``.
+
+    A preset caps a loop by both epochs and steps; raising only ``max_steps`` would otherwise
+    leave the preset's epochs to stop training first. Every epoch holds at least one step, so
+    ``max_steps`` epochs always reach ``max_steps`` steps; it suits sections whose learning rate
+    does not follow ``num_epochs`` (a constant rate, or a plateau schedule).
+    """
+    nested = merge({}, copy.deepcopy({k: v for k, v in overrides.items() if v is not None}))
+    for name in sections:
+        section = nested.get(name)
+        if isinstance(section, Mapping) and section.get("max_steps") is not None:
+            if section.get("num_epochs") is None:
+                section["num_epochs"] = section["max_steps"]
+    return nested
 
 
 def replace(config: C, **changes: Any) -> C:

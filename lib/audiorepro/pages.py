@@ -13,13 +13,18 @@ tests call :func:`execute_page` on every page under ``preset="smoke"``.
 Command line::
 
     python -m audiorepro.pages list
-    python -m audiorepro.pages build --preset embedded [--only 03_zerospeech]
+    python -m audiorepro.pages build --preset embedded [--only 03_zerospeech] [-p seed 1]
     python -m audiorepro.pages run book/00_data/01_audio_features.py out.ipynb -p preset smoke
     accelerate launch -m audiorepro.pages script book/03_zerospeech/02_train_vqvae.py -p preset paper
 
 ``script`` runs a page's code in this process, as a plain Python program, with the parameters
 cell overridden: that is how a page runs under ``accelerate launch`` on several GPUs, where each
 process executes the page and the training loop shares the work.
+
+Every command checks the given parameters against the page's parameters cell before anything
+runs (:mod:`audiorepro.page_parameters`): an unknown name or a value that does not fit the
+field's annotation is an error naming the page, the field, the expected type and the value, and
+the command exits with status 1.
 """
 
 from __future__ import annotations
@@ -37,6 +42,13 @@ from typing import Any
 
 import yaml
 
+from audiorepro.book_assets import BookAssetError, stage_mathjax
+from audiorepro.page_parameters import (
+    PageParameter,
+    ParameterError,
+    read_parameters,
+    validate_parameters,
+)
 from audiorepro.paths import repo_root
 
 PAGE_GLOB = "book/**/*.py"
@@ -100,6 +112,46 @@ def read_page(page: Path):
     return nb
 
 
+def page_parameters(page: str | Path) -> dict[str, PageParameter]:
+    """The fields of the page's parameters cell (name, annotation, default, help), in order.
+
+    Line numbers (in errors and :attr:`PageParameter.lineno`) are lines of the page file.
+    """
+    page = Path(page)
+    nb = read_page(page)
+    cell = next(c for c in nb.cells if "parameters" in c.get("metadata", {}).get("tags", []))
+    offset = 0
+    if page.suffix == ".py":
+        lines = page.read_text().splitlines()
+        header = next(
+            (
+                i
+                for i, line in enumerate(lines)
+                if line.startswith("# %%") and "parameters" in line
+            ),
+            None,
+        )
+        offset = 0 if header is None else header + 1
+    return read_parameters(cell.source, f"{page} (parameters cell)", line_offset=offset)
+
+
+def check_parameters(page: str | Path, parameters: Mapping[str, Any]) -> None:
+    """Raise :class:`ParameterError` unless every parameter is a field of the page's parameters
+    cell and fits its annotation."""
+    validate_parameters(page_parameters(page), parameters, str(page))
+
+
+def parse_parameters(page: str | Path, pairs: Sequence[Sequence[str]]) -> dict[str, Any]:
+    """Command-line ``-p NAME VALUE`` pairs as values, each read by its field's annotation
+    (:meth:`PageParameter.parse_text`); unknown names are read as YAML and left for
+    :func:`check_parameters` to refuse."""
+    fields = page_parameters(page)
+    return {
+        name: fields[name].parse_text(text) if name in fields else yaml.safe_load(text)
+        for name, text in pairs
+    }
+
+
 def execute_page(
     page: str | Path,
     output: str | Path,
@@ -116,7 +168,8 @@ def execute_page(
         page: the percent-format source, e.g. ``book/00_data/01_audio_features.py``.
         output: where the executed ``.ipynb`` goes (never next to the source).
         preset: injected as the ``preset`` parameter.
-        parameters: further single-field overrides injected into the parameters cell.
+        parameters: further single-field overrides injected into the parameters cell; checked
+            against the page's parameters cell first (:class:`ParameterError`).
         cwd: working directory of the kernel (default: the repository root).
         log_output: stream cell output to this process's log (CI).
         env: extra environment variables for the kernel (e.g. ``AUDIOREPRO_RESULTS``).
@@ -127,10 +180,11 @@ def execute_page(
     page, output = Path(page), Path(output)
     if output.resolve() == page.resolve().with_suffix(".ipynb"):
         raise PageError(f"{output}: the executed copy must not sit next to its source {page}")
+    params = {"preset": preset, **dict(parameters or {})}
+    check_parameters(page, params)
     output.parent.mkdir(parents=True, exist_ok=True)
     source = output.with_name(output.stem + ".source.ipynb")
     nbformat.write(read_page(page), source)
-    params = {"preset": preset, **dict(parameters or {})}
     rerun = ["python", "-m", "audiorepro.pages", "run", str(page), "OUT.ipynb"]
     for key, value in params.items():
         rerun += ["-p", key, str(value)]
@@ -168,8 +222,10 @@ def page_script(page: str | Path, parameters: Mapping[str, Any] | None = None) -
     """The page's code cells as one Python program, overrides assigned after the parameters cell.
 
     IPython magics (``%`` and ``!`` lines) have no meaning outside a kernel; pages do not use
-    them, and a page that does is refused here with the line that has one.
+    them, and a page that does is refused here with the line that has one. The overrides are
+    checked against the parameters cell first (:class:`ParameterError`).
     """
+    check_parameters(page, parameters or {})
     nb = read_page(Path(page))
     chunks = []
     for cell in nb.cells:
@@ -194,7 +250,8 @@ def run_script(page: str | Path, parameters: Mapping[str, Any] | None = None) ->
 
 
 def stage_book(root: Path | None = None, stage: Path | None = None) -> Path:
-    """Copy the book's configuration and markdown into ``stage`` (default ``_build/src``).
+    """Copy the book's configuration and markdown into ``stage`` (default ``_build/src``),
+    and MathJax into its ``_static`` (:func:`audiorepro.book_assets.stage_mathjax`).
 
     Executed notebooks are added by :func:`execute_pages`. ``lib`` is linked in so pages can
     ``literalinclude`` library code with the same relative paths as in the repository.
@@ -212,7 +269,48 @@ def stage_book(root: Path | None = None, stage: Path | None = None) -> Path:
     link = stage / "lib"
     if not link.exists():
         link.symlink_to(root / "lib", target_is_directory=True)
+    config = yaml.safe_load((stage / "_config.yml").read_text()) or {}
+    mathjax_path = ((config.get("sphinx") or {}).get("config") or {}).get("mathjax_path")
+    if not mathjax_path:
+        raise PageError(
+            f"{root / '_config.yml'}: sphinx.config.mathjax_path is not set, so the book would "
+            "load MathJax from a CDN; set it to mathjax/tex-mml-chtml.js"
+        )
+    stage_mathjax(stage, mathjax_path)
     return stage
+
+
+def build_parameters(
+    preset: str,
+    parameters: Mapping[str, Any] | None = None,
+    *,
+    root: Path | None = None,
+    only: Sequence[str] = (),
+) -> dict[Path, dict[str, Any]]:
+    """The parameters of each selected page of a build, checked: ``{page: {name: value}}``.
+
+    Each page gets ``preset`` and those of ``parameters`` that it has a field for. A name that
+    no selected page has, or a value that does not fit a page's annotation, is a
+    :class:`ParameterError`.
+    """
+    root = root or repo_root()
+    given = dict(parameters or {})
+    selected = [p for p in book_pages(root) if not only or any(o in str(p) for o in only)]
+    fields = {page: page_parameters(root / page) for page in selected}
+    known = {name for page_fields in fields.values() for name in page_fields}
+    unknown = [name for name in given if name not in known]
+    if unknown:
+        raise ParameterError(
+            f"no selected page has the parameter(s) {', '.join(map(repr, unknown))} "
+            f"(the selected pages' parameters: {', '.join(sorted(known))})"
+        )
+    per_page = {
+        page: {"preset": preset, **{k: v for k, v in given.items() if k in fields[page]}}
+        for page in selected
+    }
+    for page in selected:
+        validate_parameters(fields[page], per_page[page], str(page))
+    return per_page
 
 
 def execute_pages(
@@ -221,22 +319,29 @@ def execute_pages(
     root: Path | None = None,
     stage: Path | None = None,
     only: Sequence[str] = (),
+    parameters: Mapping[str, Any] | None = None,
     log_output: bool = False,
 ) -> dict[str, float]:
     """Execute every page (or those whose path contains one of ``only``) into the stage.
 
-    Prints one line per page with its time and writes ``page_times.json`` next to the stage,
-    so the README's timing table can be refreshed from a real build.
+    ``parameters`` go to each selected page that has the field (``-p seed 2`` reaches every
+    page with a ``seed``) and are checked before the first page runs: a name that no selected
+    page has, or a value that does not fit a page's annotation, fails the build at once, not an
+    hour in. Prints one line per page with its time and writes ``page_times.json`` next to the
+    stage, so the README's timing table can be refreshed from a real build.
     """
     root = root or repo_root()
     stage = stage or root / STAGE_DIR
+    per_page = build_parameters(preset, parameters, root=root, only=only)
     times: dict[str, float] = {}
-    for page in book_pages(root):
-        if only and not any(o in str(page) for o in only):
-            continue
+    for page in per_page:
         print(f"[book] executing {page} (preset={preset}) ...", flush=True)
         seconds = execute_page(
-            root / page, stage / page.with_suffix(".ipynb"), preset=preset, log_output=log_output
+            root / page,
+            stage / page.with_suffix(".ipynb"),
+            preset=preset,
+            parameters={k: v for k, v in per_page[page].items() if k != "preset"},
+            log_output=log_output,
         )
         times[str(page)] = round(seconds, 1)
         print(f"[book] {page}: {seconds:.1f} s", flush=True)
@@ -255,6 +360,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     build.add_argument("--preset", default="embedded", choices=("smoke", "embedded", "paper"))
     build.add_argument("--only", action="append", default=[], help="substring of page paths")
     build.add_argument("--log-output", action="store_true", help="stream cell output")
+    build.add_argument(
+        "-p",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("NAME", "VALUE"),
+        help="a parameter for every selected page",
+    )
     run = sub.add_parser("run", help="execute one page into one notebook")
     run.add_argument("page")
     run.add_argument("output")
@@ -267,16 +380,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.cmd == "list":
             print("\n".join(str(p) for p in book_pages()))
         elif args.cmd == "build":
-            stage_book()
-            execute_pages(args.preset, only=args.only, log_output=args.log_output)
-        elif args.cmd == "script":
-            run_script(args.page, {name: yaml.safe_load(value) for name, value in args.p})
-        else:
             params = {name: yaml.safe_load(value) for name, value in args.p}
+            # each value is read by the annotation of the selected pages that have the field
+            for page in book_pages() if args.p else []:
+                if not args.only or any(o in str(page) for o in args.only):
+                    fields = page_parameters(repo_root() / page)
+                    pairs = [pair for pair in args.p if pair[0] in fields]
+                    params.update(parse_parameters(repo_root() / page, pairs))
+            build_parameters(args.preset, params, only=args.only)  # before anything is staged
+            stage_book()
+            execute_pages(
+                args.preset, only=args.only, parameters=params, log_output=args.log_output
+            )
+        elif args.cmd == "script":
+            run_script(args.page, parse_parameters(args.page, args.p))
+        else:
+            params = parse_parameters(args.page, args.p)
             preset = params.pop("preset", "embedded")
             seconds = execute_page(args.page, args.output, preset=preset, parameters=params)
             print(f"{args.page}: {seconds:.1f} s -> {args.output}")
-    except PageError as err:
+    except (PageError, ParameterError, BookAssetError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
     return 0

@@ -19,7 +19,7 @@ import shlex
 import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, is_dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from audiorepro.config import to_dict
 from audiorepro.paths import results_dir
 from audiorepro.repro import environment_snapshot
 from audiorepro.storage import config_hash as _config_hash
@@ -82,7 +83,9 @@ def record_result(
         metrics: metric name → value, e.g. ``{"abx_across": 14.2, "bitrate": 412.0}``.
         preset: ``smoke``, ``embedded`` or ``paper``.
         seed: the run's one seed.
-        config: the run's configuration (``audiorepro.config.to_dict(cfg)``).
+        config: the run's configuration (a configuration dataclass, or
+            ``audiorepro.config.to_dict(cfg)``); the tables of a page read only the records of
+            its own resolved configuration (:func:`current_records`).
         command: how to reproduce it; defaults to ``$AUDIOREPRO_COMMAND`` (which
             :mod:`audiorepro.pages` sets to the page and its parameters), else this process's
             command line.
@@ -100,7 +103,7 @@ def record_result(
     if wall_time_s is None:
         wall_time_s, wall_source = now - _last_record_time, "since the previous record"
     _last_record_time = now
-    plain_config = _jsonable(dict(config or {}))
+    plain_config = _plain_config(config)
     if command is None:
         command = os.environ.get(COMMAND_ENV) or shlex.join(sys.argv)
     record = {
@@ -129,6 +132,35 @@ def record_result(
         fh.flush()
         os.fsync(fh.fileno())
     return record
+
+
+def _plain_config(config: Any) -> dict[str, Any]:
+    """A configuration dataclass or mapping (or None) as plain JSON values."""
+    if config is None:
+        return {}
+    if is_dataclass(config) and not isinstance(config, type):
+        config = to_dict(config)
+    if not isinstance(config, Mapping):
+        raise TypeError(f"config must be a mapping or a configuration dataclass, got {config!r}")
+    return _jsonable(dict(config))
+
+
+def config_hash_of(config: Any) -> str:
+    """The ``config_hash`` :func:`record_result` stores for ``config`` (a configuration
+    dataclass or a mapping)."""
+    return _hash_of(_plain_config(config))
+
+
+def current_records(
+    records: Iterable[Mapping[str, Any]], config: Any, seeds: Iterable[int]
+) -> list[Mapping[str, Any]]:
+    """Only the records of the resolved configuration ``config`` (by ``config_hash``) and of
+    ``seeds`` (a page's seed list), in ledger order.
+
+    Every chapter's tables and findings read the ledger through this, so a row of an older
+    preset, of another setting, or of a seed outside the list never shows, however recent.
+    """
+    return select(records, config_hash=config_hash_of(config), seeds=seeds, latest_per_seed=False)
 
 
 def _hash_of(config: Mapping[str, Any]) -> str:

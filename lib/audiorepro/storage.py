@@ -6,6 +6,9 @@ Everything the project writes to disk and reads back goes through these primitiv
 - :func:`write_json`, :func:`read_json`, :func:`save_tensors`, :func:`load_tensors`,
   :func:`fsync_file`, :func:`fsync_dir`, :func:`atomic_write`: single files, flushed to disk and
   published with one rename, so a reader sees the old file or the new one, never half of one.
+- :func:`load_npz`: every array of a NumPy ``.npz`` archive (feature caches, word features),
+  read at once; a missing, truncated or corrupt archive is an :class:`ArrayFileError` naming the
+  file and what was expected, never a bare ``zipfile``, ``zlib`` or ``EOFError``.
 - :func:`save_model_weights`, :func:`load_model_weights`, :func:`check_state_dict`: model weights
   in safetensors (tied tensors stored once), validated key by key and shape by shape on load.
 - :class:`RunStore`: one folder per finished run (a trained model, a feature cache, a teacher
@@ -18,6 +21,10 @@ Everything the project writes to disk and reads back goes through these primitiv
 
   A run is complete when its ``run.json`` exists: it is built in a temporary sibling folder and
   published with one rename, so a run killed halfway leaves nothing a later page would trust.
+  What lets an unfinished run resume (its training checkpoints) lives beside it in
+  ``<kind>/.staging-<hash>/`` (:meth:`RunStore.staging`): kept when a build is killed, so the
+  next call with the same configuration continues from the last checkpoint, and removed once
+  the run is published.
 
 This module sits below ``models/`` and ``training/`` and imports neither.
 """
@@ -30,11 +37,14 @@ import json
 import os
 import shutil
 import uuid
+import zipfile
+import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+import numpy as np
 import torch
 
 from audiorepro.paths import runs_dir
@@ -124,6 +134,52 @@ def load_tensors(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
     except (OSError, ValueError, RuntimeError, SafetensorError) as err:
         raise CheckpointError(f"{path}: not a readable safetensors file ({err})") from err
     return tensors, metadata
+
+
+class ArrayFileError(ValueError):
+    """An ``.npz`` archive is missing, truncated, corrupt or not an ``.npz``.
+
+    Attributes:
+        path: the file.
+        reason: what is wrong, without the path (for errors that name the file their own way).
+    """
+
+    def __init__(self, path: str | Path, reason: str, expected: str) -> None:
+        self.path, self.reason = Path(path), reason
+        super().__init__(f"{path}: {reason}; expected {expected}")
+
+
+# What numpy, zipfile and zlib raise on a truncated or corrupt archive.
+_NPZ_ERRORS = (OSError, EOFError, ValueError, KeyError, zipfile.BadZipFile, zlib.error)
+
+
+def load_npz(
+    path: str | Path, *, expected: str = "a NumPy .npz archive of arrays"
+) -> dict[str, np.ndarray]:
+    """Every array of the ``.npz`` archive at ``path`` (no pickles), read at once.
+
+    ``expected`` says what the file should hold (e.g. ``"word features written by the
+    recipe"``), for the message. A missing file, an archive that is truncated or corrupt
+    anywhere (which numpy would only notice when that array is read), or a file that is not an
+    ``.npz`` raises :class:`ArrayFileError` naming ``path``.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ArrayFileError(path, "file not found", expected)
+    try:
+        archive = np.load(path, allow_pickle=False)
+        if not isinstance(archive, np.lib.npyio.NpzFile):
+            raise ArrayFileError(path, "a single .npy array, not an .npz archive", expected)
+        with archive:
+            return {key: archive[key] for key in archive.files}
+    except _NPZ_ERRORS as err:
+        if isinstance(err, ArrayFileError):
+            raise
+        raise ArrayFileError(
+            path,
+            f"not a readable .npz, truncated or corrupt ({type(err).__name__}: {err})",
+            expected,
+        ) from err
 
 
 def file_sha256(path: str | Path, chunk: int = 1 << 20) -> str:
@@ -259,6 +315,7 @@ def load_model_weights(model: torch.nn.Module, path: str | Path) -> None:
 
 RUN_RECORD = "run.json"
 _TMP_RUN = ".tmp-"
+STAGING = ".staging-"
 
 
 def _plain(value: Any) -> Any:
@@ -371,6 +428,18 @@ class RunStore:
         key = config_hash(plain)
         return Run(self.root / self.chapter / kind / key, kind, key, plain)
 
+    def staging(self, run: Run) -> Path:
+        """The folder (created) where the unfinished ``run`` keeps what lets it resume, e.g. the
+        training loop's checkpoints: ``<kind>/.staging-<key>``.
+
+        It is named by the run's configuration hash, so a call with the same configuration
+        after a killed build finds it again and a changed configuration gets a fresh one; it
+        is never cleared on restart, and :meth:`publish` removes it once the run is complete.
+        """
+        path = run.path.parent / f"{STAGING}{run.key}"
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
     def runs(self, kind: str) -> list[Run]:
         """Every complete run of ``kind``, oldest first."""
         folder = self.root / self.chapter / kind
@@ -388,9 +457,11 @@ class RunStore:
         """Build ``run`` in a temporary folder and publish it with one rename.
 
         If another process published the same run meanwhile, its files are kept and ours are
-        dropped (both come from the same configuration). Under several processes
-        (``accelerate launch``) every process runs ``build`` (training is collective), only the
-        main one publishes, and the others wait for it (a barrier) before they read the run.
+        dropped (both come from the same configuration). Once published, the run's
+        :meth:`staging` folder is removed; if ``build`` raises, it is kept for the next call.
+        Under several processes (``accelerate launch``) every process runs ``build`` (training
+        is collective), only the main one publishes, and the others wait for it (a barrier)
+        before they read the run.
         """
         parent = run.path.parent
         parent.mkdir(parents=True, exist_ok=True)
@@ -413,6 +484,8 @@ class RunStore:
                     if not run.complete:
                         raise
                 fsync_dir(parent)
+                # Complete now: the checkpoints it could have resumed from are no longer needed.
+                shutil.rmtree(parent / f"{STAGING}{run.key}", ignore_errors=True)
         finally:
             if tmp.exists():
                 shutil.rmtree(tmp, ignore_errors=True)

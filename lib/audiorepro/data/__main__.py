@@ -1,8 +1,10 @@
 """Command line for corpus manifests: ``python -m audiorepro.data check ...``.
 
-``check <manifest dir> --root <audio dir> [--sources sources.yaml] [--checksums]`` reads every
-``<split>_recordings.jsonl[.gz]`` and ``<split>_supervisions.jsonl[.gz]`` in the directory and
-prints every problem as ``path:line: field: message``, then a summary line. Exit status: 0 when
+``check <manifest dir> --root <audio dir> [--sources sources.yaml] [--checksums] [--samples]``
+reads every ``<split>_recordings.jsonl[.gz]`` and ``<split>_supervisions.jsonl[.gz]`` in the
+directory and prints every problem as ``path:line: field: message``, then a summary line that
+says whether the audio was checked by its headers only or decoded (``--samples``: every file
+decoded, NaN or infinite samples reported with the file). Exit status: 0 when
 there is no problem, 1 when there is at least one, 2 for a usage error (bad arguments, a
 missing directory, a malformed ``sources.yaml``).
 """
@@ -32,8 +34,9 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
             "Read every <split>_recordings.jsonl[.gz] and <split>_supervisions.jsonl[.gz] in "
             "MANIFEST_DIR; check each line, each audio file's header (sampling rate, samples, "
             "channels), that supervisions lie within their recordings, and, with --sources, "
-            "the corpus sampling rate and the expected counts per split. Prints one problem "
-            "per line as path:line: field: message, then a summary."
+            "the corpus sampling rate and the expected counts per split. Only audio headers "
+            "are read unless --samples. Prints one problem per line as path:line: field: "
+            "message, then a summary."
         ),
     )
     check.add_argument("manifest_dir", type=Path, help="directory holding the manifests")
@@ -55,6 +58,12 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
         help="also verify size and checksums of the sources.yaml files under --root "
         "(needs --sources; reads every byte)",
     )
+    check.add_argument(
+        "--samples",
+        action="store_true",
+        help="also decode every audio file and report undecodable data and NaN or infinite "
+        "samples (reads every byte; without it only headers are checked)",
+    )
     return parser, check
 
 
@@ -74,7 +83,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             check.error(str(err))
 
     problems = check_manifest_dir(
-        args.manifest_dir, args.root, sources=sources, checksums=args.checksums
+        args.manifest_dir,
+        args.root,
+        sources=sources,
+        checksums=args.checksums,
+        samples=args.samples,
     )
     for problem in problems:
         print(problem)
@@ -82,7 +95,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     summary = (
         f"{len(problems)} problem{'s' if len(problems) != 1 else ''} in {args.manifest_dir} "
         f"({len(splits)} split{'s' if len(splits) != 1 else ''}: "
-        f"{', '.join(sorted(splits)) or 'none'})"
+        f"{', '.join(sorted(splits)) or 'none'}); "
+        + (
+            "every audio file decoded"
+            if args.samples
+            else "audio checked by headers only, samples not decoded (--samples decodes them)"
+        )
     )
     print(summary)
     return 1 if problems else 0

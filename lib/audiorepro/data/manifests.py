@@ -46,6 +46,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import soundfile
 
 from audiorepro.data.problems import Problem
@@ -837,13 +838,46 @@ def validate(
     return problems
 
 
-def check_audio(recordings: Sequence[Recording], root: str | os.PathLike[str]) -> list[Problem]:
+SAMPLE_BLOCK = 1 << 18
+"""Frames decoded at a time by :func:`check_samples` (bounded memory on long recordings)."""
+
+
+def check_samples(audio: Path, where: tuple[str, int | None], field: str) -> list[Problem]:
+    """Decode every sample of ``audio``: a problem if it cannot be decoded or holds NaN or
+    infinite samples (their count and the first one's frame index)."""
+    path, line = where
+    bad = first = decoded = 0
+    try:
+        with soundfile.SoundFile(str(audio)) as fh:
+            for block in fh.blocks(blocksize=SAMPLE_BLOCK, dtype="float64", always_2d=True):
+                finite = np.isfinite(block)
+                if not finite.all():
+                    if not bad:
+                        first = decoded + int(np.argmin(finite.all(axis=1)))
+                    bad += int((~finite).sum())
+                decoded += block.shape[0]
+    except (soundfile.SoundFileError, RuntimeError, OSError) as err:
+        return [Problem(path, line, field, f"cannot decode the samples of {audio}: {err}")]
+    if not bad:
+        return []
+    message = (
+        f"{audio}: {bad} non-finite (NaN or inf) sample(s), the first at frame {first}; "
+        "expected finite samples"
+    )
+    return [Problem(path, line, field, message)]
+
+
+def check_audio(
+    recordings: Sequence[Recording], root: str | os.PathLike[str], *, samples: bool = False
+) -> list[Problem]:
     """Check every recording against its audio file's header; every problem, none raised.
 
     Each file source must exist (relative sources are resolved under ``root``), be readable
     by libsndfile (soundfile), and agree with the manifest on sampling rate, number of samples
-    and number of channels. Only headers are read, so this is fast on large corpora; corrupt
-    audio data past a valid header is found by checksums, not here.
+    and number of channels. By default only headers are read, so this is fast on large corpora
+    but blind to the samples (a file full of NaN passes); ``samples=True`` also decodes every
+    file (:func:`check_samples`): undecodable or short data and NaN or infinite samples are
+    problems naming the file.
     """
     problems = []
     for i, rec in enumerate(recordings):
@@ -897,6 +931,8 @@ def check_audio(recordings: Sequence[Recording], root: str | os.PathLike[str]) -
                         f"{audio} has {info.channels}",
                     )
                 )
+            if samples:
+                problems.extend(check_samples(audio, (path, line), f"{field}.samples"))
     return problems
 
 
@@ -950,6 +986,7 @@ def check_manifest_dir(
     root: str | os.PathLike[str],
     sources: CorpusSources | str | os.PathLike[str] | None = None,
     checksums: bool = False,
+    samples: bool = False,
 ) -> list[Problem]:
     """Every problem with a directory of manifests and the audio they describe.
 
@@ -960,6 +997,8 @@ def check_manifest_dir(
     checks the corpus sampling rate and that each split's number of recording and supervision
     lines equals ``expected_counts``; with ``checksums=True`` it checks the downloaded files
     listed in ``files`` under ``root`` (:func:`~audiorepro.data.sources.verify_downloads`).
+    Audio files are checked by their headers only unless ``samples=True``, which decodes every
+    one and reports NaN or infinite samples (:func:`check_audio`).
 
     Raises:
         NotADirectoryError: ``manifest_dir`` is not a directory.
@@ -1022,7 +1061,7 @@ def check_manifest_dir(
         if "recordings" in files:
             # Without a recordings manifest every supervision would also be "unknown".
             problems.extend(validate(recordings, supervisions))
-        problems.extend(check_audio(recordings, root))
+        problems.extend(check_audio(recordings, root, samples=samples))
 
     if sources is not None:
         problems.extend(_check_counts(sources, counts, manifest_dir))

@@ -13,7 +13,7 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +21,7 @@ import torch
 from torch.utils.data import Dataset
 
 from audiorepro.features import linear_spectrogram, load_audio, log_mel, mfcc_features
-from audiorepro.storage import RunStore
+from audiorepro.storage import RunStore, load_npz
 
 __all__ = [
     "FEATURES",
@@ -36,6 +36,7 @@ __all__ = [
     "feature_of",
     "features_key",
     "load_features",
+    "load_wav_features",
 ]
 
 FEATURES = {"mfcc": 39, "logmel": 80}
@@ -83,13 +84,17 @@ def _wavs(folder: Path) -> list[Path]:
     return wavs
 
 
+def _files_key(paths: Mapping[str, Path], feature: str) -> dict[str, object]:
+    content = hashlib.sha1()
+    for name, path in sorted(paths.items()):
+        content.update(f"{name}\t{_file_digest(Path(path))}\n".encode())
+    return {"feature": feature, "version": FEATURES_VERSION, "content": content.hexdigest()}
+
+
 def features_key(folder: str | Path, feature: str) -> dict[str, object]:
     """What defines the features of a folder: the feature, the code's version and one SHA-1 over
     every wav's name and SHA-1 of its bytes (not the folder's path)."""
-    content = hashlib.sha1()
-    for path in _wavs(Path(folder)):
-        content.update(f"{path.stem}\t{_file_digest(path)}\n".encode())
-    return {"feature": feature, "version": FEATURES_VERSION, "content": content.hexdigest()}
+    return _files_key({p.stem: p for p in _wavs(Path(folder))}, feature)
 
 
 def load_features(
@@ -101,12 +106,24 @@ def load_features(
     ``store``, the features are kept as one run of kind ``features`` keyed by
     :func:`features_key`, and computed only the first time.
     """
-    folder = Path(folder)
+    return load_wav_features({p.stem: p for p in _wavs(Path(folder))}, feature, store)
+
+
+def load_wav_features(
+    paths: Mapping[str, str | Path], feature: str, store: RunStore | None = None
+) -> dict[str, np.ndarray]:
+    """``{name: (T, F) float32}`` for the wavs ``{name: path}`` at any sample rate (resampled to
+    16 kHz, 10 ms frames); cached in ``store`` under the files' names and contents, as
+    :func:`load_features`."""
+    paths = {name: Path(p) for name, p in paths.items()}
+    if not paths:
+        raise ValueError("no wav file to compute features of")
     fn = feature_function(feature)
 
     def compute() -> dict[str, np.ndarray]:
         return {
-            p.stem: fn(load_audio(p, sr=SAMPLE_RATE)[0]).astype(np.float32) for p in _wavs(folder)
+            name: fn(load_audio(p, sr=SAMPLE_RATE)[0]).astype(np.float32)
+            for name, p in sorted(paths.items())
         }
 
     if store is None:
@@ -119,10 +136,11 @@ def load_features(
         return {"files": len(out)}
 
     def load(run) -> dict[str, np.ndarray]:
-        with np.load(run.file("features.npz")) as data:
-            return {k: data[k] for k in data.files}
+        return load_npz(
+            run.file("features.npz"), expected=f"{feature} features of {len(paths)} wavs"
+        )
 
-    return store.cached("features", features_key(folder, feature), build, load)
+    return store.cached("features", _files_key(paths, feature), build, load)
 
 
 class SegmentDataset(Dataset):

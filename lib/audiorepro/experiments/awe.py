@@ -20,12 +20,18 @@ composed of the corpus (:class:`~audiorepro.config.CorpusSpec`), the encoders
   03's DTW (:func:`audiorepro.metrics.dtw.pairwise_dtw`);
 - :func:`projection` and :func:`nearest_word_table`, for the figures;
 - :data:`PAPER` and :func:`findings`: the paper's numbers and the paper-vs-ours table.
+- any recordings (``audiorepro awe ...``): :func:`segment_features` and :func:`segments_data`
+  turn the rows of a segments table into :class:`~audiorepro.data.awe.WordSegments`,
+  :func:`lexicon_ids` gives their pronunciations, :func:`train_on_segments` trains through the
+  chapter's own training step into a run folder, :func:`embed_table` and :func:`embeddings_ap`
+  embed a table and score the embeddings.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -35,7 +41,16 @@ import pandas as pd
 import torch
 
 from audiorepro import reporting
-from audiorepro.config import ConfigError, CorpusSpec, field, load_preset, replace, to_dict
+from audiorepro.config import (
+    ConfigError,
+    CorpusSpec,
+    field,
+    from_dict,
+    load_preset,
+    max_steps_alone,
+    replace,
+    to_dict,
+)
 from audiorepro.data.awe import (
     MultiViewDataset,
     WordSegments,
@@ -43,6 +58,15 @@ from audiorepro.data.awe import (
     pad_sequences,
     prepare_split,
 )
+from audiorepro.data.embedded.lexicon import SWITCHBOARD_SYMBOLS
+from audiorepro.data.recordings import (
+    RecordingsError,
+    Segment,
+    cmudict_lexicon,
+    read_lexicon,
+    read_segments,
+)
+from audiorepro.features import load_audio, mfcc_features
 from audiorepro.losses.multiview import DISTANCES, MultiViewContrastiveLoss
 from audiorepro.metrics.average_precision import (
     cross_view_ap,
@@ -65,7 +89,9 @@ from audiorepro.storage import (
 from audiorepro.training.loop import Trainer, TrainResult, resolve_device
 from audiorepro.training.optimizers import adam_factory
 from audiorepro.training.plateau import PlateauTrainConfig
+from audiorepro.training.selection import check_select
 
+SAMPLE_RATE = 16_000
 CHAPTER = "04_awe"
 PRESETS = repo_root() / "book" / CHAPTER / "presets"
 DATA_FORMATS = ("npz", "hdf5")
@@ -104,6 +130,12 @@ class Config:
     table1_heads: int = field(4, help="Table 1: heads of every phoneme encoder (paper: 4)")
     dtw_tokens: int = field(200, help="test tokens of the MFCC + DTW baseline (all pairs)")
     eval_batch_size: int = field(512, help="segments per forward pass when embedding")
+    select: str = field(
+        "best",
+        help="the weights a run evaluates: best (the epoch of the best dev cross-view AP, the "
+        "paper's and agwe-recipe's selection; every preset) | final (the last epoch's). A run "
+        "saves both (model.safetensors, final.safetensors); select does not change the run",
+    )
 
     def __post_init__(self) -> None:
         if self.data_format not in DATA_FORMATS:
@@ -114,13 +146,17 @@ class Config:
             raise ConfigError(f"distance: expected one of {DISTANCES}, got {self.distance!r}")
         if not self.seeds:
             raise ConfigError("seeds: give at least one seed")
+        check_select(self.select, "Config.select")
 
 
 def load_config(preset: str, overrides: Mapping[str, Any] | None = None, **more: Any) -> Config:
     """The chapter's :class:`Config` of ``preset`` (``PRESETS/<preset>.yaml``) with single-field
     overrides, given as a mapping or as keywords; dotted names set nested fields
-    (``{"train.max_steps": 10}``), and ``None`` values are ignored."""
-    return load_preset(Config, PRESETS, preset, **{**dict(overrides or {}), **more})
+    (``{"train.max_steps": 10}``), and ``None`` values are ignored. ``train.max_steps`` set
+    without ``train.num_epochs`` is the run's length (:func:`audiorepro.config.max_steps_alone`)."""
+    return load_preset(
+        Config, PRESETS, preset, **max_steps_alone({**dict(overrides or {}), **more})
+    )
 
 
 # ------------------------------------------------------------------------------- data
@@ -259,16 +295,18 @@ def acoustic_ap_on(
 
 @dataclasses.dataclass
 class AWERun:
-    """A trained model (best dev state loaded) and how it got there.
+    """A trained model (the ``select``-ed state loaded) and how it got there.
 
     Attributes:
-        model: the model with the best dev cross-view AP, in eval mode.
+        model: the model with the best dev cross-view AP (``select: best``) or the final one,
+            in eval mode.
         history: the training history (losses per step, dev metrics per epoch).
         schedule_events: ``(step, event)`` of the plateau schedule ("best", "decay", "stop").
         best_dev: the best dev cross-view AP.
         seed: the run's seed.
         model_config: the encoders' configuration.
         path: the run's folder in the run store.
+        selected: which weights ``model`` holds, ``"best"`` or ``"final"``.
     """
 
     model: MultiViewAWE
@@ -278,6 +316,7 @@ class AWERun:
     seed: int
     model_config: AWEModelConfig
     path: Path
+    selected: str = "best"
 
 
 def run_config(config: Config, data: Mapping[str, WordSegments]) -> dict[str, Any]:
@@ -301,8 +340,16 @@ def _set_threads(config: Config) -> None:
 
 
 def _fit(
-    config: Config, data: Mapping[str, WordSegments], progress: str
-) -> tuple[MultiViewAWE, TrainResult, Any]:
+    config: Config,
+    data: Mapping[str, WordSegments],
+    progress: str,
+    staging: Path | None = None,
+    callbacks: Sequence[Any] = (),
+) -> tuple[MultiViewAWE, TrainResult, Any, dict[str, torch.Tensor]]:
+    """Train; return the model with its best dev state loaded, the history, the plateau
+    schedule and the final weights (a CPU state dict). With ``staging``, checkpoint there
+    after every epoch's evaluation (the best weights too) and continue from the newest
+    checkpoint found there."""
     seed_everything(config.seed)
     model = MultiViewAWE(model_config(config, data))
     loss = MultiViewContrastiveLoss(config.margin, config.loss_k, config.distance)
@@ -321,22 +368,30 @@ def _fit(
     def eval_fn(model: torch.nn.Module) -> dict[str, float]:
         return evaluate(model, dev, config.eval_batch_size)  # type: ignore[arg-type]
 
-    schedule = config.train.callback("crossview_ap", mode="max")
+    best_dir = staging / "best" if staging is not None else None
+    schedule = config.train.callback("crossview_ap", mode="max", directory=best_dir)
+    dataset = MultiViewDataset(data["train"])
+    train_cfg = config.train.trainer_config(config.seed)
+    if staging is not None:  # once per epoch, right after the evaluation the schedule acts on
+        per_epoch = -(-len(dataset) // train_cfg.batch_size)
+        train_cfg = dataclasses.replace(train_cfg, checkpoint_every=per_epoch)
     trainer = Trainer(
         model,
         loss_fn,
-        MultiViewDataset(data["train"]),
-        config.train.trainer_config(config.seed),
+        dataset,
+        train_cfg,
         collate_fn=collate_multiview,
         eval_fn=eval_fn,
         optimizer_factory=adam_factory,
-        callbacks=[schedule],
+        out_dir=staging,
+        callbacks=[schedule, *callbacks],
         progress=progress,
     )
-    result = trainer.fit()
-    best = trainer.unwrapped_model
-    schedule.restore_best(best)
-    return best, result, schedule  # type: ignore[return-value]
+    result = trainer.fit(resume=staging is not None)
+    model = trainer.unwrapped_model
+    final = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
+    schedule.restore_best(model)
+    return model, result, schedule, final  # type: ignore[return-value]
 
 
 def train(
@@ -345,10 +400,12 @@ def train(
     *,
     store: RunStore | None = None,
     progress: str = "none",
+    callbacks: Sequence[Any] = (),
 ) -> AWERun:
     """Train one multi-view model (seed ``config.seed``, at most ``config.train.num_epochs``
-    epochs) and return it with the best dev state loaded, or load it from the run store if it
-    was trained before.
+    epochs) and return it with the ``config.select``-ed state loaded (the best dev cross-view
+    AP's, or the final one), or load it from the run store if it was trained before. The run
+    keeps both states.
 
     Args:
         config: the experiment configuration; variants (sweeps, seeds) via
@@ -356,15 +413,25 @@ def train(
         data: :func:`load_data` output.
         store: where runs are kept (default ``RunStore("04_awe")``).
         progress: the Trainer's progress mode.
+        callbacks: further Trainer callbacks (progress hooks, tests).
+
+    A run killed before it finished continues from its last epoch's checkpoint, kept in the
+    store's staging folder of this configuration (:meth:`RunStore.staging`), when ``train`` is
+    called again with the same configuration; the result equals an uninterrupted run's.
     """
     store = store if store is not None else RunStore(CHAPTER)
     _set_threads(config)
     resolved = model_config(config, data)
+    key = run_config(config, data)
 
     def build(folder: Path) -> dict[str, Any]:
-        model, result, schedule = _fit(config, data, progress)
+        staging = store.staging(store.run("model", key))
+        model, result, schedule, final = _fit(config, data, progress, staging, callbacks)
         best_dev = float(schedule.best) if schedule.best is not None else float("nan")
         save_model_weights(model, folder / "model.safetensors")
+        final_model = MultiViewAWE(resolved)
+        final_model.load_state_dict(final)
+        save_model_weights(final_model, folder / "final.safetensors")
         write_json(
             folder / "history.json",
             {
@@ -377,7 +444,8 @@ def train(
 
     def load(run: Run) -> AWERun:
         model = MultiViewAWE(resolved)
-        load_model_weights(model, run.file("model.safetensors"))
+        name = "model.safetensors" if config.select == "best" else "final.safetensors"
+        load_model_weights(model, run.file(name))
         model.to(resolve_device(config.train.device)).eval()
         saved = read_json(run.file("history.json"))
         return AWERun(
@@ -388,9 +456,10 @@ def train(
             seed=config.seed,
             model_config=resolved,
             path=run.path,
+            selected=config.select,
         )
 
-    return store.cached("model", run_config(config, data), build, load)
+    return store.cached("model", key, build, load)
 
 
 def table1_configs(config: Config) -> list[Config]:
@@ -460,6 +529,13 @@ def sweep(
         )
         rows.append(row)
     return rows
+
+
+def current(records: Sequence[Mapping[str, Any]], config: Config) -> list[Mapping[str, Any]]:
+    """The ledger ``records`` of ``config`` (its ``config_hash``; every evaluation record
+    carries the chapter's configuration) and of its seeds (``seeds`` and ``seed``) only: what
+    the findings read (:func:`audiorepro.reporting.current_records`)."""
+    return reporting.current_records(records, config, (*config.seeds, config.seed))
 
 
 SWEEP_METRICS = ("acoustic_ap", "crossview_ap", "dev_crossview_ap")
@@ -597,6 +673,255 @@ def nearest_word_table(
     return table
 
 
+# ------------------------------------------------------------------------------- any speech
+
+RUN_FILE = "run.json"
+
+
+def lexicon_ids(
+    rows: Sequence[Segment], lexicon: str = "cmudict"
+) -> tuple[dict[str, tuple[str, ...]], dict[str, int]]:
+    """Pronunciations of the words of ``rows`` and the phone ids: ``({word: phones},
+    {phone: id >= 1})``.
+
+    ``lexicon``: ``"cmudict"`` (the bundled CMU dictionary, stress removed; ids of the chapter's
+    45-symbol Switchboard-like set) or the path of a ``WORD PH1 PH2 ...`` file (ids of its
+    phones, sorted). Words are matched case-insensitively; a word the lexicon lacks is an error
+    naming the first table line that has it.
+    """
+    words = sorted({r.word.lower() for r in rows})
+    if lexicon == "cmudict":
+        found = cmudict_lexicon(words)
+        phone_ids = {p: i + 1 for i, p in enumerate(SWITCHBOARD_SYMBOLS)}
+    else:
+        entries = read_lexicon(lexicon)
+        found = {w: entries[w] for w in words if w in entries}
+        phone_ids = {p: i + 1 for i, p in enumerate(sorted({p for w in found for p in found[w]}))}
+    for r in rows:
+        if r.word.lower() not in found:
+            raise RecordingsError(
+                r.source, r.line, f"word: {r.word!r} is not in the lexicon {lexicon!r}"
+            )
+    return found, phone_ids
+
+
+def segment_features(rows: Sequence[Segment], feature_dim: int = 39) -> list[np.ndarray]:
+    """MFCC + Δ + ΔΔ frames (T, feature_dim) float32 of each row: 13 MFCCs with CMVN over the
+    row's whole audio file (16 kHz, 10 ms frames), cut to ``[start, end)`` (the chapter's word
+    corpus does the same over a side)."""
+    by_file: dict[Path, np.ndarray] = {}
+    out = []
+    for r in rows:
+        if r.path not in by_file:
+            wav, _ = load_audio(r.path, SAMPLE_RATE)
+            by_file[r.path] = mfcc_features(wav, SAMPLE_RATE, feature_dim, cmvn=True)
+        feats = by_file[r.path]
+        if r.start is not None:
+            feats = feats[int(round(r.start * 100)) : int(round(r.end * 100))]
+        if feats.shape[0] == 0:
+            raise RecordingsError(r.source, r.line, "start/end: the segment holds no frame")
+        out.append(np.ascontiguousarray(feats, dtype=np.float32))
+    return out
+
+
+def segments_data(
+    rows: Sequence[Segment],
+    pronunciations: Mapping[str, Sequence[str]],
+    phone_ids: Mapping[str, int],
+    *,
+    split: str,
+    feature_dim: int = 39,
+    min_frames: int = 2,
+) -> WordSegments:
+    """The rows of a segments table as the chapter's :class:`~audiorepro.data.awe.WordSegments`
+    (features by :func:`segment_features`; rows shorter than ``min_frames`` are dropped and
+    counted)."""
+    feats = segment_features(rows, feature_dim)
+    keep = [i for i, f in enumerate(feats) if f.shape[0] >= min_frames]
+    if not keep:
+        raise ValueError(f"{split}: every segment is shorter than {min_frames} frames")
+    words = [rows[i].word for i in keep]
+    word_phones = {
+        w: np.asarray([phone_ids[p] for p in pronunciations[w.lower()]], dtype=np.int64)
+        for w in sorted(set(words))
+    }
+    return WordSegments(
+        split=split,
+        keys=[f"{rows[i].where}" for i in keep],
+        words=words,
+        speakers=[rows[i].speaker for i in keep],
+        feats=[feats[i] for i in keep],
+        phones=[word_phones[w] for w in words],
+        word_phones=word_phones,
+        num_phones=max(phone_ids.values()),
+        dropped={"short": len(rows) - len(keep), "out_of_vocabulary": 0},
+    )
+
+
+def hold_out(
+    rows: Sequence[Segment], fraction: float, seed: int
+) -> tuple[list[Segment], list[Segment]]:
+    """``(train, dev)``: about ``fraction`` of the rows (at least 2) held out in pairs of one
+    word, from words with at least 4 rows (so that both sides keep pairs), seeded."""
+    order = np.random.default_rng(seed).permutation(len(rows)).tolist()
+    by_word: dict[str, list[int]] = {}
+    for i in order:
+        by_word.setdefault(rows[i].word, []).append(i)
+    want = max(2, int(round(fraction * len(rows))))
+    held: list[int] = []
+    words = [w for w in sorted(by_word, key=lambda w: -len(by_word[w])) if len(by_word[w]) >= 4]
+    while len(held) < want and words:
+        for w in list(words):
+            held += by_word[w][:2]
+            by_word[w] = by_word[w][2:]
+            if len(by_word[w]) < 4:
+                words.remove(w)
+            if len(held) >= want:
+                break
+    if not held:
+        where = rows[0].source if rows else "segments"
+        raise RecordingsError(
+            where, None, "no word has 4 segments to hold 2 out for development: give --dev"
+        )
+    chosen = set(held)
+    return (
+        [r for i, r in enumerate(rows) if i not in chosen],
+        [r for i, r in enumerate(rows) if i in chosen],
+    )
+
+
+def train_on_segments(
+    segments: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    *,
+    lexicon: str = "cmudict",
+    dev: str | os.PathLike[str] | None = None,
+    dev_fraction: float = 0.1,
+    preset: str = "embedded",
+    overrides: Mapping[str, Any] | None = None,
+    progress: str = "none",
+) -> AWERun:
+    """Train the chapter's multi-view model on the words of a segments table, into ``out``.
+
+    The development rows (the plateau schedule's cross-view AP) are the table ``dev``, or else
+    about ``dev_fraction`` of the rows held out of training (:func:`hold_out`). ``preset`` and
+    ``overrides`` as :func:`load_config` (the corpus section unused). Writes
+    ``out/model.safetensors`` and ``out/run.json``.
+    """
+    config = load_config(preset, overrides)
+    rows = read_segments(segments)
+    if dev is not None:
+        train_rows, dev_rows = rows, read_segments(dev)
+    else:
+        train_rows, dev_rows = hold_out(rows, dev_fraction, config.seed)
+    if len({r.word for r in dev_rows}) == len(dev_rows):
+        raise RecordingsError(
+            dev if dev is not None else segments,
+            None,
+            "the development rows need a word spoken at least twice (same-different AP)",
+        )
+    pronunciations, phone_ids = lexicon_ids(train_rows + dev_rows, lexicon)
+    data = {
+        split: segments_data(
+            split_rows,
+            pronunciations,
+            phone_ids,
+            split=split,
+            feature_dim=config.model.feature_dim,
+            min_frames=config.min_frames,
+        )
+        for split, split_rows in (("train", train_rows), ("dev", dev_rows))
+    }
+    _set_threads(config)
+    model, result, schedule = _fit(config, data, progress)
+    best_dev = float(schedule.best) if schedule.best is not None else float("nan")
+    resolved = model_config(config, data)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    save_model_weights(model, out / "model.safetensors")
+    write_json(
+        out / RUN_FILE,
+        {
+            "kind": "awe",
+            "preset": preset,
+            "config": to_dict(config),
+            "model": to_dict(resolved),
+            "lexicon": str(lexicon),
+            "phones_to_ids": phone_ids,
+            "pronunciations": {w: list(p) for w, p in pronunciations.items()},
+            "best_dev": best_dev,
+            "history": result.to_dict(),
+            "schedule": [list(h) for h in schedule.history],
+        },
+    )
+    return AWERun(
+        model=model.eval(),
+        history=result,
+        schedule_events=list(schedule.history),
+        best_dev=best_dev,
+        seed=config.seed,
+        model_config=resolved,
+        path=out,
+    )
+
+
+def load_run(run: str | os.PathLike[str]) -> tuple[MultiViewAWE, Config]:
+    """The model (eval mode, CPU) and configuration that :func:`train_on_segments` wrote."""
+    run = Path(run)
+    info_path = run / RUN_FILE
+    if not info_path.is_file():
+        raise FileNotFoundError(f"{run}: not an AWE run (no {RUN_FILE}; see `awe train`)")
+    info = read_json(info_path)
+    if info.get("kind") != "awe":
+        raise ValueError(f"{info_path}: kind {info.get('kind')!r}, expected 'awe'")
+    config = from_dict(Config, info["config"], source=str(info_path))
+    model = MultiViewAWE(from_dict(AWEModelConfig, info["model"], source=str(info_path)))
+    load_model_weights(model, run / "model.safetensors")
+    return model.eval(), config
+
+
+def embed_table(
+    run: str | os.PathLike[str], segments: str | os.PathLike[str]
+) -> dict[str, np.ndarray]:
+    """Acoustic embeddings of every row of a segments table (no lexicon needed):
+    ``{"embeddings": (N, D) float32, "labels": (N,) words, "speakers": (N,)}``."""
+    model, config = load_run(run)
+    rows = read_segments(segments)
+    feats = segment_features(rows, config.model.feature_dim)
+    view = WordSegments(
+        split="embed",
+        keys=[r.where for r in rows],
+        words=[r.word for r in rows],
+        speakers=[r.speaker for r in rows],
+        feats=feats,
+        phones=[],
+        word_phones={},
+        num_phones=0,
+        dropped={},
+    )
+    _set_threads(config)
+    emb = embed_segments(model, view, config.eval_batch_size)
+    return {
+        "embeddings": emb,
+        "labels": np.asarray([r.word for r in rows]),
+        "speakers": np.asarray([r.speaker for r in rows]),
+    }
+
+
+def embeddings_ap(path: str | os.PathLike[str]) -> float:
+    """Same-different AP (cosine) of an ``.npz`` with ``embeddings`` (N, D) and ``labels`` (N,)
+    arrays, as :func:`embed_table` writes; a missing file or array is an error naming it."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such embeddings file")
+    with np.load(path, allow_pickle=False) as archive:
+        for name in ("embeddings", "labels"):
+            if name not in archive.files:
+                raise KeyError(f"{path}: no array {name!r} (has {', '.join(archive.files)})")
+        emb, labels = archive["embeddings"], archive["labels"]
+    return float(same_different_ap(emb, labels))
+
+
 # ------------------------------------------------------------------------------- the paper
 
 PAPER: dict[str, dict[Any, float]] = {
@@ -637,8 +962,10 @@ def findings(
     the deepest one collapses in the paper); h = 16 beats the other head counts; the transformer
     beats MFCC + DTW (on the baseline's own pairs when ``on_dtw_pairs``, the chosen models'
     acoustic AP on that subset, is given; DTW has no seed, so one value suffices there);
-    acoustic AP exceeds cross-view AP.
+    acoustic AP exceeds cross-view AP. Only the records of ``config`` and its seeds count
+    (:func:`current`), so a row of an older preset or another setting never shows.
     """
+    records = current(records, config)
 
     def ours(metric: str, tags: Mapping[str, Any]) -> list[float]:
         return reporting.values(records, chapter=CHAPTER, preset=preset, metric=metric, tags=tags)
@@ -757,14 +1084,19 @@ __all__ = [
     "Config",
     "acoustic_ap_on",
     "corpus_root",
+    "current",
     "data_digest",
     "dtw_baseline",
     "embed_segments",
+    "embed_table",
     "embed_words",
+    "embeddings_ap",
     "evaluate",
     "findings",
     "load_config",
+    "lexicon_ids",
     "load_data",
+    "load_run",
     "model_config",
     "nearest_word_table",
     "nearest_words",
@@ -775,9 +1107,12 @@ __all__ = [
     "record_sweep",
     "run_config",
     "seed_configs",
+    "segment_features",
+    "segments_data",
     "sweep",
     "sweep_tags",
     "table1_configs",
     "table2_configs",
     "train",
+    "train_on_segments",
 ]

@@ -6,8 +6,10 @@ The two-stage procedure of paper (b) §3 on top of chapter 01
 1. **Stage 1** (:func:`stage1_teacher`): M dual encoders, PaSST, ATST-Frame and MobileNetV3, each
    with the text encoder, pretrained with L_sup on ClothoV2, AudioCaps and WavCaps through
    chapter 01's :func:`~audiorepro.experiments.retrieval.run_training`. The PaSST teacher *is*
-   chapter 01's pretrained model (the same run in chapter 01's run store) when the
-   configurations agree, so the book trains it once.
+   chapter 01's pretrained model (the same run in chapter 01's run store) at ``passt_stage1:
+   chapter01`` (smoke, embedded), so the book trains it once; at ``auto`` (paper) chapter 02
+   trains a PaSST teacher of its own with the stage-1 recipe (20 epochs, §4.5) whenever
+   chapter 01's pretraining differs from it (chapter 01 pretrains 16 epochs).
 2. **Correspondences** (:func:`teacher_embeddings`, :func:`teacher_ensemble`): every stage-1
    model embeds each training audio and caption of the fine-tuning set once; the stores are
    joined into a :class:`~audiorepro.distillation.TeacherEnsemble` whose rows give any block of
@@ -93,6 +95,7 @@ __all__ = [
     "captions_of_several_clips",
     "chance_levels",
     "claims",
+    "current",
     "distill",
     "encoder_sizes",
     "ensemble_similarity",
@@ -130,6 +133,7 @@ CHAPTER = "02_distillation"
 PRESETS = repo_root() / "book" / CHAPTER / "presets"
 """The chapter's YAML presets: smoke, embedded, paper."""
 TEACHER_MODELS = ("passt", "atst", "mobilenet")
+PASST_STAGE1 = ("chapter01", "own", "auto")
 """The audio encoders of paper (b) §4.2, each paired with the text encoder."""
 
 
@@ -150,8 +154,17 @@ class Config:
     mobilenet_batch_size: int | None = field(
         32, help="MobileNet's batch size (§4.5: 32; None: chapter 01's)."
     )
+    passt_stage1: str = field(
+        "chapter01",
+        help="The PaSST teacher: chapter01 (chapter 01's pretrained run, whatever its recipe; "
+        "smoke, embedded) | own (chapter 02 trains one with the stage-1 recipe below) | auto "
+        "(own when chapter 01's pretraining differs from the stage-1 recipe, else chapter "
+        "01's run; paper, where chapter 01 pretrains 16 epochs and §4.5 20).",
+    )
     stage1_epochs: int | None = field(
-        20, help="Stage-1 epochs of ATST and MobileNet (§4.5: 20; None: chapter 01's)."
+        20,
+        help="Stage-1 epochs of ATST and MobileNet, and of PaSST when it is chapter 02's own "
+        "(§4.5: 20 for every teacher; None: chapter 01's).",
     )
     stage1_steps: int | None = field(
         None,
@@ -198,6 +211,11 @@ class Config:
             raise ConfigError(
                 f"Config.teachers: expected some of {' | '.join(TEACHER_MODELS)}, "
                 f"got {list(self.teachers)}"
+            )
+        if self.passt_stage1 not in PASST_STAGE1:
+            raise ConfigError(
+                f"Config.passt_stage1: expected {' | '.join(PASST_STAGE1)}, "
+                f"got {self.passt_stage1!r}"
             )
         for name in self.sweep_models:
             if name not in self.teachers:
@@ -258,8 +276,24 @@ def stage2_config(config: Config, name: str) -> retrieval.Config:
     )
 
 
+def own_passt_teacher(config: Config) -> bool:
+    """Whether the PaSST teacher is chapter 02's own stage-1 run rather than chapter 01's
+    pretrained model (``passt_stage1``; ``auto``: when the stage-1 recipe, its epochs, steps,
+    captions per corpus or crop, differs from chapter 01's pretraining)."""
+    if config.passt_stage1 != "auto":
+        return config.passt_stage1 == "own"
+    rcfg = config.retrieval
+    return (
+        (config.stage1_epochs or rcfg.train.num_epochs) != rcfg.train.num_epochs
+        or config.stage1_steps is not None
+        or (config.stage1_max_train_items or rcfg.max_train_items) != rcfg.max_train_items
+        or (config.stage1_max_audio_s or rcfg.train_crop_s) != rcfg.train_crop_s
+    )
+
+
 def _stage1_run(config: Config, name: str, data: RetrievalData) -> dict[str, Any]:
-    """What trains stage-1 model ``name`` other than PaSST: its config, captions and budget."""
+    """What trains stage-1 model ``name`` (PaSST: chapter 02's own): its config, captions and
+    budget."""
     tcfg = teacher_config(config, name)
     return dict(
         config=replace(tcfg, train_crop_s=config.stage1_max_audio_s or tcfg.train_crop_s),
@@ -274,7 +308,7 @@ def _stage1_run(config: Config, name: str, data: RetrievalData) -> dict[str, Any
 
 def stage1_entry(config: Config, name: str, seed: int, data: RetrievalData) -> Run:
     """The run-store entry of stage-1 model ``name`` (its key identifies the weights)."""
-    if name == "passt":
+    if name == "passt" and not own_passt_teacher(config):
         return retrieval.pretrain_entry(config.retrieval, seed, data)
     run = _stage1_run(config, name, data)
     run_cfg = retrieval.resolve_pretrained(run.pop("config"), data)
@@ -287,12 +321,13 @@ def stage1_teacher(
     """Stage 1 (paper (b) §3, §4.5): teacher ``name`` pretrained with L_sup on the three corpora.
 
     PaSST is chapter 01's pretrained model (:func:`~audiorepro.experiments.retrieval.pretrain`,
-    the same run). ATST and MobileNet follow the same recipe from their stage-0 weights with
-    ``stage1_steps`` steps (or ``stage1_epochs``), at most ``stage1_max_train_items`` captions
-    per corpus and random crops of ``stage1_max_audio_s`` (evaluation still sees chapter 01's
-    ``max_audio_s``). Trained once, then reloaded.
+    the same run) unless :func:`own_passt_teacher`. ATST and MobileNet (and an own PaSST) follow
+    the same recipe from their stage-0 (or AudioSet) weights with ``stage1_steps`` steps (or
+    ``stage1_epochs``), at most ``stage1_max_train_items`` captions per corpus and random crops
+    of ``stage1_max_audio_s`` (evaluation still sees chapter 01's ``max_audio_s``). Trained
+    once, then reloaded.
     """
-    if name == "passt":
+    if name == "passt" and not own_passt_teacher(config):
         return retrieval.pretrain(config.retrieval, seed, data, **kwargs)
     run = _stage1_run(config, name, data)
     return retrieval.run_training(
@@ -731,10 +766,7 @@ def evaluate_and_record(
         metrics | retrieval.throughput(model) | dict(extra or {}),
         preset=preset,
         seed=seed,
-        config={
-            "distillation": to_dict(config),
-            "retrieval": to_dict(teacher_config(config, name)),
-        },
+        config=to_dict(config),  # the teacher's own config is teacher_config(config, name)
         tags={"model": name} | dict(tags),
     )
     return metrics
@@ -858,6 +890,13 @@ def evaluate_sweep(config: Config, data: RetrievalData, *, preset: str, page: st
 # ------------------------------------------------------------------------------ findings
 
 
+def current(records: Sequence[Mapping[str, Any]], config: Config) -> list[Mapping[str, Any]]:
+    """The ledger ``records`` of ``config`` (its ``config_hash``) and its seeds only: what every
+    table, finding and check of this chapter reads
+    (:func:`audiorepro.reporting.current_records`)."""
+    return reporting.current_records(records, config, config.seeds)
+
+
 def _tags(name: str, stage: str, lam: float | None = None) -> dict[str, Any]:
     return {"model": name, "stage": stage} | ({} if lam is None else {"lam": lam})
 
@@ -892,7 +931,9 @@ def table(
     (λ = ``lam``) and their ensemble, read from the ledger: the evaluation metrics and, for
     stage 1, the training-caption top-1 (so the table shows whether the teachers' ensemble
     beats each model before stage 2). With ``chance`` (:func:`chance_levels`), a last row of
-    chance levels."""
+    chance levels.
+    Only the records of ``config`` count (:func:`current`)."""
+    records = current(records, config)
     rows = []
     if stage1:
         label = (lambda n: f"{n}, stage 1") if distilled else str
@@ -924,7 +965,9 @@ def lambda_sweep(
     records: Sequence[Mapping[str, Any]], config: Config, preset: str
 ) -> pd.DataFrame:
     """mAP@10 (%) per model and λ, mean and std over seeds, with the stage-1 mean of each
-    model (the dotted line of :func:`~audiorepro.plotting.lambda_sweep`)."""
+    model (the dotted line of :func:`~audiorepro.plotting.lambda_sweep`).
+    Only the records of ``config`` count (:func:`current`)."""
+    records = current(records, config)
     rows = []
     for name in config.sweep_models:
         base = _mean(records, preset, _tags(name, "stage1"))
@@ -977,7 +1020,9 @@ def claims(
     the paper says wins (``tags``) and the one it beats (``versus``). Distillation (λ = ``lam``)
     improves each model over its stage-1 model (``kind="distill"``); λ = ``lam`` beats λ = 0
     for each swept model (``"lambda"``); the ensemble of the distilled models beats the best
-    single distilled one (``"ensemble"``, best by the ledger's mean mAP@10)."""
+    single distilled one (``"ensemble"``, best by the ledger's mean mAP@10).
+    Only the records of ``config`` count (:func:`current`)."""
+    records = current(records, config)
     lam = config.lam
     out = []
     for name in config.teachers:
@@ -1014,7 +1059,9 @@ def findings(
     """The paper-vs-ours table: each model before and after distillation, both ensembles, beside
     Table 2, with a verdict on each of :func:`claims`: reproduces, contradicts or inconclusive,
     the latter also when a compared run does not beat 3 × chance mAP@10 (``chance`` from
-    :func:`chance_levels`)."""
+    :func:`chance_levels`).
+    Only the records of ``config`` count (:func:`current`)."""
+    records = current(records, config)
     paper = PAPER["Table 2"]
     row = functools.partial(
         PaperRow, metric="mAP@10", chapter=CHAPTER, scale=100, digits=2, source="Table 2",
@@ -1152,7 +1199,9 @@ def mechanisms(
     X on the evaluation split and on training-caption top-1 (the targets know more than the
     student); for λ = 1 vs λ = 0, how far the batch targets depart from one-hot (page 02's
     :func:`target_summary`); for the ensemble, whether it beats the members' mean and how far
-    the best member leads. Columns: claim, verdict, check, measured, reading."""
+    the best member leads. Columns: claim, verdict, check, measured, reading.
+    Only the records of ``config`` count (:func:`current`)."""
+    records = current(records, config)
     get = functools.partial(
         reporting.values, records, chapter=CHAPTER, preset=preset, metric="mAP@10", scale=100
     )
@@ -1180,7 +1229,9 @@ def mechanisms(
 
 
 def gains(records: Sequence[Mapping[str, Any]], config: Config, preset: str) -> pd.DataFrame:
-    """Distilled − stage 1 mAP@10 per model (percentage points), ours beside the paper's."""
+    """Distilled − stage 1 mAP@10 per model (percentage points), ours beside the paper's.
+    Only the records of ``config`` count (:func:`current`)."""
+    records = current(records, config)
     paper = PAPER["Table 2"]
     return pd.DataFrame(
         [

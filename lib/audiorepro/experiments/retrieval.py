@@ -43,6 +43,7 @@ from audiorepro.features import load_audio
 from audiorepro.metrics.retrieval import retrieval_metrics
 from audiorepro.models.audio_encoders import FRAMES_PER_SECOND
 from audiorepro.models.dual_encoder import DualEncoder, DualEncoderConfig, build_dual_encoder
+from audiorepro.models.passt import PASST_CONFIGS
 from audiorepro.models.text import TextEncoder
 from audiorepro.paths import data_dir, repo_root
 from audiorepro.reporting import PaperRow
@@ -67,6 +68,7 @@ __all__ = [
     "build_model",
     "chance_floor",
     "caption_statistics",
+    "current",
     "embed_captions",
     "embed_recordings",
     "epoch_setter",
@@ -122,8 +124,13 @@ class Training:
     lr: float = field(2e-5, help="Peak learning rate of pretraining (Adam).")
     num_epochs: int = field(16, help="Pretraining epochs (one of them warm-up).")
     warmup_epochs: float = field(1.0, help="Epochs of linear warm-up before the cosine decay.")
+    min_lr: float = field(
+        0.0,
+        help="Where the cosine decay ends (salsa: min_lr = 1e-7, the paper preset's; 0: decays "
+        "to 0, the smoke and embedded presets').",
+    )
     device: str = field("auto", help="auto | cpu | cuda | mps.")
-    mixed_precision: str = field("auto", help="auto | no | bf16 | fp16.")
+    mixed_precision: str = field("auto", help="auto | no | fp32 | bf16 | fp16 (TrainConfig).")
 
     def trainer_config(
         self, num_items: int, *, seed: int, num_epochs: int, lr: float, **changes: Any
@@ -142,6 +149,7 @@ class Training:
             weight_decay=0.0,
             warmup_steps=int(round(self.warmup_epochs * steps_per_epoch)),
             schedule="cosine",
+            min_lr=min(self.min_lr, lr),
             seed=seed,
             device=self.device,
             mixed_precision=self.mixed_precision,
@@ -224,6 +232,13 @@ class Config:
     snippet_lengths_s: tuple[float, ...] = field(
         (2.0, 5.0, 10.0, 15.0), help="Snippet lengths of the Figure 1 analogue (s)."
     )
+    snippet_variant: str | None = field(
+        None,
+        help="PaSST variant of the snippet-length ablation: s20 (paper (a) §3.4: PaSST-S20, whose "
+        "20 s time encoding covers snippets up to 20 s, started from its released checkpoint; "
+        "the paper preset) | another PaSST variant | None (the main model's, smoke and "
+        "embedded). Only PaSST main models switch.",
+    )
     search_queries: tuple[str, ...] = field(
         ("a dog barks", "rain falls on a roof", "someone speaks"),
         help="Typed queries of the search demo.",
@@ -233,6 +248,11 @@ class Config:
         for name in self.pretrain_corpora:
             if name not in ("clotho", "audiocaps", "wavcaps"):
                 raise ConfigError(f"Config.pretrain_corpora: unknown corpus {name!r}")
+        if self.snippet_variant is not None and self.snippet_variant not in PASST_CONFIGS:
+            raise ConfigError(
+                f"Config.snippet_variant: expected None or a PaSST variant "
+                f"({' | '.join(PASST_CONFIGS)}), got {self.snippet_variant!r}"
+            )
         if not 0.0 <= self.paraphrase_prob <= 1.0:
             raise ConfigError(
                 f"Config.paraphrase_prob: expected [0, 1], got {self.paraphrase_prob}"
@@ -910,7 +930,9 @@ pretraining corpora (Table 4), snippet length (Figure 1)."""
 
 def ablation_config(config: Config, kind: str, setting: str) -> Config:
     """``config`` with one factor changed. ``setting``: ``passt``/``cnn14``/``cnn10``,
-    ``pretrained``/``random``, ``+``-joined corpora, or a snippet length in seconds."""
+    ``pretrained``/``random``, ``+``-joined corpora, or a snippet length in seconds (with a
+    PaSST main model and ``snippet_variant`` set, every snippet length runs on that variant,
+    PaSST-S20 in the paper)."""
     if kind == "audio_encoder":
         return replace(config, **{"model.audio_encoder": setting})
     if kind == "text_encoder":
@@ -920,7 +942,10 @@ def ablation_config(config: Config, kind: str, setting: str) -> Config:
     if kind == "corpora":
         return replace(config, pretrain_corpora=tuple(setting.split("+")))
     if kind == "snippet_s":
-        return replace(config, **{"model.snippet_s": float(setting)})
+        changes: dict[str, Any] = {"model.snippet_s": float(setting)}
+        if config.snippet_variant is not None and config.model.audio_encoder == "passt":
+            changes["model.passt_variant"] = config.snippet_variant
+        return replace(config, **changes)
     raise ValueError(f"unknown ablation {kind!r}; known: {', '.join(ABLATIONS)}")
 
 
@@ -978,8 +1003,16 @@ def run_ablations(config: Config, data: RetrievalData, *, preset: str, page: str
 # ------------------------------------------------------------------------------ findings
 
 
-def stage_table(records: Sequence[Mapping[str, Any]], preset: str) -> pd.DataFrame:
-    """The main system stage by stage (Table 3 analogue), mean ± std over seeds in %."""
+def current(records: Sequence[Mapping[str, Any]], config: Config) -> list[Mapping[str, Any]]:
+    """The ledger ``records`` of ``config`` (its ``config_hash``) and its seeds only: what every
+    table and finding of this chapter reads (:func:`audiorepro.reporting.current_records`)."""
+    return reporting.current_records(records, config, config.seeds)
+
+
+def stage_table(records: Sequence[Mapping[str, Any]], config: Config, preset: str) -> pd.DataFrame:
+    """The main system stage by stage (Table 3 analogue), mean ± std over ``config``'s seeds in
+    %, from the records of ``config`` only."""
+    records = current(records, config)
     rows = [
         ("PaSST, pretrained on all corpora", {"stage": "pretrain"}),
         ("+ fine-tuned on ClothoV2", {"stage": "finetune"}),
@@ -993,7 +1026,8 @@ def stage_table(records: Sequence[Mapping[str, Any]], preset: str) -> pd.DataFra
 def ablation_table(
     records: Sequence[Mapping[str, Any]], config: Config, preset: str, kind: str
 ) -> pd.DataFrame:
-    """One ablation's settings, mean ± std over seeds in %."""
+    """One ablation's settings, mean ± std over seeds in %, from the records of ``config``."""
+    records = current(records, config)
     settings = ablation_settings(config)[kind]
     label = (lambda v: f"{v} s") if kind == "snippet_s" else str
     rows = [(label(v), {"ablation": kind, "setting": v}) for v in settings]
@@ -1011,7 +1045,8 @@ def training_table(
 ) -> pd.DataFrame:
     """Did every compared run learn, on one budget? Per stage and ablation setting: optimizer
     steps, final NT-Xent loss (ln(batch size) is the loss of a model that learned nothing),
-    steps/s and clips/s, mean ± std over seeds."""
+    steps/s and clips/s, mean ± std over seeds (records of ``config`` only)."""
+    records = current(records, config)
     rows = [(stage, {"stage": stage}) for stage in STAGES]
     for kind, settings in ablation_settings(config).items():
         rows += [(f"{kind} = {v}", {"ablation": kind, "setting": v}) for v in settings]
@@ -1025,7 +1060,9 @@ def training_table(
 def snippet_curve(
     records: Sequence[Mapping[str, Any]], config: Config, preset: str
 ) -> tuple[list[float], list[float], list[float]]:
-    """The Figure 1 analogue: snippet lengths (s), mAP@10 means and stds over seeds (%)."""
+    """The Figure 1 analogue: snippet lengths (s), mAP@10 means and stds over seeds (%), from
+    the records of ``config``."""
+    records = current(records, config)
     settings = ablation_settings(config)["snippet_s"]
     stats = [
         reporting.mean_std(
@@ -1059,6 +1096,15 @@ def mechanism_checks(config: Config, data: RetrievalData) -> pd.DataFrame:
             "measured": f"{(a * b).sum(-1).mean():.3f} (vs {(a * shuffled).sum(-1).mean():.3f})",
         })  # fmt: skip
         save_text_caches()
+    rows += _text_encoder_spread(config, data)
+    for name in ("passt", "cnn14"):
+        cfg = ablation_config(config, "audio_encoder", name)
+        audio = build_model(replace(cfg, **{"model.audio_pretrained": None}), 0).audio_encoder
+        rows.append({
+            "finding": "PaSST beats CNN14",
+            "check": f"trainable parameters of the {name} audio encoder at this scale",
+            "measured": f"{sum(p.numel() for p in audio.parameters() if p.requires_grad):,}",
+        })  # fmt: skip
     batch = config.train.batch_size
     budget = (config.ablation_steps or 0) * batch
     for combo in config.corpus_combinations:
@@ -1080,6 +1126,31 @@ def mechanism_checks(config: Config, data: RetrievalData) -> pd.DataFrame:
                         f"(clips {min(lengths):.1f}-{max(lengths):.1f} s)",
         })  # fmt: skip
     return pd.DataFrame(rows)
+
+
+def _text_encoder_spread(config: Config, data: RetrievalData, n: int = 256) -> list[dict]:
+    """How far apart the first ``n`` distinct training captions lie in the pretrained and the
+    random text encoder of the ablation: the mean cosine between two different captions. An
+    encoder that puts every caption in nearly one direction gives the projection nothing to
+    separate, whatever the audio side learns."""
+    captions = list(dict.fromkeys(i.caption for i in data.finetune))[:n]
+    rows = []
+    for setting in ("pretrained", "random"):
+        cfg = ablation_config(config, "text_encoder", setting)
+        cfg = replace(cfg, **{"model.audio_pretrained": None})
+        text = build_model(cfg, config.seeds[0]).text_encoder.eval()
+        with torch.no_grad():
+            emb = torch.nn.functional.normalize(text(captions).float(), dim=-1)
+        cos = emb @ emb.T
+        off = cos[~torch.eye(len(captions), dtype=torch.bool)]
+        rows.append({
+            "finding": "a pretrained text encoder beats a random one",
+            "check": f"cosine of two different training captions, {setting} text encoder",
+            "measured": f"{off.mean():.3f} on average (min {off.min():.3f}, "
+                        f"{len(captions)} captions)",
+        })  # fmt: skip
+    save_text_caches()
+    return rows
 
 
 PAPER: dict[str, dict[str, float | None]] = {
@@ -1128,14 +1199,14 @@ def findings(
     """The paper-vs-ours table: every value of :data:`PAPER` the preset ran, beside the ledger's
     mean ± std over seeds, with the verdict on each of the paper's claims. ``must_beat`` (in %,
     e.g. :func:`chance_floor`'s three times chance) is the mAP@10 both compared runs must
-    exceed, else the claim is inconclusive: a run at chance tests nothing."""
+    exceed, else the claim is inconclusive: a run at chance tests nothing. Only the records of
+    ``config`` and its seeds count (:func:`current`)."""
+    records = current(records, config)
     t3, t4 = PAPER["Table 3"], PAPER["Table 4"]
     ab, tx, co, sn = (
         {"ablation": k} for k in ("audio_encoder", "text_encoder", "corpora", "snippet_s")
     )
-    row = functools.partial(
-        PaperRow, chapter=CHAPTER, scale=100, digits=2, must_beat=must_beat
-    )
+    row = functools.partial(PaperRow, chapter=CHAPTER, scale=100, digits=2, must_beat=must_beat)
     rows = [
         row("mAP@10, pretrained (PaSST-N + roberta-large)", "mAP@10", t3["pretrain mAP@10"],
             tags={"stage": "pretrain"}, source="Table 3"),

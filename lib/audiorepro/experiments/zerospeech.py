@@ -19,6 +19,11 @@ The pages of ``book/03_zerospeech`` call these one line at a time:
   turns any utterance into that voice through its units and Griffin-Lim;
 - :func:`export_submission` writes a ZeroSpeech 2019 submission folder and
   :func:`score_submission` scores it from its files.
+- any folder of recordings (``audiorepro units ...`` / ``audiorepro abx ...``):
+  :func:`fit_vqvae` trains on feature arrays (the chapter's :func:`train_vqvae` goes through
+  it), :func:`train_units` on a folder of wavs into a run folder, :func:`encode_units` writes
+  one ZeroSpeech 2019 ``.txt`` per wav, :func:`abx_items` writes word items from a segments
+  table.
 
 Every trained model and feature file is one run of ``RunStore("03_zerospeech")``, keyed by what
 defines it: the VQ-VAE by its model and training sections, seed and the training features'
@@ -41,13 +46,25 @@ import torch
 import yaml
 
 from audiorepro import reporting
-from audiorepro.config import CorpusSpec, field, load_preset, replace, to_dict
+from audiorepro.config import (
+    ConfigError,
+    CorpusSpec,
+    field,
+    from_dict,
+    load_preset,
+    max_steps_alone,
+    replace,
+    to_dict,
+)
 from audiorepro.data.recipes.zerospeech import (
+    AbxItem,
     read_bitrate_filelist,
     read_item_file,
     read_synthesis_list,
     speaker_of,
+    write_item_file,
 )
+from audiorepro.data.recordings import RecordingsError, find_wavs, read_segments, speakers_of
 from audiorepro.data.speech_segments import (
     FEATURES,
     HOP_S,
@@ -58,9 +75,11 @@ from audiorepro.data.speech_segments import (
     collate_segments,
     feature_of,
     features_key,
+    load_wav_features,
 )
 from audiorepro.data.speech_segments import load_features as _features
 from audiorepro.features import (
+    audio_info,
     griffin_lim,
     linear_spectrogram,
     load_audio,
@@ -94,13 +113,19 @@ __all__ = [
     "TrainSection",
     "TrainedInverter",
     "TrainedVQVAE",
+    "UnitsRun",
     "abx",
+    "abx_error",
+    "abx_items",
     "ablation_rows",
+    "current",
     "code_segments",
     "encode_files",
+    "encode_units",
     "evaluate",
     "export_submission",
     "findings",
+    "fit_vqvae",
     "griffin_lim",
     "language_dir",
     "linear_spectrogram",
@@ -108,6 +133,7 @@ __all__ = [
     "load_config",
     "load_data",
     "load_features",
+    "load_units",
     "read_bitrate_filelist",
     "read_item_file",
     "relative_time_abx",
@@ -122,6 +148,7 @@ __all__ = [
     "synthesis_targets",
     "synthesis_voices",
     "train_inverter",
+    "train_units",
     "train_vqvae",
 ]
 
@@ -202,8 +229,11 @@ class Config:
 def load_config(preset: str, overrides: Mapping[str, Any] | None = None, **more: Any) -> Config:
     """The chapter's :class:`Config` of ``preset`` (``PRESETS/<preset>.yaml``) with single-field
     overrides, given as a mapping or as keywords; dotted names set nested fields
-    (``{"train.max_steps": 10}``), and ``None`` values are ignored."""
-    return load_preset(Config, PRESETS, preset, **{**dict(overrides or {}), **more})
+    (``{"train.max_steps": 10}``), and ``None`` values are ignored. A section's ``max_steps``
+    set without its ``num_epochs`` is the run's length: the preset's epochs no longer stop it
+    first (:func:`audiorepro.config.max_steps_alone`; the learning rate is constant)."""
+    values = max_steps_alone({**dict(overrides or {}), **more}, ("train", "inverter_train"))
+    return load_preset(Config, PRESETS, preset, **values)
 
 
 def store() -> RunStore:
@@ -223,6 +253,15 @@ def language_dir(config: Config, language: str = "english") -> Path:
         from audiorepro.data.embedded.generate import ensure_corpora
 
         out = None if spec.root is None else spec.resolve(data_dir())
+        if out is not None:
+            own = [name for name in ("english", "surprise") if (out / name).is_dir()]
+            if own:
+                raise ConfigError(
+                    f"corpus.root = {spec.root!r} holds a ZeroSpeech 2019 folder ({own[0]}/), "
+                    f"but corpus.kind is {spec.kind!r}: the generated corpus would go to "
+                    f"{out / 'zerospeech'} and yours would be ignored. Set corpus.kind=paper "
+                    "to read it, or give a root for the generated corpus"
+                )
         paths = ensure_corpora(spec.kind, spec.seed, out=out, only=("zerospeech",), verbose=False)
         root = Path(paths["zerospeech"])
     path = root / language
@@ -319,37 +358,12 @@ def train_vqvae(
         "data": data.key,
         "version": RUNS_VERSION,
     }
-    seed_everything(seed)
-    model = VQVAE(model_cfg, n_speakers=len(speakers))
     trained: dict[str, Any] = {}
 
     def build(tmp: Path) -> dict[str, Any]:
-        stacked = np.concatenate(data.feats)
-        model.set_normalization(
-            torch.from_numpy(stacked.mean(0)), torch.from_numpy(stacked.std(0))
+        trained["model"], history = fit_vqvae(
+            config.train, model_cfg, data.feats, data.speakers, seed, progress=progress
         )
-        index = {s: i for i, s in enumerate(speakers)}
-        dataset = SegmentDataset(
-            data.feats, [index[s] for s in data.speakers], config.train.segment_frames
-        )
-        trainer = Trainer(
-            model,
-            _vqvae_step,
-            dataset,
-            train_cfg,
-            collate_fn=collate_segments,
-            optimizer_factory=lambda m, c: torch.optim.Adam(m.parameters(), lr=c.lr),
-            progress=progress,
-        )
-        with single_thread():
-            result = trainer.fit()
-        trained["model"] = trainer.unwrapped_model.cpu().eval()
-        history = {
-            "step": result.steps,
-            "loss": result.losses,
-            **dict(result.step_metrics.items()),
-            "wall_time_s": result.wall_time_s,
-        }
         save_model_weights(trained["model"], tmp / "model.safetensors")
         write_json(tmp / "history.json", history)
         return {"speakers": speakers}
@@ -358,12 +372,62 @@ def train_vqvae(
         if "model" in trained:
             net = trained["model"]
         else:
-            load_model_weights(model, run.file("model.safetensors"))
-            net = model.eval()
+            seed_everything(seed)  # the global generators as after training, for what follows
+            net = VQVAE(model_cfg, n_speakers=len(speakers))
+            load_model_weights(net, run.file("model.safetensors"))
+            net.eval()
         history = read_json(run.file("history.json"))
         return TrainedVQVAE(net, history, speakers, seed, "model" not in trained)
 
     return store().cached("vqvae", key, build, load)
+
+
+def fit_vqvae(
+    train: TrainSection,
+    model_cfg: VQVAEConfig,
+    feats: Sequence[np.ndarray],
+    speakers: Sequence[str],
+    seed: int,
+    progress: str = "none",
+) -> tuple[VQVAE, dict[str, Any]]:
+    """Train a new VQ-VAE on utterances ``feats`` (each (T, F)) spoken by ``speakers``.
+
+    Arrays in, model out: the chapter's :func:`train_vqvae` and ``audiorepro units train`` both
+    train through it. The input normalisation is the features' mean and standard deviation;
+    the decoder learns one embedding per distinct speaker (sorted). Returns the model (CPU,
+    eval mode) and its history (``step``, ``loss``, the loss terms, ``wall_time_s``).
+    """
+    if not feats:
+        raise ValueError("fit_vqvae: no training utterance")
+    names = sorted(set(speakers))
+    seed_everything(seed)
+    model = VQVAE(model_cfg, n_speakers=len(names))
+    stacked = np.concatenate(feats)
+    model.set_normalization(torch.from_numpy(stacked.mean(0)), torch.from_numpy(stacked.std(0)))
+    index = {s: i for i, s in enumerate(names)}
+    dataset = SegmentDataset(feats, [index[s] for s in speakers], train.segment_frames)
+    if len(dataset) == 0:
+        raise ValueError(
+            "fit_vqvae: every utterance is shorter than the shortest training segment (8 frames)"
+        )
+    trainer = Trainer(
+        model,
+        _vqvae_step,
+        dataset,
+        train.loop(seed),
+        collate_fn=collate_segments,
+        optimizer_factory=lambda m, c: torch.optim.Adam(m.parameters(), lr=c.lr),
+        progress=progress,
+    )
+    with single_thread():
+        result = trainer.fit()
+    history = {
+        "step": result.steps,
+        "loss": result.losses,
+        **dict(result.step_metrics.items()),
+        "wall_time_s": result.wall_time_s,
+    }
+    return trainer.unwrapped_model.cpu().eval(), history
 
 
 @torch.no_grad()
@@ -681,6 +745,162 @@ def relative_time_abx(test_dir: Path, lang_dir: Path) -> float:
     return abx_error(test_dir, relative)
 
 
+# ---------------------------------------------------------------------------------- any speech
+
+RUN_FILE = "run.json"
+TIMES = ("auto", "relative", "seconds")
+
+
+@dataclass
+class UnitsRun:
+    """A VQ-VAE trained on a folder of recordings (``audiorepro units train``) and its folder."""
+
+    model: VQVAE
+    config: Config
+    speakers: list[str]
+    feature: str
+    history: dict[str, Any]
+    path: Path
+
+    @property
+    def frame_shift(self) -> float:
+        """Seconds between two code frames (stride × 10 ms)."""
+        return self.model.cfg.stride * HOP_S
+
+
+def train_units(
+    audio: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    *,
+    speaker_of: str = "prefix",
+    preset: str = "embedded",
+    overrides: Mapping[str, Any] | None = None,
+    progress: str = "none",
+) -> UnitsRun:
+    """Train the chapter's VQ-VAE on every wav under ``audio`` (any sample rate) into ``out``.
+
+    ``speaker_of``: ``prefix``, ``parent`` or a ``MAP.tsv`` (:func:`audiorepro.data.recordings.
+    speakers_of`); ``preset`` and ``overrides`` (``{"train.max_steps": 200}``) as
+    :func:`load_config`, the corpus section unused. Writes ``out/model.safetensors`` and
+    ``out/run.json`` (configuration, speakers, feature, history).
+    """
+    config = load_config(preset, overrides)
+    wavs = find_wavs(audio)
+    speakers = speakers_of(wavs, speaker_of, audio)
+    feature = feature_of(config.model.input_dim)
+    feats = load_wav_features(wavs, feature, store())
+    names = sorted(feats)
+    model, history = fit_vqvae(
+        config.train,
+        config.model,
+        [feats[n] for n in names],
+        [speakers[n] for n in names],
+        config.seed,
+        progress=progress,
+    )
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    save_model_weights(model, out / "model.safetensors")
+    spk = sorted(set(speakers.values()))
+    write_json(
+        out / RUN_FILE,
+        {
+            "kind": "units",
+            "preset": preset,
+            "config": to_dict(config),
+            "speakers": spk,
+            "feature": feature,
+            "audio": str(Path(audio).resolve()),
+            "files": len(names),
+            "history": history,
+        },
+    )
+    return UnitsRun(model, config, spk, feature, history, out)
+
+
+def load_units(run: str | os.PathLike[str]) -> UnitsRun:
+    """The :class:`UnitsRun` that :func:`train_units` wrote to the folder ``run``."""
+    run = Path(run)
+    info_path = run / RUN_FILE
+    if not info_path.is_file():
+        raise FileNotFoundError(f"{run}: not a units run (no {RUN_FILE}; see `units train`)")
+    info = read_json(info_path)
+    if info.get("kind") != "units":
+        raise ValueError(f"{info_path}: kind {info.get('kind')!r}, expected 'units'")
+    config = from_dict(Config, info["config"], source=str(info_path))
+    model = VQVAE(config.model, n_speakers=len(info["speakers"]))
+    load_model_weights(model, run / "model.safetensors")
+    return UnitsRun(
+        model.eval(), config, list(info["speakers"]), info["feature"], info["history"], run
+    )
+
+
+def encode_units(
+    run: UnitsRun | str | os.PathLike[str],
+    audio: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    what: str = "vectors",
+) -> dict[str, np.ndarray]:
+    """Write one ZeroSpeech 2019 ``<out>/<file>.txt`` per wav under ``audio``: one line per code
+    frame (``run.frame_shift`` apart), the codebook vector (``what="vectors"``) or the code
+    one-hot (``"codes"``; never one integer per line, which the 2019 loader drops).
+
+    Returns ``{file: codes (T',)}``.
+    """
+    if what not in ("vectors", "codes"):
+        raise ValueError(f"what must be vectors or codes, got {what!r}")
+    run = run if isinstance(run, UnitsRun) else load_units(run)
+    feats = load_wav_features(find_wavs(audio), run.feature, store())
+    codes, vectors = encode_files(run.model, feats)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    for name in sorted(codes):
+        text = (
+            _vector_lines(vectors[name])
+            if what == "vectors"
+            else _one_hot_lines(codes[name], run.model.cfg.codebook_size)
+        )
+        (out / f"{name}.txt").write_text(text)
+    return codes
+
+
+def abx_items(
+    segments: str | os.PathLike[str], out: str | os.PathLike[str], times: str = "auto"
+) -> tuple[Path, str]:
+    """Write an ABX item file of whole-segment word items from a segments table.
+
+    Each row of ``segments`` (:func:`audiorepro.data.recordings.read_segments`) is one item:
+    ``#file`` the wav's stem, ``#phone`` the word, no context (``-`` ``-``), its speaker.
+    ``times``: ``relative`` (whole files only, ``0 1``: the 2019 frame rule, score without a
+    frame shift), ``seconds`` (score with the features' frame shift) or ``auto`` (relative when
+    every row is a whole file). Returns ``(path, times used)``.
+    """
+    if times not in TIMES:
+        raise ValueError(f"times must be one of {TIMES}, got {times!r}")
+    rows = read_segments(segments)
+    partial = [r for r in rows if r.start is not None]
+    if times == "auto":
+        times = "seconds" if partial else "relative"
+    if times == "relative" and partial:
+        raise RecordingsError(
+            partial[0].source,
+            partial[0].line,
+            "start/end: relative times hold whole files only (the 2019 frame rule); write "
+            "seconds (--times seconds) and score with --frame-shift",
+        )
+    items = []
+    for r in rows:
+        if times == "relative":
+            onset, offset = 0.0, 1.0
+        elif r.start is None:
+            n, rate, _ = audio_info(r.path)
+            onset, offset = 0.0, n / rate
+        else:
+            onset, offset = r.start, r.end
+        items.append(AbxItem(r.stem, onset, offset, r.word, "-", "-", r.speaker))
+    return write_item_file(out, items), times
+
+
 # ---------------------------------------------------------------------------------- tables
 
 
@@ -796,6 +1016,13 @@ def run_row(
     return trained, metrics
 
 
+def current(records: Sequence[Mapping[str, Any]], config: Config) -> list[Mapping[str, Any]]:
+    """The ledger ``records`` of ``config`` (its ``config_hash``; the evaluation page records
+    the chapter's configuration with every row) and of its seeds (``main_seeds`` and ``seed``)
+    only: what the tables and findings read (:func:`audiorepro.reporting.current_records`)."""
+    return reporting.current_records(records, config, (*config.main_seeds, config.seed))
+
+
 def _tags(key: str, language: str = "english") -> dict[str, str]:
     return {"row": key, "language": language}
 
@@ -803,7 +1030,9 @@ def _tags(key: str, language: str = "english") -> dict[str, str]:
 def summarize(records: Sequence[Mapping[str, Any]], config: Config, preset: str) -> pd.DataFrame:
     """One line per row of :func:`ablation_rows` that ``records`` (ledger records of the
     evaluation page) hold: means and standard deviations over seeds, codebook usage, the most a
-    K-code stream at the code rate can carry (``bitrate_cap``) and the paper's values."""
+    K-code stream at the code rate can carry (``bitrate_cap``) and the paper's values. Only
+    the records of ``config`` count (:func:`current`)."""
+    records = current(records, config)
     out = []
     for row in ablation_rows(config):
 
@@ -886,7 +1115,9 @@ def _row_finding(
 def findings(records: Sequence[Mapping[str, Any]], config: Config, preset: str) -> pd.DataFrame:
     """The paper-vs-ours table of the evaluation page: for every row of Tables 1-3 (and the
     surprise language), ABX and bitrate beside the paper's, with the verdict on the paper's
-    claim about that row computed by :func:`audiorepro.reporting.finding` from ``records``."""
+    claim about that row computed by :func:`audiorepro.reporting.finding` from ``records``
+    (those of ``config`` only, :func:`current`)."""
+    records = current(records, config)
     rows = ablation_rows(config)
     table = []
     for row in rows:

@@ -16,6 +16,10 @@ embeddings and audio ids are all-gathered with ``torch.distributed.nn.functional
 whose backward sends each process the gradient of its own shard summed over processes. Every
 process computes the same global loss; DDP then averages the parameter gradients over
 processes, which gives exactly the gradient of the one-process loss on the concatenated batch.
+
+Under mixed precision (bf16/fp16 autocast) the cosine similarities, the temperature division and
+both log-softmax normalisers run in float32 with autocast off, on upcast embeddings: a bf16 cosine
+has about three significant digits, and logits of 1/τ = 20 would overflow fp16's exp.
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
+
+from audiorepro.losses.precision import float32, full_precision
 
 
 def positive_mask(audio_ids: torch.Tensor) -> torch.Tensor:
@@ -58,21 +64,33 @@ def nt_xent(
     batch_size = audio_emb.shape[0]
     if audio_ids is None:
         audio_ids = torch.arange(batch_size, device=audio_emb.device)
-    a = F.normalize(audio_emb, dim=-1)
-    t = F.normalize(text_emb, dim=-1)
-    logits = a @ t.T / torch.as_tensor(tau, device=a.device).abs()  # (B, B) audios x captions
-    return nt_xent_logits(logits, audio_ids)
+    return nt_xent_logits(cosine_logits(audio_emb, text_emb, tau), audio_ids)
+
+
+def cosine_logits(
+    audio_emb: torch.Tensor, text_emb: torch.Tensor, tau: float | torch.Tensor
+) -> torch.Tensor:
+    """(B_a, D), (B_c, D) → (B_a, B_c) cosine similarities divided by ``|tau|``, computed in
+    float32 with autocast off (half-precision embeddings are upcast)."""
+    with full_precision(audio_emb.device):
+        a = F.normalize(float32(audio_emb), dim=-1)
+        t = F.normalize(float32(text_emb), dim=-1)
+        tau = float32(torch.as_tensor(tau, device=a.device)).abs()
+        return a @ t.T / tau  # (B_a, B_c) audios x captions
 
 
 def nt_xent_logits(logits: torch.Tensor, audio_ids: torch.Tensor) -> torch.Tensor:
     """NT-Xent of :func:`nt_xent` from the (B, B) logits (cosine / τ, rows audios, columns
     captions) and the (B,) audio ids: the half-sum of the mean log-probability of the positives
     over captions (rows) and over audios (columns). Chapter 02 computes its distillation loss
-    from the same logits."""
+    from the same logits. Half-precision logits are upcast; the normalisers run in float32 with
+    autocast off."""
     positives = positive_mask(audio_ids.to(logits.device))  # (B, B)
-    audio_to_text = logits.log_softmax(dim=1)[positives].mean()
-    text_to_audio = logits.log_softmax(dim=0)[positives].mean()
-    return -0.5 * (audio_to_text + text_to_audio)
+    with full_precision(logits.device):
+        logits = float32(logits)
+        audio_to_text = logits.log_softmax(dim=1)[positives].mean()
+        text_to_audio = logits.log_softmax(dim=0)[positives].mean()
+        return -0.5 * (audio_to_text + text_to_audio)
 
 
 def _world_size() -> int:

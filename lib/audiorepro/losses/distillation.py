@@ -30,6 +30,8 @@ from collections.abc import Callable
 
 import torch
 
+from audiorepro.losses.precision import full_precision
+
 __all__ = ["distillation_loss", "distillation_objective", "soft_cross_entropy"]
 
 
@@ -46,12 +48,14 @@ def soft_cross_entropy(logits: torch.Tensor, targets: torch.Tensor, dim: int) ->
         raise ValueError(
             f"logits {tuple(logits.shape)} and targets {tuple(targets.shape)} must be equal 2-D"
         )
-    # Half-precision logits (mixed precision) are upcast; float64 stays float64.
+    # Half-precision logits (mixed precision) are upcast and autocast is off, so the softmax
+    # normaliser runs in float32; float64 stays float64.
     dtype = torch.promote_types(logits.dtype, torch.float32)
-    log_q = torch.log_softmax(logits.to(dtype), dim=dim)
-    # 0 · log q = 0 even where q underflows to 0 (log q = -inf).
-    terms = torch.where(targets > 0, targets.to(dtype) * log_q, torch.zeros_like(log_q))
-    return -terms.sum(dim=dim).mean()
+    with full_precision(logits.device):
+        log_q = torch.log_softmax(logits.to(dtype), dim=dim)
+        # 0 · log q = 0 even where q underflows to 0 (log q = -inf).
+        terms = torch.where(targets > 0, targets.to(dtype) * log_q, torch.zeros_like(log_q))
+        return -terms.sum(dim=dim).mean()
 
 
 def distillation_loss(

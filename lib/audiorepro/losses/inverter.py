@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 from torch.nn import functional as F
 
+from audiorepro.losses.precision import float32, full_precision
 from audiorepro.losses.vq import length_mask
 
 __all__ = ["inverter_loss"]
@@ -16,8 +17,16 @@ def inverter_loss(
     """Eq. 14: squared L2 distance between magnitudes, per valid frame, in units of ``scale``.
 
     pred, target (B, S, n_bins); lengths (B,) valid frames of the target. The prediction is cut
-    or zero-padded to the target's length (T·r can exceed S by up to r − 1 frames).
+    or zero-padded to the target's length (T·r can exceed S by up to r − 1 frames). Computed in
+    float32 with autocast off (half-precision predictions are upcast).
     """
+    with full_precision(pred.device):
+        return _inverter_loss(float32(pred), float32(target), lengths, float32(scale))
+
+
+def _inverter_loss(
+    pred: torch.Tensor, target: torch.Tensor, lengths: torch.Tensor, scale: torch.Tensor
+) -> torch.Tensor:
     s = target.shape[1]
     pred = pred[:, :s]
     if pred.shape[1] < s:

@@ -30,15 +30,22 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from audiorepro.losses.precision import float32, full_precision
+
 DISTANCES = ("cos2", "cos")
 
 
 def pairwise_distance(a: torch.Tensor, b: torch.Tensor, distance: str = "cos2") -> torch.Tensor:
-    """(A, D) x (B, D) -> (A, B): ``1 - cos^2`` ("cos2", eq. 4) or ``1 - cos`` ("cos")."""
+    """(A, D) x (B, D) -> (A, B): ``1 - cos^2`` ("cos2", eq. 4) or ``1 - cos`` ("cos").
+
+    Computed in float32 with autocast off (half-precision inputs are upcast): the hinge terms
+    compare distances that differ by less than bf16's resolution near 1."""
     if distance not in DISTANCES:
         raise ValueError(f"distance must be one of {DISTANCES}, got {distance!r}")
-    cos = F.normalize(a, dim=-1, eps=1e-8) @ F.normalize(b, dim=-1, eps=1e-8).T  # (A, B)
-    return 1.0 - cos.square() if distance == "cos2" else 1.0 - cos
+    with full_precision(a.device):
+        a, b = float32(a), float32(b)
+        cos = F.normalize(a, dim=-1, eps=1e-8) @ F.normalize(b, dim=-1, eps=1e-8).T  # (A, B)
+        return 1.0 - cos.square() if distance == "cos2" else 1.0 - cos
 
 
 def _topk_hinge(

@@ -7,9 +7,11 @@ Definition (ABXpy as driven by ``zerospeech2020``; ``shared/reference/zerospeech
 
   - ``frame_shift=None``, the 2019 one: frame ``i`` of an ``N``-frame file sits at the relative
     time ``i / N`` and the item takes the frames with ``onset <= i / N <= offset``. Items must
-    then be whole files given in relative time (onset 0, offset >= (N - 1) / N, e.g. 1).
+    then be whole files given in relative time (onset 0, offset >= (N - 1) / N, e.g. 1); an
+    item that keeps only part of its file or ends past 1 is an error (:func:`item_overrun`).
   - ``frame_shift`` in seconds, libri-light's rule: frames
-    ``[ceil(onset / frame_shift - 0.5), floor(offset / frame_shift - 0.5))``.
+    ``[ceil(onset / frame_shift - 0.5), floor(offset / frame_shift - 0.5))``; an item that runs
+    past its features is an error, never clipped.
 
 - **Triplets** (A, B, X): A and X have the same phone, B another phone, and all three the same
   context (previous and next phone). ``across``: A and B from one speaker, X from another;
@@ -58,6 +60,7 @@ __all__ = [
     "abx",
     "abx_error",
     "item_frames",
+    "item_overrun",
     "read_submission_folder",
     "relative_time_item_file",
     "select_frames",
@@ -161,7 +164,8 @@ def item_frames(
 
     Raises:
         ZeroSpeechFormatError: naming the item file and line for a malformed line, an
-            ``onset >= offset``, a file missing from ``features`` or an item selecting no frame;
+            ``onset >= offset``, a file missing from ``features``, an item selecting no frame or
+            not fitting its file under the frame rule (:func:`item_overrun`: never clipped);
             naming the feature file for NaN/inf values or a dimension that differs from the
             other files.
     """
@@ -222,8 +226,57 @@ def item_frames(
                 f"item {item.file} {item.onset}-{item.offset} selects no frame of the "
                 f"{len(x)} frames of its file ({rule})",
             )
+        problem = item_overrun(len(x), item.onset, item.offset, frame_shift)
+        if problem:
+            raise ZeroSpeechFormatError(
+                item_file, lines[k], f"item {item.file} {item.onset}-{item.offset}: {problem}"
+            )
         frames.append(np.ascontiguousarray(cut))
     return items, frames
+
+
+_TIME_HINT = (
+    "; write relative times (onset 0, offset 1 for a whole file, as `audiorepro abx items` "
+    "does) or give the features' frame shift (--frame-shift, frame_shift=) to read the times "
+    "as seconds"
+)
+
+
+def item_overrun(
+    n_frames: int, onset: float, offset: float, frame_shift: float | None = None
+) -> str | None:
+    """Why an item does not fit its file's ``n_frames`` under the frame rule, or ``None``.
+
+    - ``frame_shift=None`` (2019): times are relative, the file spans [0, 1], and an item is a
+      whole file (reference §1.2): an offset past 1, or an item keeping only some of the frames,
+      is wrong. Whole-file items written in seconds are the usual cause: they keep only the
+      first part of every file shorter than a second.
+    - ``frame_shift`` in seconds: an item needing frames past the end of its features
+      (``floor(offset / frame_shift - 0.5) > n_frames``) would be clipped.
+    """
+    if frame_shift is None:
+        if offset > 1:
+            return (
+                f"offset {offset} runs past the end of its features: the 2019 frame rule (no "
+                "frame shift) puts frame i of N at the relative time i/N, and a file ends at 1"
+                + _TIME_HINT
+            )
+        kept = select_frames(n_frames, onset, offset)
+        if kept.start > 0 or kept.stop < n_frames:
+            return (
+                f"keeps frames {kept.start}-{kept.stop - 1} of the {n_frames} frames of its "
+                "file, but the 2019 frame rule (no frame shift) reads relative times and an item "
+                "is a whole file (onset 0, offset >= (N-1)/N)" + _TIME_HINT
+            )
+        return None
+    stop = math.floor(offset / frame_shift - 0.5)
+    if stop > n_frames:
+        return (
+            f"runs past its features: at a frame shift of {frame_shift} s it needs frames up to "
+            f"{stop}, but its file has {n_frames} frames (relative times or another frame "
+            "shift?)"
+        )
+    return None
 
 
 # ----------------------------------------------------------------------------- kernels

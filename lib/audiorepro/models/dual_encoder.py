@@ -17,11 +17,15 @@ import math
 from collections.abc import Callable, Sequence
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from audiorepro.config import field
-from audiorepro.losses.contrastive import NTXentLoss, gather_with_grad, nt_xent_logits
+from audiorepro.losses.contrastive import (
+    NTXentLoss,
+    cosine_logits,
+    gather_with_grad,
+    nt_xent_logits,
+)
 from audiorepro.losses.distillation import distillation_objective
 from audiorepro.models.audio_encoders import AudioEncoderConfig, build_audio_encoder
 from audiorepro.models.snippets import embed_snippets
@@ -155,8 +159,10 @@ class DualEncoder(nn.Module):
 
     @staticmethod
     def similarity(audio_emb: torch.Tensor, text_emb: torch.Tensor) -> torch.Tensor:
-        """Cosine similarity (paper eq. 1): (N_a, D), (N_c, D) → (N_a, N_c)."""
-        return F.normalize(audio_emb, dim=-1) @ F.normalize(text_emb, dim=-1).T
+        """Cosine similarity (paper eq. 1): (N_a, D), (N_c, D) → (N_a, N_c), float32 (or
+        float64) whatever the embeddings' dtype: half-precision inputs are upcast and autocast is
+        off, so that the metrics rank unrounded scores."""
+        return cosine_logits(audio_emb, text_emb, 1.0)
 
     def forward(
         self,
@@ -217,8 +223,7 @@ class DistillationStudent(nn.Module):
         audio = gather_with_grad(self.model.encode_audio(feats, lengths))  # (B_g, D)
         text = gather_with_grad(self.model.encode_text(captions))  # (B_g, D)
         ids = gather_with_grad(audio_ids)  # (B_g,)
-        tau = self.model.loss.tau.abs()
-        logits = F.normalize(audio, dim=-1) @ F.normalize(text, dim=-1).T / tau  # (B_g, B_g)
+        logits = cosine_logits(audio, text, self.model.loss.tau)  # (B_g, B_g) float32
         return distillation_objective(
             logits,
             p_audio,

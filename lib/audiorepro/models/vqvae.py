@@ -36,6 +36,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from audiorepro.config import field
+from audiorepro.losses.precision import float32, full_precision
 from audiorepro.losses.vq import (
     commitment_loss,
     length_mask,
@@ -215,6 +216,10 @@ class VectorQuantizerEMA(nn.Module):
 
     ``forward(z, mask)`` returns ``(codes (B, T'), e (B, T', D_e))`` where ``e`` is the selected
     codebook vectors (no gradient; the straight-through estimator is applied by the caller).
+
+    Mixed precision: distances, the nearest-code search and the EMA statistics run in float32
+    with autocast off, whatever the dtype of ``z`` (bf16 or fp16 under autocast); the codebook
+    and its EMA buffers stay float32 and ``e`` is float32.
     """
 
     def __init__(
@@ -236,7 +241,12 @@ class VectorQuantizerEMA(nn.Module):
         self.register_buffer("initialized", torch.tensor(False))
 
     def nearest(self, flat: torch.Tensor) -> torch.Tensor:
-        """Index of the nearest codebook vector of each row of flat (N, D_e) → (N,)."""
+        """Index of the nearest codebook vector of each row of flat (N, D_e) → (N,), from
+        float32 distances (half-precision rows are upcast, autocast is off)."""
+        with full_precision(flat.device):
+            return self._nearest(float32(flat))
+
+    def _nearest(self, flat: torch.Tensor) -> torch.Tensor:
         dist = (
             flat.pow(2).sum(1, keepdim=True)
             - 2 * flat @ self.codebook.T
@@ -275,16 +285,18 @@ class VectorQuantizerEMA(nn.Module):
                 self.ema_count[dead] = 1.0
 
     def forward(self, z: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """z (B, T', D_e), mask (B, T') valid frames → codes (B, T'), e (B, T', D_e)."""
-        flat = z.detach()[mask]  # (N, D_e)
-        if self.training and len(flat) and not bool(self.initialized):
-            self._initialize(flat)
-        codes_flat = self.nearest(flat)  # (N,)
-        codes = torch.zeros(z.shape[:2], dtype=torch.long, device=z.device)
-        codes[mask] = codes_flat
-        e = self.codebook[codes]  # (B, T', D_e), the codebook before this batch's update
-        if self.training and len(flat):
-            self._update(flat, codes_flat)
+        """z (B, T', D_e), mask (B, T') valid frames → codes (B, T'), e (B, T', D_e) float32."""
+        with full_precision(z.device):
+            # Codebook statistics in float32: the buffers' dtype, whatever autocast made of z.
+            flat = z.detach()[mask].to(self.codebook.dtype)  # (N, D_e)
+            if self.training and len(flat) and not bool(self.initialized):
+                self._initialize(flat)
+            codes_flat = self._nearest(flat)  # (N,)
+            codes = torch.zeros(z.shape[:2], dtype=torch.long, device=z.device)
+            codes[mask] = codes_flat
+            e = self.codebook[codes]  # (B, T', D_e), the codebook before this batch's update
+            if self.training and len(flat):
+                self._update(flat, codes_flat)
         return codes, e
 
 

@@ -90,7 +90,7 @@ from audiorepro.training.checkpoint import (
 )
 from audiorepro.training.schedules import SCHEDULES, make_scheduler
 
-MIXED_PRECISIONS = ("auto", "no", "bf16", "fp16")
+MIXED_PRECISIONS = ("auto", "no", "fp32", "bf16", "fp16")
 NONFINITE_ACTIONS = ("stop", "skip")
 
 
@@ -142,8 +142,10 @@ class TrainConfig:
     )
     mixed_precision: str = field(
         "auto",
-        help="auto | no | bf16 | fp16. auto: bf16 on CUDA when supported, else fp16 on CUDA; "
-        "no on CPU and MPS.",
+        help="auto | no (= fp32) | fp32 | bf16 | fp16: autocast of the forward pass. auto: bf16 "
+        "on CUDA when supported, else fp16 on CUDA; no on CPU and MPS. fp16 scales the loss "
+        "with a GradScaler (CUDA only). Codebook search and EMA, softmax normalisers and "
+        "distances stay float32 under autocast (audiorepro.losses.precision).",
     )
     device: str = field("auto", help="auto (CUDA, then MPS, then CPU) | cpu | cuda | mps.")
     seed: int = field(0, help="Seeds initial RNG state, data order and DataLoader workers.")
@@ -157,6 +159,11 @@ class TrainConfig:
     log_every: int = field(50, help="Record a progress line every this many optimizer steps.")
     warmup_steps: int = field(0, help="Optimizer steps of linear LR warmup.")
     schedule: str = field("constant", help="LR schedule after warmup: constant | cosine | linear.")
+    min_lr: float = field(
+        0.0,
+        help="The learning rate the cosine or linear decay ends at, its floor (salsa and "
+        "paper (a)/(b): 1e-7; 0: decay to 0). At most lr.",
+    )
     schedule_steps: int | None = field(
         None,
         help="Optimizer steps the LR schedule spans (None: num_epochs x steps per epoch).",
@@ -207,6 +214,8 @@ class TrainConfig:
                 fail(name, "None or an int >= 1")
         if not is_num(self.lr) or self.lr <= 0:
             fail("lr", "a number > 0")
+        if not is_num(self.min_lr) or not 0 <= self.min_lr <= self.lr:
+            fail("min_lr", f"a number in [0, lr={self.lr}]")
         if not is_num(self.weight_decay) or self.weight_decay < 0:
             fail("weight_decay", "a number >= 0")
         if self.max_grad_norm is not None and (
@@ -251,7 +260,8 @@ def resolve_mixed_precision(mixed_precision: str, device: str) -> str:
     """The precision accelerate should use on a resolved ``device`` (``"cpu"|"cuda"|"mps"``).
 
     ``"auto"`` is bf16 on CUDA devices that support it, fp16 on older CUDA devices, and ``"no"``
-    on CPU and MPS (where autocast brings little and bf16 kernels are slow or missing).
+    on CPU and MPS (where autocast brings little and bf16 kernels are slow or missing);
+    ``"fp32"`` is another name of ``"no"``. fp16 comes with accelerate's GradScaler.
 
     Raises:
         ConfigError: an unknown name, or fp16 on the CPU (it needs a GPU grad scaler).
@@ -260,6 +270,8 @@ def resolve_mixed_precision(mixed_precision: str, device: str) -> str:
         raise ConfigError(
             f"mixed_precision: expected {' | '.join(MIXED_PRECISIONS)}, got {mixed_precision!r}"
         )
+    if mixed_precision == "fp32":
+        return "no"
     if mixed_precision == "auto":
         if device == "cuda":
             return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
@@ -875,6 +887,7 @@ class Trainer:
                 config.schedule,
                 warmup_steps=config.warmup_steps,
                 total_steps=self.total_steps,
+                min_lr=config.min_lr,
             )
         except ValueError as err:
             raise ConfigError(f"TrainConfig: {err}") from err

@@ -178,6 +178,7 @@ class PlateauTrainConfig:
     batch_size: int = field(256, help="examples per batch (paper: 256)")
     lr: float = field(5e-4, help="learning rate (paper: 5e-4)")
     num_epochs: int = field(100, help="cap on epochs (training stops earlier at min_lr)")
+    max_steps: int | None = field(None, help="cap on optimizer steps (None: no cap)")
     patience: int = field(4, help="flat evaluations before lr * lr_factor and reset (paper: 4)")
     lr_factor: float = field(0.1, help="learning-rate decay factor (paper: 0.1)")
     min_lr: float = field(1e-7, help="stop when the learning rate falls below (paper: 1e-7)")
@@ -206,6 +207,7 @@ class PlateauTrainConfig:
         decay, an evaluation after every epoch, no periodic progress lines."""
         return TrainConfig(
             num_epochs=self.num_epochs,
+            max_steps=self.max_steps,
             batch_size=self.batch_size,
             lr=self.lr,
             weight_decay=0.0,

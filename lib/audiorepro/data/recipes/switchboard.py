@@ -46,6 +46,7 @@ from typing import Any
 import numpy as np
 
 from audiorepro.data.recipes.common import RecipeError
+from audiorepro.storage import ArrayFileError, load_npz
 
 SPLITS: tuple[str, ...] = ("train", "dev", "test")
 """The three Switchboard AWE splits (disjoint conversation sides)."""
@@ -342,41 +343,42 @@ def load_word_split(
         raise SwitchboardFormatError(features_path, None, "feature file not found")
     feats = []
     try:
-        archive = np.load(features_path, allow_pickle=False)
-    except (OSError, ValueError) as err:
-        raise SwitchboardFormatError(features_path, None, f"not a readable npz: {err}") from err
-    with archive:
-        available = set(archive.files)
-        for entry in entries:
-            if entry.key not in available:
-                raise SwitchboardFormatError(
-                    features_path, None, f"no features for key {entry.key!r} (from {list_path})"
-                )
-            matrix = archive[entry.key]
-            if matrix.ndim != 2 or matrix.shape[1] != feature_dim:
-                raise SwitchboardFormatError(
-                    features_path,
-                    None,
-                    f"key {entry.key!r}: expected features of shape (frames, {feature_dim}), "
-                    f"got {matrix.shape}",
-                )
-            if not np.issubdtype(matrix.dtype, np.floating) or not np.isfinite(matrix).all():
-                raise SwitchboardFormatError(
-                    features_path,
-                    None,
-                    f"key {entry.key!r}: expected finite floating-point features, got dtype "
-                    f"{matrix.dtype}"
-                    + ("" if not np.issubdtype(matrix.dtype, np.floating) else " with NaN/inf"),
-                )
-            if abs(matrix.shape[0] - entry.num_frames) > frame_tolerance:
-                raise SwitchboardFormatError(
-                    features_path,
-                    None,
-                    f"key {entry.key!r}: {matrix.shape[0]} frames, but the key spans "
-                    f"{entry.end} - {entry.start} = {entry.num_frames} frames (tolerance "
-                    f"{frame_tolerance})",
-                )
-            feats.append(np.asarray(matrix, dtype=np.float32))
+        archive = load_npz(
+            features_path, expected=f"word features of shape (frames, {feature_dim})"
+        )
+    except ArrayFileError as err:
+        raise SwitchboardFormatError(features_path, None, err.reason) from err
+    available = set(archive)
+    for entry in entries:
+        if entry.key not in available:
+            raise SwitchboardFormatError(
+                features_path, None, f"no features for key {entry.key!r} (from {list_path})"
+            )
+        matrix = archive[entry.key]
+        if matrix.ndim != 2 or matrix.shape[1] != feature_dim:
+            raise SwitchboardFormatError(
+                features_path,
+                None,
+                f"key {entry.key!r}: expected features of shape (frames, {feature_dim}), "
+                f"got {matrix.shape}",
+            )
+        if not np.issubdtype(matrix.dtype, np.floating) or not np.isfinite(matrix).all():
+            raise SwitchboardFormatError(
+                features_path,
+                None,
+                f"key {entry.key!r}: expected finite floating-point features, got dtype "
+                f"{matrix.dtype}"
+                + ("" if not np.issubdtype(matrix.dtype, np.floating) else " with NaN/inf"),
+            )
+        if abs(matrix.shape[0] - entry.num_frames) > frame_tolerance:
+            raise SwitchboardFormatError(
+                features_path,
+                None,
+                f"key {entry.key!r}: {matrix.shape[0]} frames, but the key spans "
+                f"{entry.end} - {entry.start} = {entry.num_frames} frames (tolerance "
+                f"{frame_tolerance})",
+            )
+        feats.append(np.asarray(matrix, dtype=np.float32))
 
     pronunciations = word_ids = phone_ids = None
     if vocab is not None:

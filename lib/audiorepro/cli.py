@@ -1,0 +1,207 @@
+"""``audiorepro``: units, ABX and word embeddings on anyone's recordings, from the shell.
+
+Only argument parsing lives here; every command is one call of a chapter's experiments module
+(:mod:`audiorepro.experiments.zerospeech`, :mod:`audiorepro.experiments.awe`), which notebooks
+can call the same way::
+
+    audiorepro units train --audio DIR [--speaker-of prefix|parent|MAP.tsv] [--preset P]
+                           [--set key=value ...] --out RUN
+    audiorepro units encode RUN --audio DIR --out SUBMISSION_DIR [--what vectors|codes]
+    audiorepro abx items --segments SEG.tsv --out FILE.item [--times auto|relative|seconds]
+    audiorepro abx score ITEM_FILE SUBMISSION_DIR [--mode across|within] [--distance D]
+                         [--frame-shift S]
+    audiorepro awe train --segments SEG.tsv [--lexicon cmudict|FILE] [--dev SEG.tsv]
+                         [--preset P] [--set key=value ...] --out RUN
+    audiorepro awe embed RUN --segments SEG.tsv --out EMB.npz
+    audiorepro awe ap EMB.npz
+
+``SEG.tsv``: a tab-separated table with the header ``path word speaker start end`` (seconds;
+``start`` and ``end`` empty for a whole file). Any sample rate is resampled. A bad input exits
+with status 1 and a message naming the file, line and field; a bad command line with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import yaml
+
+from audiorepro.config import PRESETS, ConfigError
+from audiorepro.data.recipes.common import RecipeError
+from audiorepro.features import AudioError
+
+__all__ = ["main", "parse_sets"]
+
+_ERRORS = (
+    RecipeError,
+    ConfigError,
+    AudioError,
+    FileNotFoundError,
+    KeyError,
+    ValueError,
+)
+
+
+def parse_sets(pairs: Sequence[str] | None) -> dict[str, Any]:
+    """``["train.max_steps=5", ...]`` → ``{"train.max_steps": 5}`` (values read as YAML)."""
+    out: dict[str, Any] = {}
+    for pair in pairs or ():
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set {pair!r}: expected key=value (e.g. train.max_steps=200)")
+        try:
+            out[key.strip()] = yaml.safe_load(value)
+        except yaml.YAMLError as err:
+            raise ConfigError(f"--set {pair!r}: the value is not valid YAML: {err}") from err
+    return out
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="audiorepro", description="Units, ABX and acoustic word embeddings on any wavs."
+    )
+    groups = parser.add_subparsers(dest="group", required=True)
+
+    def preset_args(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--preset", default="embedded", choices=PRESETS, help="model sizes")
+        p.add_argument(
+            "--set",
+            dest="sets",
+            action="append",
+            metavar="KEY=VALUE",
+            help="override one preset field (dotted: train.max_steps=200); repeatable",
+        )
+
+    units = groups.add_parser("units", help="discrete units (chapter 03's VQ-VAE)")
+    units_cmds = units.add_subparsers(dest="command", required=True)
+    p = units_cmds.add_parser("train", help="train a VQ-VAE on a folder of wavs")
+    p.add_argument("--audio", required=True, help="folder of .wav files (searched recursively)")
+    p.add_argument(
+        "--speaker-of",
+        default="prefix",
+        help="prefix (name up to the first _), parent (folder name) or a MAP.tsv (file, speaker)",
+    )
+    preset_args(p)
+    p.add_argument("--out", required=True, help="the run folder to write")
+    p = units_cmds.add_parser("encode", help="one ZeroSpeech 2019 .txt per wav")
+    p.add_argument("run", help="a units train --out folder")
+    p.add_argument("--audio", required=True, help="folder of .wav files")
+    p.add_argument("--out", required=True, help="the submission folder to write")
+    p.add_argument("--what", default="vectors", choices=("vectors", "codes"))
+
+    abx = groups.add_parser("abx", help="ABX item files and scores")
+    abx_cmds = abx.add_subparsers(dest="command", required=True)
+    p = abx_cmds.add_parser("items", help="word items from a segments table")
+    p.add_argument("--segments", required=True, help="SEG.tsv: path word speaker start end")
+    p.add_argument("--out", required=True, help="the .item file to write")
+    p.add_argument(
+        "--times",
+        default="auto",
+        choices=("auto", "relative", "seconds"),
+        help="relative: whole files as 0 1 (score without --frame-shift); seconds: score "
+        "with --frame-shift; auto: relative if every segment is a whole file",
+    )
+    p = abx_cmds.add_parser("score", help="ABX error (%%) of a submission folder")
+    p.add_argument("item_file")
+    p.add_argument("submission_dir")
+    p.add_argument("--mode", default="across", choices=("across", "within"))
+    p.add_argument(
+        "--distance", default="angular", choices=("angular", "cosine", "kl", "levenshtein")
+    )
+    p.add_argument(
+        "--frame-shift",
+        type=float,
+        default=None,
+        help="seconds between feature lines (units: 0.04) to read item times as seconds; "
+        "default: the 2019 rule (relative times, whole files)",
+    )
+
+    awe = groups.add_parser("awe", help="acoustic word embeddings (chapter 04)")
+    awe_cmds = awe.add_subparsers(dest="command", required=True)
+    p = awe_cmds.add_parser("train", help="train the multi-view model on word segments")
+    p.add_argument("--segments", required=True, help="SEG.tsv: path word speaker start end")
+    p.add_argument("--lexicon", default="cmudict", help="cmudict or a 'WORD PH1 PH2 ...' file")
+    p.add_argument("--dev", default=None, help="SEG.tsv of development words (default: 10%%)")
+    preset_args(p)
+    p.add_argument("--out", required=True, help="the run folder to write")
+    p = awe_cmds.add_parser("embed", help="embed the segments of a table")
+    p.add_argument("run", help="an awe train --out folder")
+    p.add_argument("--segments", required=True)
+    p.add_argument("--out", required=True, help="the .npz to write")
+    p = awe_cmds.add_parser("ap", help="same-different average precision of an .npz")
+    p.add_argument("embeddings")
+    return parser
+
+
+def _run(args: argparse.Namespace) -> None:
+    from audiorepro.experiments import awe
+    from audiorepro.experiments import zerospeech as zs
+
+    command = (args.group, args.command)
+    if command == ("units", "train"):
+        run = zs.train_units(
+            args.audio,
+            args.out,
+            speaker_of=args.speaker_of,
+            preset=args.preset,
+            overrides=parse_sets(args.sets),
+        )
+        steps, losses = run.history["step"], run.history["loss"]
+        print(
+            f"trained on {len(run.speakers)} speakers, {len(steps)} logged "
+            f"steps (last {steps[-1] if steps else 0}) -> {run.path}"
+        )
+        print(f"final loss {losses[-1] if losses else float('nan'):.4f}")
+    elif command == ("units", "encode"):
+        codes = zs.encode_units(args.run, args.audio, args.out, what=args.what)
+        print(f"wrote {len(codes)} files to {args.out}")
+    elif command == ("abx", "items"):
+        path, times = zs.abx_items(args.segments, args.out, times=args.times)
+        n = sum(1 for line in open(path, encoding="utf-8") if line.strip()) - 1
+        hint = "score without --frame-shift" if times == "relative" else "score with --frame-shift"
+        print(f"wrote {n} items ({times} times: {hint}) to {path}")
+    elif command == ("abx", "score"):
+        error = zs.abx_error(
+            args.submission_dir,
+            args.item_file,
+            distance=args.distance,
+            mode=args.mode,
+            frame_shift=args.frame_shift,
+        )
+        print(f"{error:.3f}")
+    elif command == ("awe", "train"):
+        run = awe.train_on_segments(
+            args.segments,
+            args.out,
+            lexicon=args.lexicon,
+            dev=args.dev,
+            preset=args.preset,
+            overrides=parse_sets(args.sets),
+        )
+        print(f"trained {run.history.final_epoch} epochs -> {run.path}")
+        print(f"best dev cross-view AP {run.best_dev:.4f}")
+    elif command == ("awe", "embed"):
+        arrays = awe.embed_table(args.run, args.segments)
+        with open(args.out, "wb") as fh:
+            np.savez(fh, **arrays)
+        print(f"wrote {len(arrays['labels'])} embeddings to {args.out}")
+    elif command == ("awe", "ap"):
+        print(f"{awe.embeddings_ap(args.embeddings):.4f}")
+    else:  # pragma: no cover - argparse allows only the commands above
+        raise AssertionError(command)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; returns the exit status (0 done, 1 bad input, 2 bad command line)."""
+    args = _parser().parse_args(argv)
+    try:
+        _run(args)
+    except _ERRORS as err:
+        message = err.args[0] if isinstance(err, KeyError) and err.args else err
+        print(f"audiorepro: error: {message}", file=sys.stderr)
+        return 1
+    return 0

