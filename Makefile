@@ -8,13 +8,15 @@ STAMP := $(VENV)/.installed
 PRESET ?= embedded
 PYTEST_ARGS ?=
 
-.PHONY: help install test book pages html lab bench lint format clean
+.PHONY: help install test book pages html lab bench gpu-check paper-dry-run lint format clean
 
 help:
 	@echo "make book    execute every page (preset=$(PRESET)) and build _build/html/index.html"
 	@echo "make test    unit tests + every page under preset=smoke"
 	@echo "make lab     JupyterLab on the book, .py pages open as notebooks (jupytext)"
 	@echo "make bench   speed benchmarks (ratios against straightforward references)"
+	@echo "make gpu-check  time each chapter's paper-size model on this machine's CUDA GPU"
+	@echo "make paper-dry-run  the paper presets end to end on CPU on tiny corpora in the real layouts"
 	@echo "make lint    ruff"
 
 $(STAMP): pyproject.toml
@@ -50,6 +52,16 @@ lab: $(STAMP)
 
 bench: $(STAMP)
 	@for b in bench/bench_*.py; do echo "== $$b"; $(VPY) $$b || exit 1; done
+
+# No install step: a GPU machine may have only a Python with torch (and pyyaml, transformers);
+# the venv's Python when there is one, else python3. GPU_CHECK_ARGS="--models 03-vqvae" etc.
+GPU_PYTHON ?= $(if $(wildcard $(VPY)),$(VPY),python3)
+GPU_CHECK_ARGS ?=
+gpu-check:
+	PYTHONPATH=lib $(GPU_PYTHON) bench/gpu_check.py $(GPU_CHECK_ARGS)
+
+paper-dry-run: $(STAMP)
+	$(VPY) bench/paper_dry_run.py
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check lib tests bench book

@@ -46,8 +46,6 @@ from typing import Any, TypeVar
 
 import numpy as np
 import torch
-from safetensors import SafetensorError, safe_open
-from safetensors.torch import save_file
 
 from audiorepro.paths import runs_dir
 
@@ -117,6 +115,8 @@ def save_tensors(
             tensor = tensor.clone()
         seen.add(tensor.untyped_storage().data_ptr())
         out[key] = tensor
+    from safetensors.torch import save_file  # imported here: the models need no safetensors
+
     save_file(out, str(path), metadata=metadata)
     fsync_file(path)
 
@@ -125,6 +125,8 @@ def load_tensors(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
     """Read every tensor of a safetensors file onto the CPU, with the file's metadata."""
     if not path.is_file():
         raise CheckpointError(f"{path}: file missing from the checkpoint")
+    from safetensors import SafetensorError, safe_open
+
     try:
         with safe_open(str(path), framework="pt", device="cpu") as handle:
             metadata = dict(handle.metadata() or {})
@@ -370,6 +372,41 @@ def config_hash(config: Any, length: int = 16) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:length]
 
 
+def _world_size() -> int:
+    return int(os.environ.get("WORLD_SIZE", "1") or 1)
+
+
+def _rank() -> int:
+    return int(os.environ.get("RANK", "0") or 0)
+
+
+def _process_group() -> Any:
+    """``torch.distributed``, its process group started (by accelerate, as the Trainer would)."""
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        from accelerate import PartialState
+
+        PartialState()  # joins the group that accelerate launch / torchrun set up
+    return dist
+
+
+def barrier() -> None:
+    """Wait for every process of an ``accelerate launch`` / ``torchrun`` (nothing in one)."""
+    if _world_size() > 1:
+        _process_group().barrier()
+
+
+def main_process_value(value: T) -> T:
+    """``value`` as the main process has it, in every process (``value`` in one process): a
+    decision all processes must take alike, such as whether a run still has to be built."""
+    if _world_size() <= 1:
+        return value
+    box = [value]
+    _process_group().broadcast_object_list(box, src=0)
+    return box[0]
+
+
 @dataclass(frozen=True)
 class Run:
     """One entry of a :class:`RunStore`: ``path`` holds the run's files once it is complete."""
@@ -452,6 +489,9 @@ class RunStore:
         If another process published the same run meanwhile, its files are kept and ours are
         dropped (both come from the same configuration). Once published, the run's
         :meth:`staging` folder is removed; if ``build`` raises, it is kept for the next call.
+        Under several processes (``accelerate launch``) every process runs ``build`` (training
+        is collective), only the main one publishes, and the others wait for it (a barrier)
+        before they read the run.
         """
         parent = run.path.parent
         parent.mkdir(parents=True, exist_ok=True)
@@ -459,25 +499,27 @@ class RunStore:
         tmp.mkdir()
         try:
             extra = build(tmp) or {}
-            write_json(
-                tmp / RUN_RECORD,
-                {"chapter": self.chapter, "kind": run.kind, "config": run.config, **extra},
-                indent=1,
-            )
-            fsync_dir(tmp)
-            if run.path.exists() and not run.complete:
-                shutil.rmtree(run.path)  # left by a run killed before it was published
-            try:
-                os.rename(tmp, run.path)
-            except OSError:
-                if not run.complete:
-                    raise
-            fsync_dir(parent)
-            # Complete now: the checkpoints it could have resumed from are no longer needed.
-            shutil.rmtree(parent / f"{STAGING}{run.key}", ignore_errors=True)
+            if _rank() == 0:
+                write_json(
+                    tmp / RUN_RECORD,
+                    {"chapter": self.chapter, "kind": run.kind, "config": run.config, **extra},
+                    indent=1,
+                )
+                fsync_dir(tmp)
+                if run.path.exists() and not run.complete:
+                    shutil.rmtree(run.path)  # left by a run killed before it was published
+                try:
+                    os.rename(tmp, run.path)
+                except OSError:
+                    if not run.complete:
+                        raise
+                fsync_dir(parent)
+                # Complete now: the checkpoints it could have resumed from are no longer needed.
+                shutil.rmtree(parent / f"{STAGING}{run.key}", ignore_errors=True)
         finally:
             if tmp.exists():
                 shutil.rmtree(tmp, ignore_errors=True)
+        barrier()
         return run
 
     def cached(
@@ -490,6 +532,6 @@ class RunStore:
         """``load(run)`` of the complete run of ``config``, building and publishing it first if
         there is none."""
         run = self.run(kind, config)
-        if not run.complete:
+        if not main_process_value(run.complete):  # every process decides as the main one
             self.publish(run, build)
         return load(run)
