@@ -387,7 +387,10 @@ def _process_group() -> Any:
     if not dist.is_initialized():
         from accelerate import PartialState
 
-        PartialState()  # joins the group that accelerate launch / torchrun set up
+        # Joins the group that accelerate launch / torchrun set up, as the Trainer's
+        # Accelerator would on this machine: without a GPU it must be asked for the CPU,
+        # else a later Accelerator(cpu=True) finds a state it reads as one process.
+        PartialState(cpu=not torch.cuda.is_available())
     return dist
 
 
