@@ -584,6 +584,26 @@ def kmeans_baseline(
     """:func:`score_units` of the k-means units with the VQ-VAE ``model_cfg``'s K, stride, input
     feature and normalisation, fitted on the training speech of ``language`` (seeded): the
     baseline each VQ-VAE row is set beside."""
+    key = (
+        config,
+        model_cfg.input_dim,
+        model_cfg.feature_norm,
+        model_cfg.codebook_size,
+        model_cfg.stride,
+        seed,
+        language,
+    )
+    if key not in _KMEANS_SCORES:  # rows sharing K, input and stride share one baseline
+        _KMEANS_SCORES[key] = _kmeans_baseline(config, model_cfg, seed, language)
+    return dict(_KMEANS_SCORES[key])
+
+
+_KMEANS_SCORES: dict[tuple[Any, ...], dict[str, float]] = {}
+
+
+def _kmeans_baseline(
+    config: Config, model_cfg: VQVAEConfig, seed: int, language: str
+) -> dict[str, float]:
     feature = feature_of(model_cfg.input_dim)
     data = load_data(config, language, feature)
     lang_dir = language_dir(config, language)
@@ -1118,12 +1138,17 @@ def row_seeds(config: Config, row: AblationRow) -> tuple[int, ...]:
 def run_row(
     config: Config, row: AblationRow, seed: int, language: str = "english"
 ) -> tuple[TrainedVQVAE, dict[str, float]]:
-    """Train (or load) the row's model for one seed and evaluate its units on ``language``."""
+    """Train (or load) the row's model for one seed and evaluate its units on ``language``,
+    with the k-means baseline of the same K, input and code rate (``kmeans_abx_across``,
+    ``kmeans_bitrate``; :func:`kmeans_baseline`, same seed)."""
     trained = train_vqvae(config, row.model, seed, language=language)
     lang_dir = language_dir(config, language)
     test = load_features(lang_dir, "test", feature_of(row.model.input_dim))
     metrics = evaluate(trained.model, lang_dir, test)
     metrics["train_wall_time_s"] = float(trained.history.get("wall_time_s", 0.0))
+    baseline = kmeans_baseline(config, row.model, seed, language)
+    metrics["kmeans_abx_across"] = baseline["abx_across"]
+    metrics["kmeans_bitrate"] = baseline["bitrate"]
     return trained, metrics
 
 
@@ -1141,9 +1166,23 @@ def _tags(key: str, language: str = "english") -> dict[str, str]:
 def summarize(records: Sequence[Mapping[str, Any]], config: Config, preset: str) -> pd.DataFrame:
     """One line per row of :func:`ablation_rows` that ``records`` (ledger records of the
     evaluation page) hold: means and standard deviations over seeds, codebook usage, the most a
-    K-code stream at the code rate can carry (``bitrate_cap``) and the paper's values. Only
+    K-code stream at the code rate can carry (``bitrate_cap``), the k-means baseline with the
+    same K (``kmeans_abx``, ``kmeans_bitrate``, ``beats_kmeans``), the ABX of the input frames
+    (records tagged ``mfcc_frames`` / ``logmel_frames``, metric ``frames_abx``) and the units'
+    ABX over it (``abx_over_frames``), and the paper's values. Only
     the records of ``config`` count (:func:`current`)."""
     records = current(records, config)
+    frames = {}
+    for feature, dim in FEATURES.items():
+        got = reporting.values(
+            records,
+            chapter=CHAPTER,
+            preset=preset,
+            metric="frames_abx",
+            tags={"row": f"{feature}_frames", "language": "english"},
+        )
+        if got:
+            frames[dim] = float(np.mean(got))
     out = []
     for row in ablation_rows(config):
 
@@ -1155,6 +1194,7 @@ def summarize(records: Sequence[Mapping[str, Any]], config: Config, preset: str)
         abx_vals, rates = vals("abx_across"), vals("bitrate")
         if not abx_vals:
             continue
+        km_abx, km_rate = vals("kmeans_abx_across"), vals("kmeans_bitrate")
         (abx_mean, abx_std), (rate_mean, rate_std) = (
             reporting.mean_std(abx_vals),
             reporting.mean_std(rates),
@@ -1173,12 +1213,30 @@ def summarize(records: Sequence[Mapping[str, Any]], config: Config, preset: str)
                 "bitrate_std": rate_std,
                 "codes_used": float(np.mean(vals("codes_used"))),
                 "perplexity": float(np.mean(vals("perplexity"))),
+                "kmeans_abx": float(np.mean(km_abx)) if km_abx else math.nan,
+                "kmeans_abx_std": reporting.mean_std(km_abx)[1] if km_abx else math.nan,
+                "kmeans_bitrate": float(np.mean(km_rate)) if km_rate else math.nan,
+                "frames_abx": frames.get(row.model.input_dim, math.nan),
+                "abx_over_frames": abx_mean / frames.get(row.model.input_dim, math.nan),
+                "beats_kmeans": _beats(abx_vals, km_abx),
                 "bitrate_cap": math.log2(k) / (row.model.stride * HOP_S),
                 "paper_abx": row.paper.abx_across if row.paper else None,
                 "paper_bitrate": row.paper.bitrate if row.paper else None,
             }
         )
     return pd.DataFrame(out).set_index("row")
+
+
+def _beats(units: Sequence[float], kmeans_abx: Sequence[float]) -> str:
+    """Whether the units' ABX is below the k-means baseline's: by more than both spreads
+    (``yes``), above it by as much (``no``), or within them (``unclear``)."""
+    if not units or not kmeans_abx:
+        return ""
+    if len(units) < 2 or len(kmeans_abx) < 2:
+        return "unclear (one seed)"
+    (m, s), (mk, sk) = reporting.mean_std(units), reporting.mean_std(kmeans_abx)
+    margin = s + sk
+    return "yes" if m + margin < mk else "no" if m - margin > mk else "unclear"
 
 
 def _row_finding(

@@ -60,6 +60,7 @@ __all__ = [
 ENCODERS = ("transformer", "conv")
 CODEBOOK_SIZES = (64, 128, 256, 512)
 FEATURE_NORMS = ("none", "utterance", "speaker")
+PRE_QUANT_NORMS = ("none", "layer", "unit")
 
 
 @dataclass(frozen=True)
@@ -85,9 +86,10 @@ class VQVAEConfig:
     speaker_dim: int = field(32, help="D_v, the dimension of the speaker embedding")
     decoder_channels: int = field(128, help="channels of the decoder's convolutions")
     dropout: float = field(0.0, help="dropout inside the Transformer layers")
-    pre_quant_norm: bool = field(
-        False,
-        help="layer norm (no affine) on the encoder output before the codebook: bounds the "
+    pre_quant_norm: str = field(
+        "none",
+        help="normalisation of the encoder output before the codebook: none | layer (layer "
+        "norm with a learned gain and bias) | unit (layer norm without them): bounds the "
         "scale of z, hence the commitment loss",
     )
     feature_norm: str = field(
@@ -109,6 +111,10 @@ class VQVAEConfig:
             raise ValueError(f"ema_decay must be in (0, 1), got {self.ema_decay}")
         if self.codebook_size < 2:
             raise ValueError(f"codebook_size must be >= 2, got {self.codebook_size}")
+        if self.pre_quant_norm not in PRE_QUANT_NORMS:
+            raise ValueError(
+                f"pre_quant_norm must be one of {PRE_QUANT_NORMS}, got {self.pre_quant_norm!r}"
+            )
         if self.feature_norm not in FEATURE_NORMS:
             raise ValueError(
                 f"feature_norm must be one of {FEATURE_NORMS}, got {self.feature_norm!r}"
@@ -394,11 +400,10 @@ class VQVAE(nn.Module):
             cfg.ema_epsilon,
             cfg.dead_code_threshold,
         )
-        # no affine: a learned gain would let the scale of z grow again
         self.pre_quant = (
-            nn.LayerNorm(cfg.code_dim, elementwise_affine=False)
-            if cfg.pre_quant_norm
-            else nn.Identity()
+            nn.Identity()
+            if cfg.pre_quant_norm == "none"
+            else nn.LayerNorm(cfg.code_dim, elementwise_affine=cfg.pre_quant_norm == "layer")
         )
         self.decoder = Decoder(cfg, n_speakers)
         self.register_buffer("feat_mean", torch.zeros(cfg.input_dim))
