@@ -458,7 +458,9 @@ def model_inputs(
     :func:`~audiorepro.data.speech_segments.normalize_features`); the speaker of a file is
     ``speakers[file]``, or its ZeroSpeech name prefix (``S025_0001`` → ``S025``)."""
     names = list(feats)
-    spk = [speakers[n] if speakers is not None else speaker_of(n) for n in names]
+    spk = None
+    if feature_norm == "speaker":
+        spk = [speakers[n] if speakers is not None else speaker_of(n) for n in names]
     out = normalize_features([feats[n] for n in names], feature_norm, spk)
     return dict(zip(names, out, strict=True))
 
@@ -748,6 +750,12 @@ def resynthesize(
     """
     vqvae.eval()
     inverter.eval()
+    if vqvae.cfg.feature_norm == "speaker":
+        raise ValueError(
+            "resynthesize: the VQ-VAE normalises per speaker (model.feature_norm=speaker); "
+            "encode the speaker's files with encode_files, which pools their statistics"
+        )
+    (feats,) = normalize_features([feats], vqvae.cfg.feature_norm)
     x = torch.from_numpy(np.asarray(feats, dtype=np.float32))[None]
     codes, e, code_lengths = vqvae.encode(x, torch.tensor([len(feats)]))
     mag = inverter(e, code_lengths)[0, : len(feats)].numpy()  # (S, n_bins)
