@@ -1,5 +1,6 @@
 """Transformer VQ-VAE, EMA codebook, losses, jitter and the codebook inverter."""
 
+import dataclasses
 import math
 
 import numpy as np
@@ -159,3 +160,49 @@ def test_inverter_repeats_codes_and_predicts_magnitudes():
     out = inv(same, torch.tensor([3]))[0]
     assert not torch.allclose(out[0], out[1])
     assert np.isfinite(mag.detach().numpy()).all()
+
+
+def test_pre_quant_norm_fixes_the_scale_of_the_encoder_output():
+    cfg = VQVAEConfig(
+        input_dim=6,
+        d_model=16,
+        n_heads=2,
+        ffn_dim=16,
+        code_dim=8,
+        codebook_size=4,
+        pre_quant_norm="unit",
+    )
+    model = VQVAE(cfg, n_speakers=2)
+    with torch.no_grad():
+        model.encoder.out.weight.mul_(100.0)  # a large encoder output
+    x, lengths = torch.randn(2, 12, 6), torch.tensor([12, 9])
+    _, z, _, _, code_lengths = model.quantize(x, lengths)
+    rms = z.pow(2).mean(-1).sqrt()  # (B, T')
+    torch.testing.assert_close(rms, torch.ones_like(rms), atol=1e-3, rtol=0)
+    plain = dataclasses.replace(cfg, pre_quant_norm="none")
+    assert isinstance(VQVAE(plain, 2).pre_quant, torch.nn.Identity)
+    with pytest.raises(ValueError, match="pre_quant_norm"):
+        VQVAEConfig(pre_quant_norm="batch")
+    with pytest.raises(ValueError, match="feature_norm"):
+        VQVAEConfig(feature_norm="global")
+
+
+def test_training_on_smoke_speech_keeps_the_loss_terms_bounded():
+    """The chapter's recipe on the smoke corpus: with the encoder output normalised, the
+    commitment loss cannot follow a growing scale, and the codebook stays in use."""
+    from audiorepro.experiments import zerospeech as zs
+
+    cfg = zs.load_config(
+        "smoke",
+        {"train.max_steps": 150, "model.pre_quant_norm": "unit", "model.commitment": 0.02},
+    )
+    data = zs.load_data(cfg)
+    _, h = zs.fit_vqvae(cfg.train, cfg.model, data.feats, data.speakers, seed=0)
+    com, rec = np.asarray(h["commitment"]), np.asarray(h["reconstruction"])
+    assert len(com) == 150 and np.isfinite(com).all() and np.isfinite(rec).all()
+    np.testing.assert_allclose(h["z_rms"], 1.0, atol=0.02)
+    # ‖z − e‖² ≤ (‖z‖ + ‖e‖)² ≤ 4 D_e: z has RMS 1, e averages such vectors
+    assert com.max() <= 4 * cfg.model.code_dim
+    assert com[-25:].mean() < 0.5 * cfg.model.code_dim
+    assert rec[-25:].mean() < rec[:25].mean()  # it learns
+    assert np.mean(h["batch_codes"][-25:]) >= 8  # of K = 64: no collapse onto a few codes

@@ -106,6 +106,24 @@ for s, run in runs.items():
 fig = plotting.training_curves(runs[cfg.seed].history, smooth=10, title=f"seed {cfg.seed}")
 
 # %% [markdown]
+# Every term of the loss, and two signs of health, for the first seed (the table: every
+# seed's last 25 steps): the reconstruction error, the commitment $\lVert z_t - \mathrm{sg}(e_{c_t})\rVert^2$ (before $\gamma$), the
+# RMS of the encoder outputs $z$ (fixed at 1 when `pre_quant_norm` normalises them: the
+# commitment cannot grow with their scale) and the number of distinct codes in each batch
+# (a collapse onto a few codes shows as a dip). A run that has not flattened out by its
+# last step is still learning.
+
+# %%
+terms = ["reconstruction", "commitment", "smoothing", "z_rms", "batch_codes"]
+h = runs[cfg.seed].history
+for term in terms:
+    curve = {"step": h["step"], "loss": h[term]}
+    fig = plotting.training_curves(curve, smooth=25, title=f"{term}, seed {cfg.seed}")
+pd.DataFrame(
+    {s: {t: float(np.mean(run.history[t][-25:])) for t in terms} for s, run in runs.items()}
+).rename_axis("last 25 steps")
+
+# %% [markdown]
 # ## What the codes look like
 #
 # Encoding the English test set with the first seed's model: how many of the K codes does it

@@ -6,6 +6,8 @@
   edited one misses it;
 - :class:`SegmentDataset` / :func:`collate_segments`: utterances cut into consecutive segments
   of a fixed number of frames, with their speaker, padded into batches (the VQ-VAE's input);
+- :func:`normalize_features`: per-utterance or per-speaker mean and variance normalisation;
+  :func:`average_frames`: frames averaged in windows of ``stride`` (a code rate);
 - :class:`PairDataset` / :func:`collate_pairs`: aligned (codebook vectors, magnitudes) segment
   pairs padded into batches (the codebook inverter's input).
 """
@@ -26,10 +28,12 @@ from audiorepro.storage import RunStore, load_npz
 __all__ = [
     "FEATURES",
     "FEATURES_VERSION",
+    "FEATURE_NORMS",
     "HOP_S",
     "PairDataset",
     "SAMPLE_RATE",
     "SegmentDataset",
+    "average_frames",
     "collate_pairs",
     "collate_segments",
     "feature_function",
@@ -37,12 +41,15 @@ __all__ = [
     "features_key",
     "load_features",
     "load_wav_features",
+    "normalize_features",
 ]
 
 FEATURES = {"mfcc": 39, "logmel": 80}
 """Input features of the VQ-VAE and their dimension F."""
 SAMPLE_RATE = 16_000
 HOP_S = 0.01
+FEATURE_NORMS = ("none", "utterance", "speaker")
+"""Input normalisations of :func:`normalize_features`."""
 # Bump when a change to the code changes what a cached feature file would hold.
 FEATURES_VERSION = 2
 
@@ -209,3 +216,61 @@ def collate_pairs(
         vectors[i, : len(v)] = torch.from_numpy(v)
         mags[i, : len(m)] = torch.from_numpy(m)
     return vectors, code_lengths, mags, lengths
+
+
+def normalize_features(
+    feats: Sequence[np.ndarray],
+    mode: str,
+    speakers: Sequence[str] | None = None,
+    eps: float = 1e-5,
+) -> list[np.ndarray]:
+    """Mean and variance normalisation of utterances ``feats`` (each (T, F)), per dimension.
+
+    ``mode``: ``none`` (copies as float32), ``utterance`` (each utterance by its own mean and
+    standard deviation over its frames) or ``speaker`` (each utterance by the mean and standard
+    deviation over every frame of its speaker, ``speakers[i]`` naming the speaker of
+    ``feats[i]``). Standard deviations are floored at ``eps``. Returns float32 arrays of the
+    input shapes.
+    """
+    if mode not in FEATURE_NORMS:
+        raise ValueError(f"feature normalisation must be one of {FEATURE_NORMS}, got {mode!r}")
+    arrays = [np.asarray(x, dtype=np.float64) for x in feats]
+    for i, x in enumerate(arrays):
+        if x.ndim != 2 or len(x) == 0:
+            raise ValueError(f"utterance {i}: expected (T, F) with T >= 1, got shape {x.shape}")
+    if mode == "none":
+        return [x.astype(np.float32) for x in arrays]
+    if mode == "utterance":
+        groups = [[i] for i in range(len(arrays))]
+    else:
+        if speakers is None or len(speakers) != len(arrays):
+            n = None if speakers is None else len(speakers)
+            raise ValueError(
+                f"speaker normalisation needs one speaker per utterance: got {n} "
+                f"speakers for {len(arrays)} utterances"
+            )
+        by_speaker: dict[str, list[int]] = {}
+        for i, spk in enumerate(speakers):
+            by_speaker.setdefault(spk, []).append(i)
+        groups = list(by_speaker.values())
+    out: list[np.ndarray] = [np.empty(0, np.float32)] * len(arrays)
+    for group in groups:
+        pooled = np.concatenate([arrays[i] for i in group])  # (sum T, F)
+        mean, std = pooled.mean(0), np.maximum(pooled.std(0), eps)
+        for i in group:
+            out[i] = ((arrays[i] - mean) / std).astype(np.float32)
+    return out
+
+
+def average_frames(feats: np.ndarray, stride: int) -> np.ndarray:
+    """(T, F) → (ceil(T / stride), F): the mean of each window of ``stride`` frames, the last
+    window holding what is left; the frame rate of a VQ-VAE that downsamples by ``stride``."""
+    x = np.asarray(feats, dtype=np.float32)
+    if x.ndim != 2:
+        raise ValueError(f"average_frames: expected (T, F), got shape {x.shape}")
+    if stride < 1:
+        raise ValueError(f"average_frames: stride must be >= 1, got {stride}")
+    n = -(-len(x) // stride)
+    sums = np.add.reduceat(x, np.arange(n) * stride, axis=0) if n else x[:0]
+    counts = np.minimum(stride, len(x) - np.arange(n) * stride)
+    return (sums / counts[:, None]).astype(np.float32)

@@ -66,16 +66,19 @@ from audiorepro.data.recipes.zerospeech import (
 )
 from audiorepro.data.recordings import RecordingsError, find_wavs, read_segments, speakers_of
 from audiorepro.data.speech_segments import (
+    FEATURE_NORMS,
     FEATURES,
     HOP_S,
     SAMPLE_RATE,
     PairDataset,
     SegmentDataset,
+    average_frames,
     collate_pairs,
     collate_segments,
     feature_of,
     features_key,
     load_wav_features,
+    normalize_features,
 )
 from audiorepro.data.speech_segments import load_features as _features
 from audiorepro.features import (
@@ -90,6 +93,7 @@ from audiorepro.losses.inverter import inverter_loss
 from audiorepro.metrics.abx import abx, abx_error, relative_time_item_file
 from audiorepro.metrics.bitrate import bitrate, bitrate_from_submission
 from audiorepro.models.inverter import CodebookInverter, InverterConfig
+from audiorepro.models.kmeans import KMeans, kmeans
 from audiorepro.models.vqvae import VQVAE, VQVAEConfig
 from audiorepro.paths import data_dir, repo_root, results_dir
 from audiorepro.repro import seed_everything, single_thread
@@ -105,6 +109,7 @@ from audiorepro.training import TrainConfig, Trainer
 __all__ = [
     "CHAPTER",
     "FEATURES",
+    "FEATURE_NORMS",
     "PAPER",
     "AblationRow",
     "Config",
@@ -126,7 +131,10 @@ __all__ = [
     "export_submission",
     "findings",
     "fit_vqvae",
+    "frames_abx",
     "griffin_lim",
+    "kmeans_baseline",
+    "kmeans_units",
     "language_dir",
     "linear_spectrogram",
     "load_audio",
@@ -134,6 +142,7 @@ __all__ = [
     "load_data",
     "load_features",
     "load_units",
+    "model_inputs",
     "read_bitrate_filelist",
     "read_item_file",
     "relative_time_abx",
@@ -141,6 +150,7 @@ __all__ = [
     "row_seeds",
     "run_row",
     "score_submission",
+    "score_units",
     "spectral_convergence",
     "store",
     "submission_dir",
@@ -331,10 +341,16 @@ class TrainedVQVAE:
 def _vqvae_step(model: VQVAE, batch: Any) -> dict[str, torch.Tensor]:
     feats, lengths, speakers = batch
     out = model(feats, lengths, speakers)
+    valid = out.codes[torch.arange(out.codes.shape[1])[None, :] < out.code_lengths[:, None]]
+    z = out.z.detach().float()
     return {
         "loss": out.loss,
         "reconstruction": out.reconstruction.detach(),
         "commitment": out.commitment.detach(),
+        "smoothing": out.smoothing.detach(),
+        # distinct codes in the batch, and the RMS of the encoder outputs (scale of z)
+        "batch_codes": torch.tensor(float(valid.unique().numel())),
+        "z_rms": z.pow(2).mean().sqrt(),
     }
 
 
@@ -406,7 +422,9 @@ def fit_vqvae(
     """Train a new VQ-VAE on utterances ``feats`` (each (T, F)) spoken by ``speakers``.
 
     Arrays in, model out: the chapter's :func:`train_vqvae` and ``audiorepro units train`` both
-    train through it. The input normalisation is the features' mean and standard deviation;
+    train through it. The utterances are first normalised per ``model_cfg.feature_norm``
+    (:func:`model_inputs`), then the model's own normalisation is their mean and standard
+    deviation;
     the decoder learns one embedding per distinct speaker (sorted). Returns the model (CPU,
     eval mode) and its history (``step``, ``loss``, the loss terms, ``wall_time_s``).
 
@@ -420,6 +438,7 @@ def fit_vqvae(
     names = sorted(set(speakers))
     seed_everything(seed)
     model = VQVAE(model_cfg, n_speakers=len(names))
+    feats = normalize_features(feats, model_cfg.feature_norm, speakers)
     stacked = np.concatenate(feats)
     model.set_normalization(torch.from_numpy(stacked.mean(0)), torch.from_numpy(stacked.std(0)))
     index = {s: i for i, s in enumerate(names)}
@@ -454,12 +473,36 @@ def fit_vqvae(
     return trainer.unwrapped_model.cpu().eval(), history
 
 
+def model_inputs(
+    feats: Mapping[str, np.ndarray],
+    feature_norm: str,
+    speakers: Mapping[str, str] | None = None,
+) -> dict[str, np.ndarray]:
+    """``{file: (T, F)}`` normalised per ``feature_norm`` (none | utterance | speaker,
+    :func:`~audiorepro.data.speech_segments.normalize_features`); the speaker of a file is
+    ``speakers[file]``, or its ZeroSpeech name prefix (``S025_0001`` → ``S025``)."""
+    names = list(feats)
+    spk = None
+    if feature_norm == "speaker":
+        spk = [speakers[n] if speakers is not None else speaker_of(n) for n in names]
+    out = normalize_features([feats[n] for n in names], feature_norm, spk)
+    return dict(zip(names, out, strict=True))
+
+
 @torch.no_grad()
 def encode_files(
-    model: VQVAE, feats: Mapping[str, np.ndarray], batch_size: int = 64
+    model: VQVAE,
+    feats: Mapping[str, np.ndarray],
+    batch_size: int = 64,
+    speakers: Mapping[str, str] | None = None,
 ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-    """Units of every file: ``({id: codes (T',) int64}, {id: codebook vectors (T', D_e)})``."""
+    """Units of every file: ``({id: codes (T',) int64}, {id: codebook vectors (T', D_e)})``.
+
+    The features are first normalised as the model was trained (``model.cfg.feature_norm``,
+    :func:`model_inputs`; per speaker: over the files given here, by ``speakers`` or the name
+    prefix)."""
     model.eval()
+    feats = model_inputs(feats, model.cfg.feature_norm, speakers)
     names = sorted(feats, key=lambda n: len(feats[n]))
     codes, vectors = {}, {}
     with single_thread():
@@ -499,12 +542,28 @@ def evaluate(
     """
     codes, vectors = encode_files(model, test_feats)
     shift = model.cfg.stride * HOP_S
+    return score_units(codes, vectors, lang_dir, shift, item_file, within)
+
+
+def score_units(
+    codes: Mapping[str, np.ndarray],
+    vectors: Mapping[str, np.ndarray],
+    lang_dir: Path,
+    frame_shift: float,
+    item_file: str = "abx/byCtxt_acSpkr.item",
+    within: bool = False,
+) -> dict[str, float]:
+    """ABX across (%) of the unit ``vectors`` ``{file: (T', D)}`` (angular, frames
+    ``frame_shift`` s apart), bitrate (b/s) of the ``codes`` ``{file: (T',)}`` over the files of
+    ``bitrate_filelist.txt``, and the codes used and perplexity over all files: the metrics of
+    :func:`evaluate`, for any units (the VQ-VAE's, k-means')."""
+    shift = frame_shift
     result = abx(vectors, Path(lang_dir) / item_file, "angular", "across", frame_shift=shift)
     entries = read_bitrate_filelist(Path(lang_dir) / "bitrate_filelist.txt")
     names = [n[: -len(".txt")] for n, _ in entries]
     rate = bitrate([codes[n] for n in names], sum(d for _, d in entries))
     pooled = np.concatenate(list(codes.values()))
-    p = np.bincount(pooled, minlength=model.cfg.codebook_size) / len(pooled)
+    p = np.bincount(pooled) / len(pooled)
     p = p[p > 0]
     metrics = {
         "abx_across": result.error,
@@ -518,6 +577,80 @@ def evaluate(
             vectors, Path(lang_dir) / item_file, "angular", "within", frame_shift=shift
         ).error
     return metrics
+
+
+def kmeans_units(
+    train_feats: Sequence[np.ndarray],
+    test_feats: Mapping[str, np.ndarray],
+    k: int,
+    stride: int,
+    seed: int,
+    iterations: int = 30,
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], KMeans]:
+    """The k-means baseline of a VQ-VAE with ``K = k`` at ``stride``: the frames of every
+    utterance averaged to the code rate (:func:`~audiorepro.data.speech_segments.
+    average_frames`), ``k`` centroids fitted on the training ones (seeded,
+    :func:`~audiorepro.models.kmeans.kmeans`), each test frame replaced by its nearest.
+
+    ``train_feats`` [(T, F)], ``test_feats`` {file: (T, F)}, already normalised as the VQ-VAE's
+    input. Returns ``({file: codes (T',)}, {file: centroids (T', F)}, the fitted KMeans)``.
+    """
+    pooled = np.concatenate([average_frames(x, stride) for x in train_feats])
+    fitted = kmeans(pooled, k, seed=seed, iterations=iterations)
+    codes, vectors = {}, {}
+    for name, x in test_feats.items():
+        codes[name] = fitted.assign(average_frames(x, stride))
+        vectors[name] = fitted.centroids[codes[name]]
+    return codes, vectors, fitted
+
+
+def kmeans_baseline(
+    config: Config, model_cfg: VQVAEConfig, seed: int, language: str = "english"
+) -> dict[str, float]:
+    """:func:`score_units` of the k-means units with the VQ-VAE ``model_cfg``'s K, stride, input
+    feature and normalisation, fitted on the training speech of ``language`` (seeded): the
+    baseline each VQ-VAE row is set beside."""
+    key = (
+        config,
+        model_cfg.input_dim,
+        model_cfg.feature_norm,
+        model_cfg.codebook_size,
+        model_cfg.stride,
+        seed,
+        language,
+    )
+    if key not in _KMEANS_SCORES:  # rows sharing K, input and stride share one baseline
+        _KMEANS_SCORES[key] = _kmeans_baseline(config, model_cfg, seed, language)
+    return dict(_KMEANS_SCORES[key])
+
+
+_KMEANS_SCORES: dict[tuple[Any, ...], dict[str, float]] = {}
+
+
+def _kmeans_baseline(
+    config: Config, model_cfg: VQVAEConfig, seed: int, language: str
+) -> dict[str, float]:
+    feature = feature_of(model_cfg.input_dim)
+    data = load_data(config, language, feature)
+    lang_dir = language_dir(config, language)
+    train = normalize_features(data.feats, model_cfg.feature_norm, data.speakers)
+    test = model_inputs(load_features(lang_dir, "test", feature), model_cfg.feature_norm)
+    with single_thread():
+        codes, vectors, _ = kmeans_units(
+            train, test, model_cfg.codebook_size, model_cfg.stride, seed
+        )
+    return score_units(codes, vectors, lang_dir, model_cfg.stride * HOP_S)
+
+
+def frames_abx(
+    config: Config, feature: str = "mfcc", feature_norm: str = "none", language: str = "english"
+) -> float:
+    """ABX across (%) of the test set's input frames themselves (10 ms, angular), normalised
+    per ``feature_norm``: the scale for the units made from them."""
+    lang_dir = language_dir(config, language)
+    test = model_inputs(load_features(lang_dir, "test", feature), feature_norm)
+    item = lang_dir / "abx/byCtxt_acSpkr.item"
+    return abx(test, item, "angular", "across", frame_shift=HOP_S).error
 
 
 # ---------------------------------------------------------------------------------- inverter
@@ -641,6 +774,12 @@ def resynthesize(
     """
     vqvae.eval()
     inverter.eval()
+    if vqvae.cfg.feature_norm == "speaker":
+        raise ValueError(
+            "resynthesize: the VQ-VAE normalises per speaker (model.feature_norm=speaker); "
+            "encode the speaker's files with encode_files, which pools their statistics"
+        )
+    (feats,) = normalize_features([feats], vqvae.cfg.feature_norm)
     x = torch.from_numpy(np.asarray(feats, dtype=np.float32))[None]
     codes, e, code_lengths = vqvae.encode(x, torch.tensor([len(feats)]))
     mag = inverter(e, code_lengths)[0, : len(feats)].numpy()  # (S, n_bins)
@@ -1031,12 +1170,17 @@ def row_seeds(config: Config, row: AblationRow) -> tuple[int, ...]:
 def run_row(
     config: Config, row: AblationRow, seed: int, language: str = "english"
 ) -> tuple[TrainedVQVAE, dict[str, float]]:
-    """Train (or load) the row's model for one seed and evaluate its units on ``language``."""
+    """Train (or load) the row's model for one seed and evaluate its units on ``language``,
+    with the k-means baseline of the same K, input and code rate (``kmeans_abx_across``,
+    ``kmeans_bitrate``; :func:`kmeans_baseline`, same seed)."""
     trained = train_vqvae(config, row.model, seed, language=language)
     lang_dir = language_dir(config, language)
     test = load_features(lang_dir, "test", feature_of(row.model.input_dim))
     metrics = evaluate(trained.model, lang_dir, test)
     metrics["train_wall_time_s"] = float(trained.history.get("wall_time_s", 0.0))
+    baseline = kmeans_baseline(config, row.model, seed, language)
+    metrics["kmeans_abx_across"] = baseline["abx_across"]
+    metrics["kmeans_bitrate"] = baseline["bitrate"]
     return trained, metrics
 
 
@@ -1054,9 +1198,23 @@ def _tags(key: str, language: str = "english") -> dict[str, str]:
 def summarize(records: Sequence[Mapping[str, Any]], config: Config, preset: str) -> pd.DataFrame:
     """One line per row of :func:`ablation_rows` that ``records`` (ledger records of the
     evaluation page) hold: means and standard deviations over seeds, codebook usage, the most a
-    K-code stream at the code rate can carry (``bitrate_cap``) and the paper's values. Only
+    K-code stream at the code rate can carry (``bitrate_cap``), the k-means baseline with the
+    same K (``kmeans_abx``, ``kmeans_bitrate``, ``beats_kmeans``), the ABX of the input frames
+    (records tagged ``mfcc_frames`` / ``logmel_frames``, metric ``frames_abx``) and the units'
+    ABX over it (``abx_over_frames``), and the paper's values. Only
     the records of ``config`` count (:func:`current`)."""
     records = current(records, config)
+    frames = {}
+    for feature, dim in FEATURES.items():
+        got = reporting.values(
+            records,
+            chapter=CHAPTER,
+            preset=preset,
+            metric="frames_abx",
+            tags={"row": f"{feature}_frames", "language": "english"},
+        )
+        if got:
+            frames[dim] = float(np.mean(got))
     out = []
     for row in ablation_rows(config):
 
@@ -1068,6 +1226,7 @@ def summarize(records: Sequence[Mapping[str, Any]], config: Config, preset: str)
         abx_vals, rates = vals("abx_across"), vals("bitrate")
         if not abx_vals:
             continue
+        km_abx, km_rate = vals("kmeans_abx_across"), vals("kmeans_bitrate")
         (abx_mean, abx_std), (rate_mean, rate_std) = (
             reporting.mean_std(abx_vals),
             reporting.mean_std(rates),
@@ -1086,12 +1245,30 @@ def summarize(records: Sequence[Mapping[str, Any]], config: Config, preset: str)
                 "bitrate_std": rate_std,
                 "codes_used": float(np.mean(vals("codes_used"))),
                 "perplexity": float(np.mean(vals("perplexity"))),
+                "kmeans_abx": float(np.mean(km_abx)) if km_abx else math.nan,
+                "kmeans_abx_std": reporting.mean_std(km_abx)[1] if km_abx else math.nan,
+                "kmeans_bitrate": float(np.mean(km_rate)) if km_rate else math.nan,
+                "frames_abx": frames.get(row.model.input_dim, math.nan),
+                "abx_over_frames": abx_mean / frames.get(row.model.input_dim, math.nan),
+                "beats_kmeans": _beats(abx_vals, km_abx),
                 "bitrate_cap": math.log2(k) / (row.model.stride * HOP_S),
                 "paper_abx": row.paper.abx_across if row.paper else None,
                 "paper_bitrate": row.paper.bitrate if row.paper else None,
             }
         )
     return pd.DataFrame(out).set_index("row")
+
+
+def _beats(units: Sequence[float], kmeans_abx: Sequence[float]) -> str:
+    """Whether the units' ABX is below the k-means baseline's: by more than both spreads
+    (``yes``), above it by as much (``no``), or within them (``unclear``)."""
+    if not units or not kmeans_abx:
+        return ""
+    if len(units) < 2 or len(kmeans_abx) < 2:
+        return "unclear (one seed)"
+    (m, s), (mk, sk) = reporting.mean_std(units), reporting.mean_std(kmeans_abx)
+    margin = s + sk
+    return "yes" if m + margin < mk else "no" if m - margin > mk else "unclear"
 
 
 def _row_finding(

@@ -59,6 +59,8 @@ __all__ = [
 
 ENCODERS = ("transformer", "conv")
 CODEBOOK_SIZES = (64, 128, 256, 512)
+FEATURE_NORMS = ("none", "utterance", "speaker")
+PRE_QUANT_NORMS = ("none", "layer", "unit")
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,17 @@ class VQVAEConfig:
     speaker_dim: int = field(32, help="D_v, the dimension of the speaker embedding")
     decoder_channels: int = field(128, help="channels of the decoder's convolutions")
     dropout: float = field(0.0, help="dropout inside the Transformer layers")
+    pre_quant_norm: str = field(
+        "none",
+        help="normalisation of the encoder output before the codebook: none | layer (layer "
+        "norm with a learned gain and bias) | unit (layer norm without them): bounds the "
+        "scale of z, hence the commitment loss",
+    )
+    feature_norm: str = field(
+        "none",
+        help="input mean and variance normalisation before the model: none | utterance | "
+        "speaker (per file, or over every file of the speaker; train and test alike)",
+    )
 
     def __post_init__(self) -> None:
         if self.encoder not in ENCODERS:
@@ -98,6 +111,14 @@ class VQVAEConfig:
             raise ValueError(f"ema_decay must be in (0, 1), got {self.ema_decay}")
         if self.codebook_size < 2:
             raise ValueError(f"codebook_size must be >= 2, got {self.codebook_size}")
+        if self.pre_quant_norm not in PRE_QUANT_NORMS:
+            raise ValueError(
+                f"pre_quant_norm must be one of {PRE_QUANT_NORMS}, got {self.pre_quant_norm!r}"
+            )
+        if self.feature_norm not in FEATURE_NORMS:
+            raise ValueError(
+                f"feature_norm must be one of {FEATURE_NORMS}, got {self.feature_norm!r}"
+            )
 
 
 def sinusoidal_positions(
@@ -379,6 +400,11 @@ class VQVAE(nn.Module):
             cfg.ema_epsilon,
             cfg.dead_code_threshold,
         )
+        self.pre_quant = (
+            nn.Identity()
+            if cfg.pre_quant_norm == "none"
+            else nn.LayerNorm(cfg.code_dim, elementwise_affine=cfg.pre_quant_norm == "layer")
+        )
         self.decoder = Decoder(cfg, n_speakers)
         self.register_buffer("feat_mean", torch.zeros(cfg.input_dim))
         self.register_buffer("feat_std", torch.ones(cfg.input_dim))
@@ -394,6 +420,7 @@ class VQVAE(nn.Module):
         """feats (B, T, F) raw → (x normalised, z, codes, e, code_lengths)."""
         x = (feats - self.feat_mean) / self.feat_std  # (B, T, F)
         z, code_lengths = self.encoder(x, lengths)  # (B, T', D_e)
+        z = self.pre_quant(z)
         codes, e = self.quantizer(z, length_mask(code_lengths, z.shape[1]))
         return x, z, codes, e, code_lengths
 

@@ -1,0 +1,93 @@
+"""Input normalisation, frames averaged to the code rate, and the k-means unit baseline."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from audiorepro.data.speech_segments import average_frames, normalize_features
+from audiorepro.experiments import zerospeech as zs
+from audiorepro.models.kmeans import kmeans, nearest_centroid
+
+
+def test_utterance_normalisation_hand_values():
+    x = np.array([[1.0, 10.0], [3.0, 10.0]])  # mean (2, 10), std (1, 0 -> eps)
+    (out,) = normalize_features([x], "utterance", eps=1e-5)
+    np.testing.assert_allclose(out, [[-1.0, 0.0], [1.0, 0.0]])
+    assert out.dtype == np.float32
+
+
+def test_speaker_normalisation_pools_the_speakers_files():
+    a = np.array([[0.0], [2.0]])
+    b = np.array([[4.0], [6.0]])  # speaker s: frames 0 2 4 6, mean 3, std sqrt(5)
+    c = np.array([[1.0], [1.0], [4.0]])  # speaker t alone: mean 2, std sqrt(2)
+    out = normalize_features([a, b, c], "speaker", ["s", "s", "t"])
+    r5, r2 = np.sqrt(5.0), np.sqrt(2.0)
+    np.testing.assert_allclose(out[0][:, 0], [-3 / r5, -1 / r5], rtol=1e-6)
+    np.testing.assert_allclose(out[1][:, 0], [1 / r5, 3 / r5], rtol=1e-6)
+    np.testing.assert_allclose(out[2][:, 0], [-1 / r2, -1 / r2, 2 / r2], rtol=1e-6)
+    same = normalize_features([a, b], "none")
+    np.testing.assert_array_equal(same[1], b.astype(np.float32))
+
+
+def test_normalisation_rejects_bad_input():
+    with pytest.raises(ValueError, match="one of"):
+        normalize_features([np.zeros((2, 2))], "global")
+    with pytest.raises(ValueError, match="one speaker per utterance"):
+        normalize_features([np.zeros((2, 2))], "speaker")
+    with pytest.raises(ValueError, match=r"utterance 1: expected \(T, F\)"):
+        normalize_features([np.zeros((2, 2)), np.zeros(3)], "utterance")
+
+
+def test_model_inputs_uses_the_name_prefix_as_speaker():
+    feats = {"S001_0001": np.array([[0.0]]), "S001_0002": np.array([[2.0]])}
+    out = zs.model_inputs(feats, "speaker")
+    assert out["S001_0001"][0, 0] == pytest.approx(-1.0)
+    assert out["S001_0002"][0, 0] == pytest.approx(1.0)
+
+
+def test_average_frames_to_the_code_rate():
+    x = np.arange(10, dtype=np.float32)[:, None] * [1.0, -1.0]  # (10, 2)
+    out = average_frames(x, 4)  # windows 0-3, 4-7, 8-9 (ceil(10 / 4) = 3, the code count)
+    np.testing.assert_allclose(out[:, 0], [1.5, 5.5, 8.5])
+    np.testing.assert_allclose(out[:, 1], [-1.5, -5.5, -8.5])
+    np.testing.assert_array_equal(average_frames(x, 1), x)
+    assert average_frames(x[:3], 4).shape == (1, 2)
+    with pytest.raises(ValueError, match="stride"):
+        average_frames(x, 0)
+
+
+def test_kmeans_is_seeded_and_assigns_the_nearest_centroid():
+    rng = np.random.default_rng(0)
+    centres = 20.0 * np.eye(5)[:, :4]  # four far-apart corners and the origin
+    x = np.concatenate([c + rng.normal(size=(40, 4)) for c in centres])
+    a, b = kmeans(x, 5, seed=3), kmeans(x, 5, seed=3)
+    np.testing.assert_array_equal(a.centroids, b.centroids)
+    # well-separated blobs: each found centroid sits on one true centre
+    found = np.sort(np.linalg.norm(a.centroids[:, None] - centres[None], axis=-1).min(1))
+    assert found.max() < 1.0
+    # brute force: the assignment is the argmin of every squared distance
+    probe = rng.normal(size=(50, 4)) * 10
+    brute = np.array([np.argmin([((p - c) ** 2).sum() for c in a.centroids]) for p in probe])
+    np.testing.assert_array_equal(a.assign(probe), brute)
+    np.testing.assert_array_equal(nearest_centroid(probe, a.centroids), brute)
+    # Lloyd's fixed point: every centroid is the mean of the training rows assigned to it
+    codes = a.assign(x)
+    for j in range(5):
+        np.testing.assert_allclose(a.centroids[j], x[codes == j].mean(0), atol=1e-4)
+    with pytest.raises(ValueError, match="k must be"):
+        kmeans(x, len(x) + 1)
+
+
+def test_kmeans_units_average_then_quantise():
+    rng = np.random.default_rng(1)
+    train = [rng.normal(size=(37, 4)).astype(np.float32) for _ in range(6)]
+    test = {"S001_0001": rng.normal(size=(10, 4)).astype(np.float32)}
+    codes, vectors, fitted = zs.kmeans_units(train, test, k=8, stride=4, seed=0)
+    assert codes["S001_0001"].shape == (3,)  # ceil(10 / 4) code frames, as the VQ-VAE
+    np.testing.assert_array_equal(
+        codes["S001_0001"], fitted.assign(average_frames(test["S001_0001"], 4))
+    )
+    np.testing.assert_array_equal(vectors["S001_0001"], fitted.centroids[codes["S001_0001"]])
+    again, _, _ = zs.kmeans_units(train, test, k=8, stride=4, seed=0)
+    np.testing.assert_array_equal(again["S001_0001"], codes["S001_0001"])
