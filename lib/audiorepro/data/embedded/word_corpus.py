@@ -23,11 +23,16 @@ speakers of this corpus talk slowly (80-115 words per minute), which brings almo
 tokens into range; tokens outside it are dropped, not stretched. Six characters suffice (no
 relaxation to five was needed): the embedded vocabulary has 215 such words.
 
-**Splits by speaker.** Speakers (``english_voices``, slowed down) are split into train, dev and
-test; each has one side. A seeded subset of the target words (``unseen_types``) never occurs in
-train sentences, so dev and test hold both seen and unseen word types. Sentences mix target
-words (probability ``target_fraction``) with shorter words of the vocabulary, which give the
-targets varied neighbours.
+**Splits by speaker.** Speakers (:func:`split_speakers`: ``disjoint_voices``, slowed down) are
+split into train, dev and test; each has one side. No eSpeak voice variant occurs in two splits
+(``ConfigError`` when the variant pools cannot serve the splits). With ``channels`` set, each
+side is heard through one channel condition (:func:`split_conditions`;
+:mod:`~audiorepro.data.embedded.channels`), applied to the whole side before its features are
+computed; supervisions record ``custom["espeak_variant"]`` and ``custom["channel"]``. A
+seeded subset of the target words (``unseen_types``) never occurs in train sentences, so dev
+and test hold both seen and unseen word types. Sentences mix target words (probability
+``target_fraction``) with shorter words of the vocabulary, which give the targets varied
+neighbours.
 
 **Pronunciations.** From the CMU dictionary (first pronunciation, stress removed,
 :func:`~audiorepro.data.embedded.lexicon.pronunciation`) over the 39 ARPAbet phones, inside the
@@ -559,6 +564,8 @@ def generate_word_corpus(
 __all__ = [
     "WordCorpusConfig",
     "generate_word_corpus",
+    "split_conditions",
+    "split_speakers",
     "target_words",
     "word_corpus_config",
     "word_pronunciations",

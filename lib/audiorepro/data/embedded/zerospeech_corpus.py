@@ -34,10 +34,18 @@ lhotse ``word`` and ``phone`` alignments (ARPAbet for English, eSpeak mnemonics 
 Indonesian); an excerpt carries no text (it holds parts of words), only its three phones and,
 in ``custom["source_text"]``, the sentence it was cut from.
 
-**Speakers.** English: ``english_voices(unit + test, seed)`` gives ``S001...``; the first
-``unit_speakers`` read the unit-discovery sentences, the rest are held out for the test set;
-``target_voices()`` gives ``V001`` (and ``V002``). Indonesian: ``indonesian_voices`` (``S101...``)
-and ``V001``. Train and test speakers are disjoint.
+**Speakers** (:func:`speaker_voices`). English: ``disjoint_voices([unit, test], seed)`` gives
+``S001...``; the first ``unit_speakers`` read the unit-discovery sentences, the rest are held
+out for the test set; ``target_voices()`` gives ``V001`` (and ``V002``). Indonesian: the same
+from ``S101`` and ``V001``. Train and test speakers are disjoint, and so are their eSpeak voice
+variants (a configuration that cannot be split so is a ``ConfigError``); the target voices'
+variants are used by no other speaker. Each supervision records ``custom["espeak_variant"]``.
+
+**Channels** (``channels``, :func:`speaker_conditions`): every unit and test speaker is heard
+through one condition of :mod:`~audiorepro.data.embedded.channels` (clean, telephone band,
+noise at ``snr_db``, reverberation with ``rt60_s``), applied to each whole sentence before
+excerpts are cut (lengths and alignments unchanged), seeded per utterance; recorded in
+``custom["channel"]`` and in the counts. The target voices stay clean.
 
 **Test set.** As in the real English test set (13,078 of 13,529 files shorter than 0.5 s, median
 0.235 s), most test files are **triphone excerpts**: a previous phone, a phone and a next phone
