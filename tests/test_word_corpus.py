@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections import Counter
@@ -291,3 +292,64 @@ def test_a_truncated_feature_file_is_an_error_naming_it(tmp_path) -> None:
     path.write_bytes(path.read_bytes()[:-50])
     with pytest.raises(SwitchboardFormatError, match=r"swbd\.dev\.npz: not a readable \.npz"):
         load_word_split(tmp_path, "dev")
+
+
+# --- voices and channel conditions ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("preset", ["smoke", "embedded"])
+def test_train_dev_test_voice_variants_are_disjoint(preset) -> None:
+    cfg = wc.word_corpus_config(preset)
+    speakers = wc.split_speakers(cfg, seed=0)
+    variants = {split: {v.variant for v in voices} for split, voices in speakers.items()}
+    assert {split: len(v) for split, v in speakers.items()} == cfg.speakers
+    assert variants["train"].isdisjoint(variants["dev"] | variants["test"])
+    assert variants["dev"].isdisjoint(variants["test"])
+    assert all(cfg.min_rate <= v.rate <= cfg.max_rate for vs in speakers.values() for v in vs)
+
+
+def test_generated_splits_share_no_variant(corpus) -> None:
+    out, _ = corpus
+    variants = {
+        split: {
+            s.custom["espeak_variant"]
+            for s in read_supervisions(out / wc.MANIFEST_DIR / f"{split}_supervisions.jsonl.gz")
+        }
+        for split in ("train", "dev", "test")
+    }
+    assert variants["train"].isdisjoint(variants["dev"] | variants["test"])
+
+
+def test_too_many_splits_for_the_variants_is_a_config_error(monkeypatch) -> None:
+    from audiorepro.data.embedded import espeak
+
+    real = espeak.disjoint_voices
+
+    def few_variants(groups, seed, language, first_id):
+        return real(groups, seed, language, first_id, male_variants=("m1", "m2"))
+
+    monkeypatch.setattr(wc, "disjoint_voices", few_variants)
+    with pytest.raises(ConfigError, match="3 groups need a male speaker .* only 2 variants"):
+        wc.split_speakers(SMOKE, seed=0)
+
+
+def test_mixed_channels_are_recorded_and_change_the_sides(tmp_path) -> None:
+    cfg = dataclasses.replace(
+        SMOKE, train_speakers=4, dev_speakers=1, test_speakers=1, sentences_per_speaker=2
+    )
+    mixed = dataclasses.replace(cfg, channels="mixed")
+    conditions = wc.split_conditions(mixed, seed=0)
+    assert sorted(conditions["train"]) == ["clean", "noise", "reverb", "telephone"]
+    counts = wc.generate_word_corpus(tmp_path / "mixed", "smoke", 0, config=mixed)
+    clean = wc.generate_word_corpus(tmp_path / "clean", "smoke", 0, config=cfg)
+    assert counts["train"]["channel_conditions"] == {c: 1 for c in conditions["train"]}
+    assert clean["train"]["channel_conditions"] == {"clean": 4}
+    sups = read_supervisions(tmp_path / "mixed" / wc.MANIFEST_DIR / "train_supervisions.jsonl.gz")
+    by_side = {s.recording_id: s.custom["channel"] for s in sups}
+    for side, channel in by_side.items():
+        a, _ = load_audio(tmp_path / "mixed" / "audio" / f"{side}.wav", None)
+        b, _ = load_audio(tmp_path / "clean" / "audio" / f"{side}.wav", None)
+        assert a.shape == b.shape
+        assert np.array_equal(a, b) == (channel == "clean")
+    with pytest.raises(ConfigError, match="channels must be one of"):
+        dataclasses.replace(cfg, channels="phone")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import itertools
 import json
@@ -14,6 +15,8 @@ import soundfile as sf
 
 from audiorepro.config import ConfigError
 from audiorepro.data.embedded import zerospeech_corpus as zc
+from audiorepro.data.embedded.atomic import matches
+from audiorepro.data.embedded.channels import CONDITIONS
 from audiorepro.data.manifests import (
     check_manifest_dir,
     read_recordings,
@@ -414,3 +417,89 @@ def test_prepare_real_layout(tmp_path) -> None:
         prepare_zerospeech2019(root)
     with pytest.raises(ZeroSpeechFormatError, match="missing folder"):
         prepare_zerospeech2019(tmp_path / "2019", tmp_path / "m")
+
+
+# --- voices and channel conditions ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("preset", ["smoke", "embedded"])
+@pytest.mark.parametrize("language", zc.LANGUAGES)
+def test_unit_and_test_voice_variants_are_disjoint(preset, language) -> None:
+    cfg = zc.zerospeech_config(preset).language(language)
+    unit, test, targets = zc.speaker_voices(language, cfg, seed=0)
+    assert (len(unit), len(test)) == (cfg.unit_speakers, cfg.test_speakers)
+    unit_variants = {v.variant for v in unit}
+    test_variants = {v.variant for v in test}
+    assert unit_variants.isdisjoint(test_variants)
+    assert {v.variant for v in targets}.isdisjoint(unit_variants | test_variants)
+    names = [v.name for v in unit + test]
+    assert len(set(names)) == len(names)
+
+
+def test_generated_test_speakers_use_no_training_variant(corpus) -> None:
+    for language in zc.LANGUAGES:
+        lang_dir = corpus[0] / language
+        variants = {
+            split: {s.custom["espeak_variant"] for s in _supervisions(lang_dir, split).values()}
+            for split in ("train-unit", "train-voice", "test")
+        }
+        assert variants["train-unit"].isdisjoint(variants["test"])
+        assert variants["train-voice"].isdisjoint(variants["train-unit"] | variants["test"])
+
+
+def test_a_split_that_cannot_be_disjoint_is_a_config_error() -> None:
+    from audiorepro.data.embedded.espeak import disjoint_voices
+
+    with pytest.raises(ConfigError, match="cannot make the speaker groups .* disjoint"):
+        disjoint_voices([2, 2, 2], 0, female_variants=("f1", "f3"))
+    # two female variants are enough for two groups
+    train, test = disjoint_voices([2, 2], 0, female_variants=("f1", "f3"))
+    assert {v.variant for v in train}.isdisjoint({v.variant for v in test})
+
+
+def test_channel_fields_are_checked() -> None:
+    base = zc.to_dict(SMOKE.english)
+    for key, value, message in (
+        ("channels", "studio", "channels must be one of"),
+        ("noise_color", "brown", "noise_color must be one of"),
+        ("snr_db", 100.0, "snr_db must be in"),
+        ("rt60_s", 0.0, "rt60_s must be in"),
+    ):
+        with pytest.raises(ConfigError, match=message):
+            zc.LanguageCorpusConfig(**{**base, key: value})
+
+
+def test_mixed_channels_degrade_each_speaker_and_are_not_reused_as_clean(corpus, tmp_path) -> None:
+    lang = dict(zc.to_dict(SMOKE.english), unit_speakers=4, test_speakers=4, unit_utterances=1)
+    lang.update(voice_utterances=1, channels="mixed", snr_db=10.0)
+    cfg = zc.LanguageCorpusConfig(**lang)
+    unit_conditions, test_conditions = zc.speaker_conditions("english", cfg, seed=0)
+    assert sorted(unit_conditions) == sorted(test_conditions) == sorted(CONDITIONS)
+    root = tmp_path / "english"
+    counts = zc._generate_language(root, "english", cfg, seed=0)
+    assert counts["channel_conditions"]["test"] == {c: 1 for c in CONDITIONS}
+    clean_cfg = zc.LanguageCorpusConfig(**{**lang, "channels": "none"})
+    clean_root = tmp_path / "clean" / "english"
+    zc._generate_language(clean_root, "english", clean_cfg, seed=0)
+    sups = _supervisions(root, "train-unit")
+    for sup in sups.values():
+        wav, _ = sf.read(root / "train" / "unit" / f"{sup.id}.wav", dtype="float32")
+        clean, _ = sf.read(clean_root / "train" / "unit" / f"{sup.id}.wav", dtype="float32")
+        assert wav.shape == clean.shape  # alignments stay valid
+        if sup.custom["channel"] == "clean":
+            assert np.array_equal(wav, clean)
+        elif sup.custom["channel"] == "noise":
+            assert float(np.mean(clean**2) / np.mean((wav - clean) ** 2)) == pytest.approx(
+                10.0, rel=0.15
+            )
+        else:
+            assert not np.array_equal(wav, clean)
+
+    # The channel settings are part of the marker: a smoke corpus is not reused for other ones.
+    out, _ = corpus
+    other = zc.ZeroSpeechCorpusConfig(
+        english=dataclasses.replace(SMOKE.english, channels="telephone"), surprise=SMOKE.surprise
+    )
+    settings = zc.corpus_settings("zerospeech2019", "smoke", 0, other)
+    assert not matches(zc.read_marker(out), settings)
+    assert matches(zc.read_marker(out), zc.corpus_settings("zerospeech2019", "smoke", 0, SMOKE))

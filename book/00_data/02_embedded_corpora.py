@@ -106,7 +106,9 @@ assert not any(problems.values()), problems
 # dictionary) in many voices: each speaker is a voice variant with its own pitch, pitch range
 # and rate. As in ZeroSpeech 2019, `train/unit` holds many speakers for unit discovery,
 # `train/voice` the two target voices for synthesis, and `test` held-out speakers; Indonesian
-# plays the "surprise" language, as it did in the challenge.
+# plays the "surprise" language, as it did in the challenge. Held-out speakers use voice
+# variants no training speaker uses, and under the `embedded` preset each speaker is heard
+# through one channel: clean, a telephone band, pink noise at 20 dB SNR or a reverberant room.
 
 # %%
 speech_table = overview.manifest_summary(english)
@@ -275,10 +277,11 @@ counts
 # across clips (Clotho).
 #
 # **They are not** natural speech or natural sound. eSpeak is a formant synthesiser: its
-# voices differ in pitch, range and rate far less than people do, with no accents, no
-# disfluencies, no room acoustics and no noise, so speaker variation, the main difficulty of
-# ABX across speakers and of same-different word discrimination, is much smaller than in the
-# real corpora. The sound events are procedural (a siren is a swept tone), there are a few
+# voices differ in pitch, range and rate far less than people do, with no accents and no
+# disfluencies, and the channels (telephone band, stationary noise, a synthetic room) are
+# simple stand-ins for real ones, so speaker variation, the main difficulty of ABX across
+# speakers and of same-different word discrimination, is still smaller than in the real
+# corpora. The sound events are procedural (a siren is a swept tone), there are a few
 # dozen event classes instead of the hundreds behind ClothoV2, and the captions come from
 # templates, so their vocabulary is small and a text encoder can learn it from few examples.
 # The corpora are also much smaller than the real ones (see the tables above).

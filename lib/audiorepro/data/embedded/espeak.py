@@ -66,11 +66,14 @@ import sys
 import tempfile
 import threading
 import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
 import numpy as np
+
+from audiorepro.config import ConfigError
 
 SAMPLE_RATE = 16_000
 """Output sample rate of :func:`synthesize` (Hz)."""
@@ -804,11 +807,18 @@ def _speaker_voices(n: int, seed: int, language: str, first_id: int) -> list[Voi
     # Seeded with the id range too, so English and Indonesian speakers differ for one seed.
     rng = np.random.default_rng((seed, first_id))
     pools = [list(rng.permutation(MALE_VARIANTS)), list(rng.permutation(FEMALE_VARIANTS))]
+    variants = [str(pools[i % 2][(i // 2) % len(pools[i % 2])]) for i in range(n)]
+    return _with_prosody(variants, rng, language, first_id)
+
+
+def _with_prosody(
+    variants: Sequence[str], rng: np.random.Generator, language: str, first_id: int
+) -> list[Voice]:
+    """Voices ``S<first_id>...`` of the given variants, each with a pitch, rate and pitch range
+    drawn from ``rng``; no two share (variant, pitch, rate, pitch range)."""
     used: set[tuple[str, int, int, int]] = set()
     voices = []
-    for i in range(n):
-        pool = pools[i % 2]  # alternate male / female speakers
-        variant = str(pool[(i // 2) % len(pool)])
+    for i, variant in enumerate(variants):
         while True:
             pitch = int(rng.integers(_PITCH_RANGE[0], _PITCH_RANGE[1] + 1))
             rate = int(rng.integers(_RATE_RANGE[0], _RATE_RANGE[1] + 1))
@@ -829,6 +839,91 @@ def _speaker_voices(n: int, seed: int, language: str, first_id: int) -> list[Voi
             )
         )
     return voices
+
+
+def _share(total: int, weights: Sequence[int]) -> list[int]:
+    """``total`` items split in proportion to ``weights`` (largest remainders), every non-zero
+    weight getting at least one; the caller checks ``total >= number of non-zero weights``."""
+    need = [w > 0 for w in weights]
+    out = [1 if w else 0 for w in need]
+    rest = total - sum(out)
+    weight_sum = sum(weights)
+    ideal = [rest * w / weight_sum for w in weights]
+    out = [o + int(i) for o, i in zip(out, ideal, strict=True)]
+    left = total - sum(out)
+    order = sorted(range(len(weights)), key=lambda g: (-(ideal[g] - int(ideal[g])), g))
+    for g in order[:left]:
+        out[g] += 1
+    return out
+
+
+def disjoint_voices(
+    groups: Sequence[int],
+    seed: int = 0,
+    language: str = "en-us",
+    first_id: int = 1,
+    *,
+    male_variants: Sequence[str] = MALE_VARIANTS,
+    female_variants: Sequence[str] = FEMALE_VARIANTS,
+) -> list[list[Voice]]:
+    """Speakers ``S<first_id>...`` for consecutive ``groups`` (e.g. train, dev, test) such that
+    no eSpeak voice variant is used by two groups.
+
+    As in :func:`english_voices`, speakers alternate male / female over the whole list (speaker
+    ``i`` is male when ``i`` is even). Each gender's variant pool, permuted by
+    ``numpy.random.default_rng((seed, first_id, 2))``, is cut into one disjoint share per group
+    in proportion to the group's speakers of that gender (at least one variant each); within a
+    group the speakers of a gender cycle through its share, repeating variants with other
+    prosody (pitch, rate and pitch range drawn as in :func:`english_voices`) when the share is
+    smaller than the group.
+
+    Raises:
+        ConfigError: a group size is not an integer >= 0, there are more than 999 speakers, or
+            a gender pool has fewer variants than the groups that need a speaker of it (the
+            split cannot be made disjoint; the message names the gender and the counts).
+    """
+    sizes = list(groups)
+    for n in sizes:
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise ConfigError(f"group sizes must be integers >= 0, got {sizes}")
+    total = sum(sizes)
+    if not 1 <= total <= 999 - first_id + 1:
+        raise ConfigError(f"need 1 to {999 - first_id + 1} speakers in all, got {total}")
+    gender = [i % 2 for i in range(total)]  # 0 male, 1 female
+    group_of = [g for g, n in enumerate(sizes) for _ in range(n)]
+    rng = np.random.default_rng((seed, first_id, 2))
+    shares: list[list[list[str]]] = []  # [gender][group] -> variants
+    for sex, pool in ((0, male_variants), (1, female_variants)):
+        order = [str(pool[int(i)]) for i in rng.permutation(len(pool))]
+        if len(set(order)) != len(order):
+            raise ConfigError(f"the {('male', 'female')[sex]} variant pool repeats a variant")
+        per_group = [
+            sum(1 for i in range(total) if gender[i] == sex and group_of[i] == g)
+            for g in range(len(sizes))
+        ]
+        needing = sum(1 for c in per_group if c)
+        if len(order) < needing:
+            raise ConfigError(
+                f"cannot make the speaker groups {sizes} disjoint in voice variants: "
+                f"{needing} groups need a {('male', 'female')[sex]} speaker "
+                f"({per_group} per group) but the pool has only {len(order)} variants"
+            )
+        counts = _share(len(order), per_group) if needing else [0] * len(sizes)
+        starts = np.cumsum([0, *counts])
+        shares.append([order[starts[g] : starts[g + 1]] for g in range(len(sizes))])
+    seen = [[0, 0] for _ in sizes]
+    variants = []
+    for i in range(total):
+        g, sex = group_of[i], gender[i]
+        share = shares[sex][g]
+        variants.append(share[seen[g][sex] % len(share)])
+        seen[g][sex] += 1
+    voices = _with_prosody(variants, rng, language, first_id)
+    out, start = [], 0
+    for n in sizes:
+        out.append(voices[start : start + n])
+        start += n
+    return out
 
 
 def english_voices(n: int = 34, seed: int = 0) -> list[Voice]:

@@ -23,11 +23,16 @@ speakers of this corpus talk slowly (80-115 words per minute), which brings almo
 tokens into range; tokens outside it are dropped, not stretched. Six characters suffice (no
 relaxation to five was needed): the embedded vocabulary has 215 such words.
 
-**Splits by speaker.** Speakers (``english_voices``, slowed down) are split into train, dev and
-test; each has one side. A seeded subset of the target words (``unseen_types``) never occurs in
-train sentences, so dev and test hold both seen and unseen word types. Sentences mix target
-words (probability ``target_fraction``) with shorter words of the vocabulary, which give the
-targets varied neighbours.
+**Splits by speaker.** Speakers (:func:`split_speakers`: ``disjoint_voices``, slowed down) are
+split into train, dev and test; each has one side. No eSpeak voice variant occurs in two splits
+(``ConfigError`` when the variant pools cannot serve the splits). With ``channels`` set, each
+side is heard through one channel condition (:func:`split_conditions`;
+:mod:`~audiorepro.data.embedded.channels`), applied to the whole side before its features are
+computed; supervisions record ``custom["espeak_variant"]`` and ``custom["channel"]``. A
+seeded subset of the target words (``unseen_types``) never occurs in train sentences, so dev
+and test hold both seen and unseen word types. Sentences mix target words (probability
+``target_fraction``) with shorter words of the vocabulary, which give the targets varied
+neighbours.
 
 **Pronunciations.** From the CMU dictionary (first pronunciation, stress removed,
 :func:`~audiorepro.data.embedded.lexicon.pronunciation`) over the 39 ARPAbet phones, inside the
@@ -58,8 +63,9 @@ import numpy as np
 
 from audiorepro.config import ConfigError, field
 from audiorepro.data.embedded.atomic import generate_atomically, write_json
+from audiorepro.data.embedded.channels import apply_condition, assign_conditions
 from audiorepro.data.embedded.corpus_presets import CORPUS_PRESETS, corpus_preset
-from audiorepro.data.embedded.espeak import SAMPLE_RATE, Voice, english_voices, synthesize
+from audiorepro.data.embedded.espeak import SAMPLE_RATE, Voice, disjoint_voices, synthesize
 from audiorepro.data.embedded.lexicon import (
     SWITCHBOARD_SYMBOLS,
     cmu_dictionary,
@@ -69,6 +75,8 @@ from audiorepro.data.embedded.lexicon import (
     strip_stress,
 )
 from audiorepro.data.embedded.zerospeech_corpus import (
+    CHANNEL_FIELDS,
+    check_channel_fields,
     check_seed,
     corpus_settings,
 )
@@ -90,7 +98,7 @@ SOURCES_FILE = "sources.yaml"
 FRAMES_PER_SECOND = 100
 
 # Stream ids for np.random.default_rng([seed, role, ...]); 10+ keeps them apart from ZeroSpeech.
-_ROLE_VOCAB, _ROLE_RATE, _ROLE_SENTENCE = 10, 11, 12
+_ROLE_VOCAB, _ROLE_RATE, _ROLE_SENTENCE, _ROLE_CHANNEL = 10, 11, 12, 13
 _ZIP_TIME = (1980, 1, 1, 0, 0, 0)
 
 
@@ -117,11 +125,21 @@ class WordCorpusConfig:
     max_words: int = field(7, help="most words in a sentence")
     gap_s: float = field(0.3, help="silence before each sentence in a side (s)")
     feature_dim: int = field(39, help="MFCC + Δ + ΔΔ dimension: 39 (13 x 3) or 36 (12 x 3)")
+    channels: str = field(
+        "none",
+        help="channel conditions of the sides: none, telephone, noise, reverb (every speaker), "
+        "or mixed (each speaker one of clean, telephone, noise, reverb, balanced per split; "
+        "audiorepro.data.embedded.channels)",
+    )
+    snr_db: float = field(20.0, help="signal-to-noise ratio of the noise condition (dB)")
+    noise_color: str = field("pink", help="noise of the noise condition: white or pink")
+    rt60_s: float = field(0.4, help="reverberation time of the reverb condition (s)")
 
     def __post_init__(self) -> None:
+        check_channel_fields(self)
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
-            if f.name in ("target_fraction", "gap_s"):
+            if f.name in ("target_fraction", "gap_s", *CHANNEL_FIELDS):
                 continue
             low = 0 if f.name in ("word_types", "unseen_types") else 1
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
@@ -210,19 +228,36 @@ def target_words(config: WordCorpusConfig, seed: int) -> tuple[list[str], list[s
     return seen, unseen
 
 
-def _speakers(config: WordCorpusConfig, seed: int) -> dict[str, list[Voice]]:
-    """Slow speakers per split: ``english_voices`` with rates drawn in [min_rate, max_rate]."""
-    total = sum(config.speakers.values())
-    voices = []
-    for k, voice in enumerate(english_voices(total, seed)):
-        rng = np.random.default_rng([seed, _ROLE_RATE, k])
-        rate = int(rng.integers(config.min_rate, config.max_rate + 1))
-        voices.append(dataclasses.replace(voice, rate=rate))
-    out, start = {}, 0
-    for split, n in config.speakers.items():
-        out[split] = voices[start : start + n]
-        start += n
+def split_speakers(config: WordCorpusConfig, seed: int) -> dict[str, list[Voice]]:
+    """Slow speakers per split (``S001...`` over train, dev, test in that order).
+
+    Voices come from :func:`~audiorepro.data.embedded.espeak.disjoint_voices`: no eSpeak voice
+    variant is used in two splits; each speaker's rate is then redrawn in
+    [min_rate, max_rate].
+
+    Raises:
+        ConfigError: the splits cannot be made disjoint (too few variants).
+    """
+    groups = disjoint_voices(list(config.speakers.values()), seed, "en-us", 1)
+    out, k = {}, 0
+    for split, voices in zip(config.speakers, groups, strict=True):
+        out[split] = []
+        for voice in voices:
+            rng = np.random.default_rng([seed, _ROLE_RATE, k])
+            rate = int(rng.integers(config.min_rate, config.max_rate + 1))
+            out[split].append(dataclasses.replace(voice, rate=rate))
+            k += 1
     return out
+
+
+def split_conditions(config: WordCorpusConfig, seed: int) -> dict[str, list[str]]:
+    """The channel condition of each speaker per split
+    (:func:`~audiorepro.data.embedded.channels.assign_conditions`, seeded by the corpus
+    seed)."""
+    conditions = assign_conditions(
+        list(config.speakers.values()), config.channels, [seed, _ROLE_CHANNEL]
+    )
+    return dict(zip(config.speakers, conditions, strict=True))
 
 
 def _sentence(
@@ -279,6 +314,7 @@ def _write_side(
     voice: Voice,
     split: str,
     speaker_index: int,
+    condition: str,
     targets: set[str],
     vocabulary: tuple[list[str], list[str]],
     cfg: WordCorpusConfig,
@@ -306,7 +342,19 @@ def _write_side(
             spans.append((text.lower(), start + shift, end + shift, phones))
         offset += syn.wav.shape[0]
     relative = f"{AUDIO_DIR}/{side}.wav"
-    save_audio(root / relative, np.concatenate(pieces), SAMPLE_RATE)
+    side_wav = np.concatenate(pieces)
+    if condition != "clean":
+        # One channel per conversation side, applied to the whole side (gaps included).
+        side_wav = apply_condition(
+            side_wav,
+            SAMPLE_RATE,
+            condition,
+            np.random.default_rng([seed, _ROLE_CHANNEL, speaker_index]),
+            snr=cfg.snr_db,
+            noise_color=cfg.noise_color,
+            rt60_s=cfg.rt60_s,
+        )
+    save_audio(root / relative, side_wav, SAMPLE_RATE)
     # Features from the 16-bit samples on disk, so that they can be recomputed from the wav.
     wav, _ = load_audio(root / relative, None)
     feats = mfcc_features(wav, SAMPLE_RATE, cfg.feature_dim, cmvn=True)  # (T, F)
@@ -335,7 +383,13 @@ def _write_side(
 def _build(root: Path, cfg: WordCorpusConfig, seed: int) -> dict[str, Any]:
     seen, unseen = target_words(cfg, seed)
     fillers = [w for w in english_vocabulary() if len(w) < cfg.min_chars]
-    speakers = _speakers(cfg, seed)
+    speakers = split_speakers(cfg, seed)
+    conditions = split_conditions(cfg, seed)
+    side_voice = {
+        f"{voice.name}-A": {"espeak_variant": voice.variant, "channel": condition}
+        for split in SPLITS
+        for voice, condition in zip(speakers[split], conditions[split], strict=True)
+    }
     recordings: dict[str, list[Recording]] = {}
     tokens: dict[str, list[_Token]] = {}
     features: dict[str, dict[str, np.ndarray]] = {}
@@ -345,9 +399,17 @@ def _build(root: Path, cfg: WordCorpusConfig, seed: int) -> dict[str, Any]:
         split_targets = seen if split == "train" else sorted(seen + unseen)
         recordings[split], tokens[split], features[split] = [], [], {}
         dropped_length[split] = 0
-        for voice in speakers[split]:
+        for voice, condition in zip(speakers[split], conditions[split], strict=True):
             rec, side_tokens, feats, dropped = _write_side(
-                root, voice, split, index, set(split_targets), (split_targets, fillers), cfg, seed
+                root,
+                voice,
+                split,
+                index,
+                condition,
+                set(split_targets),
+                (split_targets, fillers),
+                cfg,
+                seed,
             )
             index += 1
             recordings[split].append(rec)
@@ -390,6 +452,7 @@ def _build(root: Path, cfg: WordCorpusConfig, seed: int) -> dict[str, Any]:
                 language="en",
                 speaker=t.side.rsplit("-", 1)[0],
                 custom={
+                    **side_voice[t.side],
                     "pronunciation": list(pronunciation(t.word)),
                     "start_frame": t.start,
                     "end_frame": t.end,
@@ -416,6 +479,7 @@ def _build(root: Path, cfg: WordCorpusConfig, seed: int) -> dict[str, Any]:
             "dropped_for_length": dropped_length[split],
             "min_frames": min(frames, default=0),
             "max_frames": max(frames, default=0),
+            "channel_conditions": dict(sorted(Counter(conditions[split]).items())),
         }
     split_counts["train"]["dropped_rare_tokens"] = dropped_rare
     _write_word_sources(root, split_counts)
@@ -500,6 +564,8 @@ def generate_word_corpus(
 __all__ = [
     "WordCorpusConfig",
     "generate_word_corpus",
+    "split_conditions",
+    "split_speakers",
     "target_words",
     "word_corpus_config",
     "word_pronunciations",

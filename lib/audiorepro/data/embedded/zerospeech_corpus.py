@@ -34,10 +34,18 @@ lhotse ``word`` and ``phone`` alignments (ARPAbet for English, eSpeak mnemonics 
 Indonesian); an excerpt carries no text (it holds parts of words), only its three phones and,
 in ``custom["source_text"]``, the sentence it was cut from.
 
-**Speakers.** English: ``english_voices(unit + test, seed)`` gives ``S001...``; the first
-``unit_speakers`` read the unit-discovery sentences, the rest are held out for the test set;
-``target_voices()`` gives ``V001`` (and ``V002``). Indonesian: ``indonesian_voices`` (``S101...``)
-and ``V001``. Train and test speakers are disjoint.
+**Speakers** (:func:`speaker_voices`). English: ``disjoint_voices([unit, test], seed)`` gives
+``S001...``; the first ``unit_speakers`` read the unit-discovery sentences, the rest are held
+out for the test set; ``target_voices()`` gives ``V001`` (and ``V002``). Indonesian: the same
+from ``S101`` and ``V001``. Train and test speakers are disjoint, and so are their eSpeak voice
+variants (a configuration that cannot be split so is a ``ConfigError``); the target voices'
+variants are used by no other speaker. Each supervision records ``custom["espeak_variant"]``.
+
+**Channels** (``channels``, :func:`speaker_conditions`): every unit and test speaker is heard
+through one condition of :mod:`~audiorepro.data.embedded.channels` (clean, telephone band,
+noise at ``snr_db``, reverberation with ``rt60_s``), applied to each whole sentence before
+excerpts are cut (lengths and alignments unchanged), seeded per utterance; recorded in
+``custom["channel"]`` and in the counts. The target voices stay clean.
 
 **Test set.** As in the real English test set (13,078 of 13,529 files shorter than 0.5 s, median
 0.235 s), most test files are **triphone excerpts**: a previous phone, a phone and a next phone
@@ -95,13 +103,18 @@ from audiorepro.data.embedded.atomic import (
     read_marker,
     write_json,
 )
+from audiorepro.data.embedded.channels import (
+    CHANNEL_MODES,
+    NOISE_COLORS,
+    apply_condition,
+    assign_conditions,
+)
 from audiorepro.data.embedded.corpus_presets import CORPUS_PRESETS, corpus_preset
 from audiorepro.data.embedded.espeak import (
     SAMPLE_RATE,
     Synthesis,
     Voice,
-    english_voices,
-    indonesian_voices,
+    disjoint_voices,
     synthesize,
     target_voices,
 )
@@ -128,7 +141,7 @@ from audiorepro.data.recipes.zerospeech import (
 from audiorepro.data.sources import write_sources_yaml
 from audiorepro.features import save_audio
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: train and test voice variants disjoint; channel conditions
 """Bumped whenever the generator's output changes for the same settings."""
 
 """Completion marker (JSON) written last into a finished corpus folder."""
@@ -149,8 +162,30 @@ SOURCES_FILE = "sources.yaml"
 MANIFEST_DIR = "manifests"
 
 # Stream ids for np.random.default_rng([seed, language, role, ...]).
-_ROLE_UNIT, _ROLE_VOICE, _ROLE_POOL, _ROLE_READ, _ROLE_IDS = range(5)
+_ROLE_UNIT, _ROLE_VOICE, _ROLE_POOL, _ROLE_READ, _ROLE_IDS, _ROLE_CHANNEL = range(6)
 _MAX_UTTERANCES = 9999  # four-digit utterance numbers
+
+
+CHANNEL_FIELDS = ("channels", "snr_db", "noise_color", "rt60_s")
+
+
+def check_channel_fields(config: Any) -> None:
+    """Validate the channel fields a corpus configuration shares (``channels``, ``snr_db``,
+    ``noise_color``, ``rt60_s``); ``ConfigError`` naming the field and the valid values."""
+    if config.channels not in CHANNEL_MODES:
+        raise ConfigError(
+            f"channels must be one of {', '.join(CHANNEL_MODES)}, got {config.channels!r}"
+        )
+    if config.noise_color not in NOISE_COLORS:
+        raise ConfigError(
+            f"noise_color must be one of {', '.join(NOISE_COLORS)}, got {config.noise_color!r}"
+        )
+    for name, low, high in (("snr_db", -20.0, 60.0), ("rt60_s", 0.05, 3.0)):
+        value = getattr(config, name)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ConfigError(f"{name} must be a number, got {value!r}")
+        if not low <= value <= high:
+            raise ConfigError(f"{name} must be in [{low}, {high}], got {value}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -178,10 +213,22 @@ class LanguageCorpusConfig:
     )
     min_words: int = field(5, help="fewest words in a sentence")
     max_words: int = field(10, help="most words in a sentence")
+    channels: str = field(
+        "none",
+        help="channel conditions of the unit and test speakers (target voices stay clean): "
+        "none, telephone, noise, reverb (every speaker), or mixed (each speaker one of clean, "
+        "telephone, noise, reverb, balanced per split; audiorepro.data.embedded.channels)",
+    )
+    snr_db: float = field(20.0, help="signal-to-noise ratio of the noise condition (dB)")
+    noise_color: str = field("pink", help="noise of the noise condition: white or pink")
+    rt60_s: float = field(0.4, help="reverberation time of the reverb condition (s)")
 
     def __post_init__(self) -> None:
+        check_channel_fields(self)
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
+            if f.name in CHANNEL_FIELDS:
+                continue
             low = 0 if f.name == "test_vocabulary" else 1
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise ConfigError(f"{f.name} must be an integer >= {low}, got {value!r}")
@@ -303,13 +350,57 @@ def check_seed(seed: Any) -> int:
 # --- one language ------------------------------------------------------------------------------
 
 
-def _voices(language: str, cfg: LanguageCorpusConfig, seed: int) -> tuple[list, list, list]:
-    """(unit voices, test voices, target voices) of a language."""
-    n = cfg.unit_speakers + cfg.test_speakers
-    speakers = english_voices(n, seed) if language == "english" else indonesian_voices(n, seed)
+def speaker_voices(
+    language: str, cfg: LanguageCorpusConfig, seed: int
+) -> tuple[list[Voice], list[Voice], list[Voice]]:
+    """``(unit voices, test voices, target voices)`` of a language.
+
+    Unit and test speakers come from :func:`~audiorepro.data.embedded.espeak.disjoint_voices`
+    (English ``S001...``, Indonesian ``S101...``): no eSpeak voice variant is used by both a
+    unit speaker and a test speaker, and the target voices' variants (m3, f2) by neither.
+
+    Raises:
+        ConfigError: the speakers cannot be split disjointly (too few variants).
+    """
     espeak_language = "en-us" if language == "english" else "id"
+    first_id = 1 if language == "english" else 101
+    unit, test = disjoint_voices(
+        [cfg.unit_speakers, cfg.test_speakers], seed, espeak_language, first_id
+    )
     targets = list(target_voices(espeak_language)[: cfg.target_voices])
-    return speakers[: cfg.unit_speakers], speakers[cfg.unit_speakers :], targets
+    return unit, test, targets
+
+
+def speaker_conditions(
+    language: str, cfg: LanguageCorpusConfig, seed: int
+) -> tuple[list[str], list[str]]:
+    """``(unit conditions, test conditions)``: the channel condition of each unit and test
+    speaker (:func:`~audiorepro.data.embedded.channels.assign_conditions`, seeded by the
+    corpus seed and the language)."""
+    unit, test = assign_conditions(
+        [cfg.unit_speakers, cfg.test_speakers],
+        cfg.channels,
+        [seed, LANGUAGES.index(language), _ROLE_CHANNEL],
+    )
+    return unit, test
+
+
+def _degrade(
+    syn: Synthesis, condition: str, cfg: LanguageCorpusConfig, stream: Sequence[int]
+) -> Synthesis:
+    """The synthesis through its speaker's channel condition (unchanged when clean)."""
+    if condition == "clean":
+        return syn
+    wav = apply_condition(
+        syn.wav,
+        SAMPLE_RATE,
+        condition,
+        np.random.default_rng(list(stream)),
+        snr=cfg.snr_db,
+        noise_color=cfg.noise_color,
+        rt60_s=cfg.rt60_s,
+    )
+    return dataclasses.replace(syn, wav=wav)
 
 
 def _vocabulary(language: str) -> tuple[str, ...]:
@@ -389,9 +480,11 @@ class _LanguageWriter:
         return rec
 
 
-def _voice_custom(voice: Voice, kind: str) -> dict[str, Any]:
+def _voice_custom(voice: Voice, kind: str, channel: str = "clean") -> dict[str, Any]:
     return {
         "kind": kind,
+        "channel": channel,
+        "espeak_variant": voice.variant,
         "espeak_voice": voice.spec,
         "rate": voice.rate,
         "pitch": voice.pitch,
@@ -433,20 +526,22 @@ def _generate_language(
     lang_index = LANGUAGES.index(language)
     code = LANGUAGE_CODES[language]
     vocab = _vocabulary(language)
-    unit_voices, test_voices, targets = _voices(language, cfg, seed)
+    unit_voices, test_voices, targets = speaker_voices(language, cfg, seed)
+    unit_conditions, test_conditions = speaker_conditions(language, cfg, seed)
     writer = _LanguageWriter(root, code)
 
     def sentence(role: int, speaker: int, utterance: int) -> str:
         rng = np.random.default_rng([seed, lang_index, role, speaker, utterance])
         return sentence_text(make_sentences(vocab, 1, rng, cfg.min_words, cfg.max_words)[0])
 
-    for split, role, voices, count in (
-        ("train-unit", _ROLE_UNIT, unit_voices, cfg.unit_utterances),
-        ("train-voice", _ROLE_VOICE, targets, cfg.voice_utterances),
+    for split, role, voices, conditions, count in (
+        ("train-unit", _ROLE_UNIT, unit_voices, unit_conditions, cfg.unit_utterances),
+        ("train-voice", _ROLE_VOICE, targets, ["clean"] * len(targets), cfg.voice_utterances),
     ):
-        for k, voice in enumerate(voices):
+        for k, (voice, condition) in enumerate(zip(voices, conditions, strict=True)):
             for j in range(count):
                 syn = synthesize(sentence(role, k, j), voice)
+                syn = _degrade(syn, condition, cfg, [seed, lang_index, _ROLE_CHANNEL, role, k, j])
                 writer.add(
                     split,
                     f"{voice.name}_{j + 1:04d}",
@@ -454,7 +549,7 @@ def _generate_language(
                     voice.name,
                     syn.text,
                     _alignment(syn),
-                    _voice_custom(voice, "sentence"),
+                    _voice_custom(voice, "sentence", condition),
                 )
 
     # Test: every test speaker reads its own random subsets of two shared sentence pools, one
@@ -474,19 +569,27 @@ def _generate_language(
     )
     candidates: list[_Excerpt] = []
     full: list[list[Synthesis]] = []
-    for k, voice in enumerate(test_voices):
+    for k, (voice, condition) in enumerate(zip(test_voices, test_conditions, strict=True)):
         read_rng = np.random.default_rng([seed, lang_index, _ROLE_READ, k])
         excerpt_reading = read_rng.permutation(cfg.excerpt_pool)[: cfg.excerpt_sentences]
         full_reading = read_rng.permutation(cfg.sentence_pool)[: cfg.full_sentences]
         taken: Counter[tuple[str, str, str]] = Counter()
+        # The channel is applied to a whole sentence before excerpts are cut from it.
+        stream = [seed, lang_index, _ROLE_CHANNEL, _ROLE_READ, k]
         for i in excerpt_reading:
             syn = synthesize(excerpt_pool[int(i)], voice)
+            syn = _degrade(syn, condition, cfg, [*stream, 0, int(i)])
             for c in _triphone_centres(syn):
                 cell = (syn.phones[c][0], syn.phones[c - 1][0], syn.phones[c + 1][0])
                 if taken[cell] < cfg.max_excerpts_per_cell:
                     taken[cell] += 1
                     candidates.append(_Excerpt(k, voice, syn, c))
-        full.append([synthesize(sentence_pool[int(i)], voice) for i in full_reading])
+        full.append(
+            [
+                _degrade(synthesize(sentence_pool[int(i)], voice), condition, cfg, [*stream, 1, i])
+                for i in map(int, full_reading)
+            ]
+        )
 
     kept = [
         e
@@ -519,7 +622,7 @@ def _generate_language(
                 voice.name,
                 None,
                 _alignment(syn, first / SAMPLE_RATE, (c - 1, c, c + 1), words=False),
-                {**_voice_custom(voice, "excerpt"), "source_text": syn.text},
+                {**_voice_custom(voice, "excerpt", test_conditions[k]), "source_text": syn.text},
             )
             test_seconds["excerpts"] += rec.duration
             base = e.item()
@@ -533,7 +636,7 @@ def _generate_language(
                 voice.name,
                 syn.text,
                 _alignment(syn),
-                _voice_custom(voice, "sentence"),
+                _voice_custom(voice, "sentence", test_conditions[k]),
             )
             test_seconds["sentences"] += rec.duration
             for c in _triphone_centres(syn):
@@ -604,6 +707,10 @@ def _generate_language(
         "bitrate_files": len(bitrate),
         "bitrate_seconds": round(sum(d for _, d in bitrate), 6),
         "synthesis": len(synthesis_lines),
+        "channel_conditions": {
+            "train-unit": dict(sorted(Counter(unit_conditions).items())),
+            "test": dict(sorted(Counter(test_conditions).items())),
+        },
     }
 
 
@@ -702,6 +809,7 @@ def language_dir(corpus_dir: str | os.PathLike[str], language: str) -> Path:
 
 __all__ = [
     "BITRATE_FILELIST",
+    "CHANNEL_FIELDS",
     "EMBEDDING_FILELIST",
     "ITEM_FILE",
     "LANGUAGES",
@@ -712,12 +820,15 @@ __all__ = [
     "SYNTHESIS_LIST",
     "LanguageCorpusConfig",
     "ZeroSpeechCorpusConfig",
+    "check_channel_fields",
     "check_seed",
     "corpus_settings",
     "generate_atomically",
     "generate_zerospeech_corpus",
     "language_dir",
     "read_marker",
+    "speaker_conditions",
+    "speaker_voices",
     "triplet_capable",
     "triplet_mask",
     "write_json",
