@@ -35,6 +35,23 @@ def test_every_page_is_in_the_toc_and_has_a_typed_preset_parameter():
     assert toc_entries(REPO)[0] == "book/intro"
 
 
+def test_page_code_fits_the_book_column():
+    """Every code line of every page fits the length book/ruff.toml sets (the book's column)."""
+    import tomllib
+
+    limit = tomllib.loads((REPO / "book" / "ruff.toml").read_text())["line-length"]
+    assert limit <= 88
+    long = [
+        f"{page}: {len(line)} characters: {line.strip()[:60]}"
+        for page in PAGES
+        for cell in read_page(REPO / page).cells
+        if cell.cell_type == "code"
+        for line in cell.source.splitlines()
+        if len(line) > limit
+    ]
+    assert not long, "\n".join(long)
+
+
 def test_page_without_parameters_cell_is_refused(tmp_path):
     page = tmp_path / "page.py"
     page.write_text("# %%\nx = 1\n")

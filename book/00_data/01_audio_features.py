@@ -26,7 +26,9 @@ from typing import Optional
 
 preset: str = "embedded"  # smoke | embedded | paper
 seed: Optional[int] = None  # seed of the noise segment; None keeps the preset's
-griffin_lim_iters: Optional[int] = None  # Griffin-Lim iterations; None keeps the preset's
+griffin_lim_iters: Optional[int] = (
+    None  # Griffin-Lim iterations; None keeps the preset's
+)
 
 # %%
 import tempfile
@@ -85,7 +87,8 @@ passt_mel = features.PasstMel().eval()
 with torch.no_grad():
     mel = passt_mel(torch.from_numpy(wav)[None])[0]  # (128, T)
 print(
-    f"PaSST log-mel: {tuple(mel.shape)} (bands, frames); mean {mel.mean():.2f}, std {mel.std():.2f}"
+    f"PaSST log-mel: {tuple(mel.shape)} (bands, frames); mean "
+    f"{mel.mean():.2f}, std {mel.std():.2f}"
 )
 fig = plotting.spectrogram(
     mel.T.numpy(), hop_s=0.01, tiers=tiers, title="PaSST log-mel (eval mode)"
@@ -142,9 +145,15 @@ print(f"read back {speech_wav.size} samples at {sr} Hz")
 logmel80 = features.log_mel(speech_wav, sr=sr, n_mels=80)  # (T, 80)
 mfcc39 = features.mfcc_features(speech_wav, sr=sr, dim=39, cmvn=True)  # (T, 39)
 print(f"log-Mel-80 {logmel80.shape}, MFCC-39 {mfcc39.shape} (frames, dims)")
-fig = plotting.spectrogram(logmel80, hop_s=0.01, tiers=tiers, title="log-Mel-80 (16 kHz)")
 fig = plotting.spectrogram(
-    mfcc39, hop_s=0.01, ylabel="coefficient", tiers=tiers, title="MFCC + Δ + ΔΔ (CMVN)"
+    logmel80, hop_s=0.01, tiers=tiers, title="log-Mel-80 (16 kHz)"
+)
+fig = plotting.spectrogram(
+    mfcc39,
+    hop_s=0.01,
+    ylabel="coefficient",
+    tiers=tiers,
+    title="MFCC + Δ + ΔΔ (CMVN)",
 )
 
 # %% [markdown]
@@ -158,9 +167,16 @@ fig = plotting.spectrogram(
 
 # %%
 mag = features.linear_spectrogram(speech_wav, sr=sr)  # (T, n_fft // 2 + 1)
-recon = features.griffin_lim(mag, n_iter=cfg.griffin_lim_iters, sr=sr, length=speech_wav.size)
-convergence = features.spectral_convergence(mag, features.linear_spectrogram(recon, sr=sr))
-print(f"spectral convergence after {cfg.griffin_lim_iters} iterations: {convergence:.3f}")
+recon = features.griffin_lim(
+    mag, n_iter=cfg.griffin_lim_iters, sr=sr, length=speech_wav.size
+)
+convergence = features.spectral_convergence(
+    mag, features.linear_spectrogram(recon, sr=sr)
+)
+print(
+    f"spectral convergence after {cfg.griffin_lim_iters} iterations: "
+    f"{convergence:.3f}"
+)
 fig = plotting.spectrogram(
     np.log(mag + 1e-4),
     hop_s=0.01,
@@ -186,7 +202,10 @@ reporting.record_result(
     {"griffin_lim_spectral_convergence": convergence},
     preset=preset,
     seed=cfg.seed,
-    config={"griffin_lim_iters": cfg.griffin_lim_iters, "segment_s": cfg.segment_s},
+    config={
+        "griffin_lim_iters": cfg.griffin_lim_iters,
+        "segment_s": cfg.segment_s,
+    },
 )
 
 # %% [markdown]

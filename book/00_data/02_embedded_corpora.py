@@ -31,10 +31,16 @@
 from typing import Optional
 
 preset: str = "embedded"  # smoke | embedded | paper
-corpus_preset: Optional[str] = None  # smoke | embedded corpora; None keeps the preset's
+corpus_preset: Optional[str] = (
+    None  # smoke | embedded corpora; None keeps the preset's
+)
 seed: Optional[int] = None  # corpus seed; None keeps the preset's
-example: Optional[int] = None  # index of the example utterance and scene; None keeps the preset's
-word: Optional[str] = None  # word whose tokens are played; None keeps the preset's
+example: Optional[int] = (
+    None  # index of the example utterance and scene; None keeps the preset's
+)
+word: Optional[str] = (
+    None  # word whose tokens are played; None keeps the preset's
+)
 
 # %%
 import time
@@ -71,7 +77,10 @@ cfg
 # %%
 start = time.perf_counter()
 corpora = ensure_corpora(cfg.corpus_preset, cfg.seed)
-print(f"ready in {time.perf_counter() - start:.1f} s; per corpus (s): {corpora['timings']}")
+print(
+    f"ready in {time.perf_counter() - start:.1f} s; per corpus (s): "
+    f"{corpora['timings']}"
+)
 english = corpora["zerospeech"] / "english"
 surprise = corpora["zerospeech"] / "surprise"
 words_dir = corpora["words"]
@@ -125,10 +134,15 @@ overview.manifest_summary(surprise)
 # forced alignments, which are accurate to about 10-20 ms.)
 
 # %%
-wav, sr, tiers, text = overview.aligned_utterance(english, "train-unit", cfg.example)
+wav, sr, tiers, text = overview.aligned_utterance(
+    english, "train-unit", cfg.example
+)
 print(text)
 fig = plotting.spectrogram(
-    features.log_mel(wav, sr=sr, n_mels=80), hop_s=0.01, tiers=tiers, title="log-Mel-80"
+    features.log_mel(wav, sr=sr, n_mels=80),
+    hop_s=0.01,
+    tiers=tiers,
+    title="log-Mel-80",
 )
 display(Audio(wav, rate=sr))
 
@@ -136,10 +150,15 @@ display(Audio(wav, rate=sr))
 # The same for the surprise language, whose phones are eSpeak's Indonesian phonemes:
 
 # %%
-wav, sr, tiers, text = overview.aligned_utterance(surprise, "train-unit", cfg.example)
+wav, sr, tiers, text = overview.aligned_utterance(
+    surprise, "train-unit", cfg.example
+)
 print(text)
 fig = plotting.spectrogram(
-    features.log_mel(wav, sr=sr, n_mels=80), hop_s=0.01, tiers=tiers, title="log-Mel-80"
+    features.log_mel(wav, sr=sr, n_mels=80),
+    hop_s=0.01,
+    tiers=tiers,
+    title="log-Mel-80",
 )
 display(Audio(wav, rate=sr))
 
@@ -154,7 +173,9 @@ display(Audio(wav, rate=sr))
 # another speaker also produced can take part in a triplet, so the generator keeps only those.
 
 # %%
-abx_counts, phone_counts = overview.abx_summary(english / "abx" / "byCtxt_acSpkr.item")
+abx_counts, phone_counts = overview.abx_summary(
+    english / "abx" / "byCtxt_acSpkr.item"
+)
 print(abx_counts)
 print((english / "abx" / "byCtxt_acSpkr.item").read_text().splitlines()[:4])
 phone_counts.head(12).to_frame("items").T
@@ -203,13 +224,19 @@ display(*(Audio(token, rate=token_sr) for _, token, token_sr in tokens))
 # %%
 scene = overview.scene_example(clotho, "development", cfg.example)
 scene_wav, scene_sr = features.load_audio(scene["path"], None)
-print(scene["file_name"], f"({scene_wav.size / scene_sr:.1f} s), keywords:", scene["keywords"])
+print(
+    scene["file_name"],
+    f"({scene_wav.size / scene_sr:.1f} s), keywords:",
+    scene["keywords"],
+)
 for k, caption in enumerate(scene["captions"], 1):
     print(f"{k}. {caption}")
     for paraphrase in scene["paraphrases"][caption]:
         print(f"     ~ {paraphrase}")
 fig = plotting.spectrogram(
-    features.log_mel(scene_wav, sr=scene_sr, n_mels=64), hop_s=0.01, title="log-Mel-64, 32 kHz"
+    features.log_mel(scene_wav, sr=scene_sr, n_mels=64),
+    hop_s=0.01,
+    title="log-Mel-64, 32 kHz",
 )
 display(Audio(scene_wav, rate=scene_sr))
 
@@ -235,7 +262,10 @@ caption_table
 
 # %%
 fig = plotting.histogram(
-    caption_lengths, xlabel="words per caption", bins=np.arange(3, 23), title="caption lengths"
+    caption_lengths,
+    xlabel="words per caption",
+    bins=np.arange(3, 23),
+    title="caption lengths",
 )
 
 # %% [markdown]
@@ -246,7 +276,9 @@ fig = plotting.histogram(
 
 # %%
 {
-    name: overview.manifest_summary(corpus_dirs[name])[["recordings", "supervisions", "hours"]]
+    name: overview.manifest_summary(corpus_dirs[name])[
+        ["recordings", "supervisions", "hours"]
+    ]
     for name in ("AudioCaps", "WavCaps")
 }
 
@@ -261,10 +293,17 @@ counts = {
     "word_train_types": int(word_table.loc["train", "types"]),
     "word_test_tokens": int(word_table.loc["test", "tokens"]),
     "clotho_eval_clips": int(caption_table.loc["evaluation", "clips"]),
-    "clotho_shared_caption_pct": float(caption_table.loc["development", "shared captions %"]),
+    "clotho_shared_caption_pct": float(
+        caption_table.loc["development", "shared captions %"]
+    ),
 }
 reporting.record_result(
-    "00_data", "02_embedded_corpora", counts, preset=preset, seed=cfg.seed, config=to_dict(cfg)
+    "00_data",
+    "02_embedded_corpora",
+    counts,
+    preset=preset,
+    seed=cfg.seed,
+    config=to_dict(cfg),
 )
 counts
 

@@ -59,7 +59,10 @@ print(f"corpora under {data.root}")
 # %%
 stats = retrieval.caption_statistics(
     {
-        **{f"{name} (pretraining)": items for name, items in data.pretrain.items()},
+        **{
+            f"{name} (pretraining)": items
+            for name, items in data.pretrain.items()
+        },
         "clotho evaluation": data.evaluation,
     }
 )
@@ -85,7 +88,10 @@ print(
 
 # %%
 fig = plotting.histogram(
-    {name: [len(i.caption.split()) for i in items] for name, items in data.pretrain.items()},
+    {
+        name: [len(i.caption.split()) for i in items]
+        for name, items in data.pretrain.items()
+    },
     xlabel="words per caption",
     bins=range(0, 30),
 )
@@ -115,7 +121,9 @@ for item in data.finetune[:5]:
 wav, sr = retrieval.load_audio(first.audio, sr=32000)
 display(Audio(wav, rate=sr))
 mel = data.features[first.key].float().numpy()  # (T, 128)
-fig = plotting.spectrogram(mel, hop_s=0.01, title=f"PaSST log-mel of {first.recording_id}")
+fig = plotting.spectrogram(
+    mel, hop_s=0.01, title=f"PaSST log-mel of {first.recording_id}"
+)
 
 # %% [markdown]
 # The counts go into the results ledger, so that the later pages' numbers can be traced to the
@@ -125,7 +133,10 @@ fig = plotting.spectrogram(mel, hop_s=0.01, title=f"PaSST log-mel of {first.reco
 _ = reporting.record_result(
     "01_retrieval",
     "01_data",
-    {f"{row['corpus']}: captions": row["captions"] for _, row in stats.iterrows()}
+    {
+        f"{row['corpus']}: captions": row["captions"]
+        for _, row in stats.iterrows()
+    }
     | {"wavcaps excluded clips": counts["wavcaps"]["train"]["excluded"]},
     preset=preset,
     seed=0,

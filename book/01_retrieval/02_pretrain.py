@@ -49,8 +49,13 @@ config
 # %%
 model = retrieval.build_model(config, seed=config.seeds[0], data=data)
 trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
-print(model.audio_encoder.__class__.__name__, "+", model.text_encoder.name_or_path)
-print(f"{trainable:,} trainable parameters of {sum(p.numel() for p in model.parameters()):,}")
+print(
+    model.audio_encoder.__class__.__name__, "+", model.text_encoder.name_or_path
+)
+print(
+    f"{trainable:,} trainable parameters of "
+    f"{sum(p.numel() for p in model.parameters()):,}"
+)
 
 # %% [markdown]
 # ## The loss
@@ -117,10 +122,15 @@ for seed in config.seeds:
         seed=seed,
         tags={"stage": "pretrain"},
     )
-    rows.append({"seed": seed, **{k: round(100 * v, 2) for k, v in metrics.items()}})
+    rows.append(
+        {"seed": seed, **{k: round(100 * v, 2) for k, v in metrics.items()}}
+    )
 history = models[config.seeds[0]].train_history
 epoch_s = history["wall_time_s"] / max(1, history["final_epoch"])
-print(f"one pretraining epoch: {epoch_s:.1f} s ({history['final_step']} steps in all)")
+print(
+    f"one pretraining epoch: {epoch_s:.1f} s ({history['final_step']} steps in "
+    "all)"
+)
 fig = plotting.training_curves(
     {"step": history["steps"], "loss": history["losses"]},
     smooth=5,
@@ -137,7 +147,10 @@ fig = plotting.training_curves(
 table = pd.DataFrame(rows)
 n_clips = len(data.eval_set.keys)
 print(f"{n_clips} evaluation clips, {len(data.eval_set.captions)} queries")
-print(f"chance: R@1 {100 / n_clips:.2f}, R@10 {100 * min(10, n_clips) / n_clips:.2f}")
+print(
+    f"chance: R@1 {100 / n_clips:.2f}, R@10 "
+    f"{100 * min(10, n_clips) / n_clips:.2f}"
+)
 table
 
 # %% [markdown]

@@ -46,7 +46,9 @@ config
 # %%
 example = data.finetune[0]
 print("original:  ", example.caption)
-print("paraphrase:", example.paraphrases[0] if example.paraphrases else "(none)")
+print(
+    "paraphrase:", example.paraphrases[0] if example.paraphrases else "(none)"
+)
 
 # %% [markdown]
 # ## Fine-tuning
@@ -57,10 +59,18 @@ print("paraphrase:", example.paraphrases[0] if example.paraphrases else "(none)"
 # %%
 # page 02 records the pretrained models; this page the fine-tuned ones
 runs = retrieval.evaluate_stages(
-    config, data, preset=preset, page="03_finetune", recorded=("finetune", "finetune-aug")
+    config,
+    data,
+    preset=preset,
+    page="03_finetune",
+    recorded=("finetune", "finetune-aug"),
 )
 rows = [
-    {"stage": stage, "seed": seed, **{k: round(100 * v, 2) for k, v in metrics.items()}}
+    {
+        "stage": stage,
+        "seed": seed,
+        **{k: round(100 * v, 2) for k, v in metrics.items()},
+    }
     for (stage, seed), (_, metrics) in runs.items()
 ]
 
@@ -71,7 +81,12 @@ rows = [
 
 # %%
 table = pd.DataFrame(rows)
-summary = table.drop(columns="seed").groupby("stage", sort=False).agg(["mean", "std"]).round(2)
+summary = (
+    table.drop(columns="seed")
+    .groupby("stage", sort=False)
+    .agg(["mean", "std"])
+    .round(2)
+)
 summary
 
 # %% [markdown]

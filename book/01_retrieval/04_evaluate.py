@@ -48,7 +48,9 @@ config
 # ClothoV2 evaluation split. Every number below is read back from the results ledger.
 
 # %%
-runs = retrieval.evaluate_stages(config, data, preset=preset, page="04_evaluate")
+runs = retrieval.evaluate_stages(
+    config, data, preset=preset, page="04_evaluate"
+)
 records = reporting.read_ledger()
 retrieval.stage_table(records, config, preset)
 
@@ -76,7 +78,9 @@ records = reporting.read_ledger()
 
 # %%
 chance, floor = retrieval.chance_floor(data)
-print(f"chance mAP@10 {chance:.2f} %; every compared run must beat {floor:.2f} %")
+print(
+    f"chance mAP@10 {chance:.2f} %; every compared run must beat {floor:.2f} %"
+)
 retrieval.training_table(records, config, preset)
 
 # %% [markdown]
@@ -169,8 +173,12 @@ retrieval.mechanism_checks(config, data)
 model = runs["finetune-aug", config.seeds[0]][0]
 clip_folder = data.root / "clotho" / "clotho_audio_evaluation"
 with tempfile.TemporaryDirectory() as tmp:
-    index = retrieval.AudioIndex.build(model, clip_folder, max_frames=config.max_frames)
-    index = retrieval.AudioIndex.load(index.save(f"{tmp}/evaluation.index.pt"), model)
+    index = retrieval.AudioIndex.build(
+        model, clip_folder, max_frames=config.max_frames
+    )
+    index = retrieval.AudioIndex.load(
+        index.save(f"{tmp}/evaluation.index.pt"), model
+    )
 for query in config.search_queries:
     hits = index.search(query, k=3)
     print(f"query: {query!r}")
@@ -187,7 +195,9 @@ for query in config.search_queries:
 # retrieves well shows bright blocks on the diagonal.
 
 # %%
-scores = retrieval.similarity_matrix(model, data.eval_set, data.features, config)
+scores = retrieval.similarity_matrix(
+    model, data.eval_set, data.features, config
+)
 n_clips = min(8, len(data.eval_set.keys))
 rows_shown = [i for i, t in enumerate(data.eval_set.targets) if t < n_clips]
 fig = plotting.similarity_heatmap(

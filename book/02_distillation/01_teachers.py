@@ -93,7 +93,9 @@ distillation.stage0_table(config, data, page="01_teachers", preset=preset)
 # the embeddings this needs).
 
 # %%
-teachers = distillation.evaluate_teachers(config, data, preset=preset, page="01_teachers")
+teachers = distillation.evaluate_teachers(
+    config, data, preset=preset, page="01_teachers"
+)
 
 # %% [markdown]
 # ## Training curves
@@ -103,8 +105,13 @@ teachers = distillation.evaluate_teachers(config, data, preset=preset, page="01_
 
 # %%
 seed0 = config.seeds[0]
-curves = {name: teachers[name, seed0].train_history.get("losses", []) for name in config.teachers}
-fig = plotting.loss_curves({"": curves}, ylabel="L_sup (NT-Xent)", figsize=(6, 3))
+curves = {
+    name: teachers[name, seed0].train_history.get("losses", [])
+    for name in config.teachers
+}
+fig = plotting.loss_curves(
+    {"": curves}, ylabel="L_sup (NT-Xent)", figsize=(6, 3)
+)
 
 # %% [markdown]
 # ## The teachers on the evaluation split

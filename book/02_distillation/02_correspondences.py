@@ -43,9 +43,12 @@ seed = config.seeds[0]
 items = distillation.finetune_items(config, data)
 ensemble = distillation.teacher_ensemble(config, seed, data, items)
 print(
-    f"seed {seed}: {ensemble.num_teachers} teachers ({', '.join(ensemble.names)}), "
-    f"{len(ensemble.audio_ids)} clips and {len(ensemble.captions)} distinct captions, "
-    f"fused rows {tuple(ensemble.audio.shape)} + {tuple(ensemble.caption.shape)}"
+    f"seed {seed}: {ensemble.num_teachers} teachers "
+    f"({', '.join(ensemble.names)}), "
+    f"{len(ensemble.audio_ids)} clips and {len(ensemble.captions)} distinct "
+    "captions, "
+    f"fused rows {tuple(ensemble.audio.shape)} + "
+    f"{tuple(ensemble.caption.shape)}"
 )
 
 # %% [markdown]
@@ -79,15 +82,24 @@ for item in items:
     by_clip.setdefault(item.key, []).append(item.caption)
 clips = list(by_clip)[: config.analysis_clips]
 captions = list(dict.fromkeys(c for clip in clips for c in by_clip[clip]))
-binary = np.array([[float(c in by_clip[clip]) for c in captions] for clip in clips])
+binary = np.array(
+    [[float(c in by_clip[clip]) for c in captions] for clip in clips]
+)
 c_hat = ensemble.similarity_of(clips, captions)  # (clips, captions)
 p_audio, p_caption = distillation.soft_targets(c_hat, config.target_tau)
 fig, axes = plotting.plt.subplots(1, 3, figsize=(13, 3.2))
 labels = [clip.split("/")[-1] for clip in clips]
 panels = (binary, c_hat.numpy(), p_caption.numpy())
-for ax, matrix, title in zip(axes, panels, ("binary p_c", "Ĉ (mean cosine)", "p̂_c"), strict=True):
+for ax, matrix, title in zip(
+    axes, panels, ("binary p_c", "Ĉ (mean cosine)", "p̂_c"), strict=True
+):
     plotting.similarity_heatmap(
-        matrix, row_labels=labels, ax=ax, title=title, xlabel="caption", ylabel="clip"
+        matrix,
+        row_labels=labels,
+        ax=ax,
+        title=title,
+        xlabel="caption",
+        ylabel="clip",
     )
 fig.tight_layout()
 
@@ -99,7 +111,8 @@ pd.DataFrame(
     {
         "caption": captions,
         "written for": [
-            next(clip for clip in clips if c in by_clip[clip]).split("/")[-1] for c in captions
+            next(clip for clip in clips if c in by_clip[clip]).split("/")[-1]
+            for c in captions
         ],
     }
 )
@@ -129,7 +142,9 @@ for j, caption in enumerate(ensemble.captions):
     own = clips_of_caption[caption]
     probs = top.probabilities[j]
     keys = [ensemble.audio_ids[int(i)] for i in top.indices[j]]
-    mass_own = sum(float(p) for p, key in zip(probs, keys, strict=True) if key in own)
+    mass_own = sum(
+        float(p) for p, key in zip(probs, keys, strict=True) if key in own
+    )
     rows.append(
         {
             "caption": caption,
@@ -159,9 +174,12 @@ summary
 # %%
 n_clips = len(ensemble.audio_ids)
 print(
-    f"A caption's clip picked at random is top-1 with probability {100 / n_clips:.2f} % "
-    f"({n_clips} clips); a uniform p̂_a puts {1 / n_clips:.4f} on each clip. The ensemble's "
-    f"top-1 is a paired clip for {100 * beliefs['top-1 is a paired clip'].mean():.2f} % of "
+    "A caption's clip picked at random is top-1 with probability "
+    f"{100 / n_clips:.2f} % "
+    f"({n_clips} clips); a uniform p̂_a puts {1 / n_clips:.4f} on each clip. "
+    "The ensemble's "
+    "top-1 is a paired clip for "
+    f"{100 * beliefs['top-1 is a paired clip'].mean():.2f} % of "
     "the captions."
 )
 
@@ -181,13 +199,14 @@ print(
 
 # %%
 targets = distillation.target_summary(config, seed, data, ensemble)
+paired_mass = beliefs["p̂_a on paired clips (top 10)"].mean()
 _ = reporting.record_result(
     distillation.CHAPTER,
     "02_correspondences",
     targets
     | {
         "top1_paired": float(beliefs["top-1 is a paired clip"].mean()),
-        "mass_on_paired": float(beliefs["p̂_a on paired clips (top 10)"].mean()),
+        "mass_on_paired": float(paired_mass),
     },
     preset=preset,
     seed=seed,
@@ -227,8 +246,15 @@ others = distillation.captions_for_clip(
 )
 for caption, c_value, p_value in others:
     source = sorted(clips_of_caption[caption])[0]
-    print(f"Ĉ = {c_value:.3f}, p̂_c = {p_value:.4f}: {caption!r} (written for {source})")
-    display(Audio(distillation.load_audio(audio_of[source], sr=16000)[0], rate=16000))
+    print(
+        f"Ĉ = {c_value:.3f}, p̂_c = {p_value:.4f}: {caption!r} (written for "
+        f"{source})"
+    )
+    display(
+        Audio(
+            distillation.load_audio(audio_of[source], sr=16000)[0], rate=16000
+        )
+    )
 
 # %% [markdown]
 # ## Memory of the full-matrix analysis

@@ -112,7 +112,13 @@ fig = plotting.loss_curves(
 
 # %%
 records = reporting.read_ledger()
-distillation.table(records, config, preset, stage1=False, ensemble_label="ensemble of the three")
+distillation.table(
+    records,
+    config,
+    preset,
+    stage1=False,
+    ensemble_label="ensemble of the three",
+)
 
 # %% [markdown]
 # In this notebook we have

@@ -77,7 +77,10 @@ sweep.drop(columns="stage 1").round(2)
 
 # %%
 floor = distillation.MUST_BEAT_CHANCE * 100 * chance["mAP@10"]
-print(f"chance mAP@10 {100 * chance['mAP@10']:.2f} %; a compared run must beat {floor:.2f} %")
+print(
+    f"chance mAP@10 {100 * chance['mAP@10']:.2f} %; a compared run must beat "
+    f"{floor:.2f} %"
+)
 distillation.findings(records, config, preset, chance)
 
 # %% [markdown]

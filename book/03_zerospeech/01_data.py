@@ -57,7 +57,12 @@ for lang, path in dirs.items():
         wavs = sorted((path / split).glob("*.wav"))
         speakers = {w.name.split("_")[0] for w in wavs}
         rows.append(
-            {"language": lang, "split": split, "files": len(wavs), "speakers": len(speakers)}
+            {
+                "language": lang,
+                "split": split,
+                "files": len(wavs),
+                "speakers": len(speakers),
+            }
         )
 pd.DataFrame(rows)
 
@@ -74,7 +79,8 @@ items = zs.read_item_file(dirs["english"] / "abx/byCtxt_acSpkr.item")
 table = pd.DataFrame([vars(it) for it in items])
 print(
     f"{len(table)} items, {table.phone.nunique()} phones, "
-    f"{table[['prev_phone', 'next_phone']].drop_duplicates().shape[0]} contexts, "
+    f"{table[['prev_phone', 'next_phone']].drop_duplicates().shape[0]} "
+    "contexts, "
     f"{table.speaker.nunique()} speakers"
 )
 table.head()
@@ -82,7 +88,10 @@ table.head()
 # %%
 counts = table.phone.value_counts()
 fig = plotting.bars(
-    list(counts.index), list(counts.values), ylabel="items", title="items per phone"
+    list(counts.index),
+    list(counts.values),
+    ylabel="items",
+    title="items per phone",
 )
 
 # %% [markdown]
@@ -91,13 +100,18 @@ fig = plotting.bars(
 
 # %%
 first = items[0]
-excerpt, sr = zs.load_audio(dirs["english"] / "test" / f"{first.file}.wav", sr=16000)
-sentence_name = zs.read_bitrate_filelist(dirs["english"] / "bitrate_filelist.txt")[0][0]
+excerpt, sr = zs.load_audio(
+    dirs["english"] / "test" / f"{first.file}.wav", sr=16000
+)
+sentence_name = zs.read_bitrate_filelist(
+    dirs["english"] / "bitrate_filelist.txt"
+)[0][0]
 sentence, _ = zs.load_audio(
     dirs["english"] / "test" / sentence_name.replace(".txt", ".wav"), sr=16000
 )
 print(
-    f"{first.file}: /{first.prev_phone} {first.phone} {first.next_phone}/, {len(excerpt) / sr:.3f} s"
+    f"{first.file}: /{first.prev_phone} {first.phone} {first.next_phone}/, "
+    f"{len(excerpt) / sr:.3f} s"
 )
 display(Audio(excerpt, rate=sr), Audio(sentence, rate=sr))
 
@@ -118,9 +132,14 @@ for lang, path in dirs.items():
             feats[lang, split, feature] = zs.load_features(path, split, feature)
 test_mfcc = feats["english", "test", "mfcc"]
 frames = np.array([len(x) for x in test_mfcc.values()])
-print(f"English test: {len(frames)} files, median {np.median(frames):.0f} frames of 10 ms")
+print(
+    f"English test: {len(frames)} files, median {np.median(frames):.0f} frames "
+    "of 10 ms"
+)
 fig = plotting.spectrogram(
-    feats["english", "test", "logmel"][first.file], hop_s=0.01, title=f"{first.file}, log-Mel-80"
+    feats["english", "test", "logmel"][first.file],
+    hop_s=0.01,
+    title=f"{first.file}, log-Mel-80",
 )
 
 # %% [markdown]
@@ -143,7 +162,10 @@ for lang in languages:
             frame_shift=0.01,
         )
 pd.DataFrame(
-    [{"task": k, "ABX error %": r.error, "triplets": r.n_triplets} for k, r in scores.items()]
+    [
+        {"task": k, "ABX error %": r.error, "triplets": r.n_triplets}
+        for k, r in scores.items()
+    ]
 )
 
 # %%

@@ -24,7 +24,9 @@ from typing import Optional
 
 preset: str = "embedded"  # smoke | embedded | paper
 seed: Optional[int] = None  # None keeps the preset's
-max_steps: Optional[int] = None  # optimizer steps (the run length); None keeps the preset's
+max_steps: Optional[int] = (
+    None  # optimizer steps (the run length); None keeps the preset's
+)
 
 # %%
 import numpy as np
@@ -85,9 +87,14 @@ model_cfg
 # %%
 runs = {}
 for s in zs.row_seeds(cfg, base):
-    runs[s] = zs.train_vqvae(cfg, model_cfg, s, progress="lines" if s == cfg.seed else "none")
+    runs[s] = zs.train_vqvae(
+        cfg, model_cfg, s, progress="lines" if s == cfg.seed else "none"
+    )
     h = runs[s].history
-    print(f"seed {s}: {len(h['step'])} steps, final loss {np.mean(h['loss'][-10:]):.2f}")
+    print(
+        f"seed {s}: {len(h['step'])} steps, final loss "
+        f"{np.mean(h['loss'][-10:]):.2f}"
+    )
 
 # %%
 for s, run in runs.items():
@@ -103,7 +110,9 @@ for s, run in runs.items():
         config=to_dict(model_cfg),
         tags={"row": "base", "language": "english"},
     )
-fig = plotting.training_curves(runs[cfg.seed].history, smooth=10, title=f"seed {cfg.seed}")
+fig = plotting.training_curves(
+    runs[cfg.seed].history, smooth=10, title=f"seed {cfg.seed}"
+)
 
 # %% [markdown]
 # Every term of the loss, and two signs of health, for the first seed (the table: every
@@ -118,9 +127,14 @@ terms = ["reconstruction", "commitment", "smoothing", "z_rms", "batch_codes"]
 h = runs[cfg.seed].history
 for term in terms:
     curve = {"step": h["step"], "loss": h[term]}
-    fig = plotting.training_curves(curve, smooth=25, title=f"{term}, seed {cfg.seed}")
+    fig = plotting.training_curves(
+        curve, smooth=25, title=f"{term}, seed {cfg.seed}"
+    )
 pd.DataFrame(
-    {s: {t: float(np.mean(run.history[t][-25:])) for t in terms} for s, run in runs.items()}
+    {
+        s: {t: float(np.mean(run.history[t][-25:])) for t in terms}
+        for s, run in runs.items()
+    }
 ).rename_axis("last 25 steps")
 
 # %% [markdown]
@@ -143,7 +157,10 @@ print(
 )
 order = np.argsort(-usage)
 fig = plotting.bars(
-    [str(i) for i in order], usage[order], ylabel="code frames", title="code usage, test set"
+    [str(i) for i in order],
+    usage[order],
+    ylabel="code frames",
+    title="code usage, test set",
 )
 
 # %% [markdown]
@@ -151,7 +168,9 @@ fig = plotting.bars(
 # same code are merged into one segment):
 
 # %%
-name = zs.read_bitrate_filelist(lang / "bitrate_filelist.txt")[0][0].replace(".txt", "")
+name = zs.read_bitrate_filelist(lang / "bitrate_filelist.txt")[0][0].replace(
+    ".txt", ""
+)
 segments = zs.code_segments(codes[name], frame_shift=model_cfg.stride * 0.01)
 fig = plotting.spectrogram(
     zs.load_features(lang, "test", "logmel")[name],

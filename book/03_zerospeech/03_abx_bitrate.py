@@ -26,8 +26,12 @@
 from typing import Optional
 
 preset: str = "embedded"  # smoke | embedded | paper
-seed: Optional[int] = None  # seed of the single-seed rows; None keeps the preset's
-max_steps: Optional[int] = None  # cap on optimizer steps; None keeps the preset's
+seed: Optional[int] = (
+    None  # seed of the single-seed rows; None keeps the preset's
+)
+max_steps: Optional[int] = (
+    None  # cap on optimizer steps; None keeps the preset's
+)
 
 # %%
 import pandas as pd
@@ -40,7 +44,12 @@ cfg = zs.load_config(preset, {"seed": seed, "train.max_steps": max_steps})
 rows = zs.ablation_rows(cfg)
 pd.DataFrame(
     [
-        {"row": r.key, "label": r.label, "table": r.table, "seeds": zs.row_seeds(cfg, r)}
+        {
+            "row": r.key,
+            "label": r.label,
+            "table": r.table,
+            "seeds": zs.row_seeds(cfg, r),
+        }
         for r in rows
     ]
 )
@@ -83,7 +92,10 @@ for feature in zs.FEATURES:
             tags={"row": f"{feature}_frames", "language": "english"},
         )
     )
-    print(f"{feature} frames ({cfg.model.feature_norm} normalisation): ABX {score:.2f} %")
+    print(
+        f"{feature} frames ({cfg.model.feature_norm} normalisation): ABX "
+        f"{score:.2f} %"
+    )
 
 # %%
 for row in rows:
@@ -102,7 +114,8 @@ for row in rows:
         m = results[row.key, s]
         print(
             f"{row.label:36s} seed {s}: ABX {m['abx_across']:5.2f} %, "
-            f"{m['bitrate']:6.1f} b/s; k-means ABX {m['kmeans_abx_across']:5.2f} %"
+            f"{m['bitrate']:6.1f} b/s; k-means ABX "
+            f"{m['kmeans_abx_across']:5.2f} %"
         )
 
 # %% [markdown]
@@ -124,7 +137,13 @@ summary
 # %%
 summary[
     ["seeds", "abx", "abx_std", "frames_abx", "abx_over_frames"]
-    + ["kmeans_abx", "kmeans_abx_std", "bitrate", "kmeans_bitrate", "beats_kmeans"]
+    + [
+        "kmeans_abx",
+        "kmeans_abx_std",
+        "bitrate",
+        "kmeans_bitrate",
+        "beats_kmeans",
+    ]
 ]
 
 # %% [markdown]
@@ -182,7 +201,10 @@ if cfg.surprise:
         tags={"row": "base", "language": "surprise"},
     )
     records.append(record)
-    print(f"Indonesian: ABX {surprise['abx_across']:.2f} %, bitrate {surprise['bitrate']:.1f} b/s")
+    print(
+        f"Indonesian: ABX {surprise['abx_across']:.2f} %, bitrate "
+        f"{surprise['bitrate']:.1f} b/s"
+    )
 else:
     print("this preset has no surprise-language corpus")
 
@@ -197,7 +219,9 @@ else:
 # %%
 main = zs.train_vqvae(cfg, cfg.model, cfg.seed)
 lang = zs.language_dir(cfg, "english")
-codes, vectors = zs.encode_files(main.model, zs.load_features(lang, "test", "mfcc"))
+codes, vectors = zs.encode_files(
+    main.model, zs.load_features(lang, "test", "mfcc")
+)
 submission = zs.export_submission(
     zs.submission_dir(),
     "english",
@@ -206,7 +230,9 @@ submission = zs.export_submission(
     hyperparameters=to_dict(main.model.cfg),
 )
 test_dir = submission / "2019/english/test"
-from_files = zs.score_submission(test_dir, lang, frame_shift=cfg.model.stride * 0.01)
+from_files = zs.score_submission(
+    test_dir, lang, frame_shift=cfg.model.stride * 0.01
+)
 in_memory = {k: results["base", cfg.seed][k] for k in from_files}
 pd.DataFrame({"from the submission files": from_files, "in memory": in_memory})
 

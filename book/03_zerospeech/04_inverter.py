@@ -38,7 +38,9 @@ from audiorepro.experiments import zerospeech as zs
 
 cfg = zs.load_config(preset, {"seed": seed})
 lang = zs.language_dir(cfg, "english")
-vqvae = zs.train_vqvae(cfg, cfg.model, cfg.seed)  # the main model (from the run store)
+vqvae = zs.train_vqvae(
+    cfg, cfg.model, cfg.seed
+)  # the main model (from the run store)
 print(f"VQ-VAE from the run store: {vqvae.from_cache}")
 
 # %% [markdown]
@@ -56,11 +58,17 @@ print(f"VQ-VAE from the run store: {vqvae.from_cache}")
 
 # %%
 voice_files = sorted(
-    n for n in zs.load_features(lang, "train/voice", "mfcc") if n.startswith(cfg.target_voice)
+    n
+    for n in zs.load_features(lang, "train/voice", "mfcc")
+    if n.startswith(cfg.target_voice)
 )
 holdout = voice_files[-cfg.n_examples :]
-inverter = zs.train_inverter(cfg, vqvae, cfg.seed, holdout=holdout, progress="lines")
-fig = plotting.training_curves(inverter.history, smooth=10, title="inverter training loss")
+inverter = zs.train_inverter(
+    cfg, vqvae, cfg.seed, holdout=holdout, progress="lines"
+)
+fig = plotting.training_curves(
+    inverter.history, smooth=10, title="inverter training loss"
+)
 
 # %% [markdown]
 # ## Resynthesis of held-out target-voice speech
@@ -78,17 +86,32 @@ for name in holdout:
     wav, sr = zs.load_audio(lang / "train/voice" / f"{name}.wav", sr=16000)
     true_mag = zs.linear_spectrogram(wav, sr=sr)
     resyn, mag, codes = zs.resynthesize(
-        vqvae.model, inverter.model, mfcc_voice[name], len(wav), cfg.griffin_lim_iters
+        vqvae.model,
+        inverter.model,
+        mfcc_voice[name],
+        len(wav),
+        cfg.griffin_lim_iters,
     )
     convergence.append(zs.spectral_convergence(true_mag, mag[: len(true_mag)]))
-    oracle = zs.griffin_lim(true_mag, n_iter=cfg.griffin_lim_iters, sr=sr, length=len(wav))
-    print(f"{name}: {len(codes)} codes, spectral convergence {convergence[-1]:.3f}")
+    oracle = zs.griffin_lim(
+        true_mag, n_iter=cfg.griffin_lim_iters, sr=sr, length=len(wav)
+    )
+    print(
+        f"{name}: {len(codes)} codes, spectral convergence "
+        f"{convergence[-1]:.3f}"
+    )
     display(Audio(wav, rate=sr), Audio(oracle, rate=sr), Audio(resyn, rate=sr))
     fig = plotting.spectrogram(
-        np.log(true_mag + 1e-4), hop_s=0.01, ylabel="FFT bin", title=f"{name}: true"
+        np.log(true_mag + 1e-4),
+        hop_s=0.01,
+        ylabel="FFT bin",
+        title=f"{name}: true",
     )
     fig = plotting.spectrogram(
-        np.log(mag + 1e-4), hop_s=0.01, ylabel="FFT bin", title=f"{name}: from codes"
+        np.log(mag + 1e-4),
+        hop_s=0.01,
+        ylabel="FFT bin",
+        title=f"{name}: from codes",
     )
 
 # %%
@@ -102,7 +125,8 @@ record = reporting.record_result(
     tags={"row": "inverter", "language": "english", "voice": cfg.target_voice},
 )
 print(
-    f"mean spectral convergence on held-out {cfg.target_voice} files: {np.mean(convergence):.3f}"
+    f"mean spectral convergence on held-out {cfg.target_voice} files: "
+    f"{np.mean(convergence):.3f}"
 )
 
 # %% [markdown]
@@ -119,13 +143,20 @@ converted = {}
 for k, (name, out_name) in enumerate(targets):
     wav, sr = zs.load_audio(lang / "test" / f"{name}.wav", sr=16000)
     converted[out_name], mag, _ = zs.resynthesize(
-        vqvae.model, inverter.model, test_mfcc[name], len(wav), cfg.griffin_lim_iters
+        vqvae.model,
+        inverter.model,
+        test_mfcc[name],
+        len(wav),
+        cfg.griffin_lim_iters,
     )
     if k < cfg.n_examples:
         print(f"{name} -> {out_name}")
         display(Audio(wav, rate=sr), Audio(converted[out_name], rate=sr))
         fig = plotting.spectrogram(
-            np.log(mag + 1e-4), hop_s=0.01, ylabel="FFT bin", title=f"{out_name}"
+            np.log(mag + 1e-4),
+            hop_s=0.01,
+            ylabel="FFT bin",
+            title=f"{out_name}",
         )
 
 # %% [markdown]
@@ -135,12 +166,21 @@ for k, (name, out_name) in enumerate(targets):
 # %%
 for voice in zs.synthesis_voices(lang):
     if voice != cfg.target_voice:
-        other = zs.train_inverter(replace(cfg, target_voice=voice), vqvae, cfg.seed)
+        other = zs.train_inverter(
+            replace(cfg, target_voice=voice), vqvae, cfg.seed
+        )
         for name, out_name in zs.synthesis_targets(lang, voice):
             converted[out_name] = zs.resynthesize(
-                vqvae.model, other.model, test_mfcc[name], None, cfg.griffin_lim_iters
+                vqvae.model,
+                other.model,
+                test_mfcc[name],
+                None,
+                cfg.griffin_lim_iters,
             )[0]
-print(f"{len(converted)} converted sentences for voices {zs.synthesis_voices(lang)}")
+print(
+    f"{len(converted)} converted sentences for voices "
+    f"{zs.synthesis_voices(lang)}"
+)
 
 # %% [markdown]
 # The converted sentences join the submission folder written by the previous page, named by the

@@ -24,7 +24,9 @@
 from typing import Optional
 
 preset: str = "embedded"  # smoke | embedded | paper
-corpus_root: Optional[str] = None  # the word-corpus folder; None keeps the preset's
+corpus_root: Optional[str] = (
+    None  # the word-corpus folder; None keeps the preset's
+)
 
 # %%
 import numpy as np
@@ -57,7 +59,9 @@ summary = pd.DataFrame(
             "tokens": len(seg),
             "word types": len(seg.types),
             "types seen in train": len(set(seg.types) & train_types),
-            "mean frames": round(float(np.mean([f.shape[0] for f in seg.feats])), 1),
+            "mean frames": round(
+                float(np.mean([f.shape[0] for f in seg.feats])), 1
+            ),
             "dropped: < 2 frames": seg.dropped["short"],
             "dropped: out of vocabulary": seg.dropped["out_of_vocabulary"],
         }
@@ -84,9 +88,15 @@ summary
 train = data["train"]
 example = int(np.argmax([len(p) for p in train.phones]))
 print(f"key: {train.keys[example]}")
-print(f"phones: {train.phones[example].tolist()} ({train.feats[example].shape[0]} frames)")
+print(
+    f"phones: {train.phones[example].tolist()} "
+    f"({train.feats[example].shape[0]} frames)"
+)
 fig = plotting.spectrogram(
-    train.feats[example], hop_s=0.01, ylabel="MFCC + Δ + ΔΔ", title=train.words[example]
+    train.feats[example],
+    hop_s=0.01,
+    ylabel="MFCC + Δ + ΔΔ",
+    title=train.words[example],
 )
 
 # %% [markdown]

@@ -29,7 +29,9 @@ from typing import Optional
 preset: str = "embedded"  # smoke | embedded | paper
 seed: Optional[int] = None  # seed of this run; None keeps the preset's
 num_epochs: Optional[int] = None  # cap on epochs; None keeps the preset's
-corpus_root: Optional[str] = None  # the word-corpus folder; None keeps the preset's
+corpus_root: Optional[str] = (
+    None  # the word-corpus folder; None keeps the preset's
+)
 
 # %%
 import pandas as pd
@@ -39,7 +41,9 @@ from audiorepro.config import replace, to_dict
 from audiorepro.experiments import awe
 
 cfg = awe.load_config(
-    preset, seed=seed, **{"train.num_epochs": num_epochs, "corpus.root": corpus_root}
+    preset,
+    seed=seed,
+    **{"train.num_epochs": num_epochs, "corpus.root": corpus_root},
 )
 data = awe.load_data(cfg)
 cfg
@@ -90,13 +94,17 @@ cfg
 
 # %%
 run = awe.train(cfg, data, progress="lines")
-print(f"acoustic encoder: {awe.num_parameters(run.model.acoustic):,} parameters")
+print(
+    f"acoustic encoder: {awe.num_parameters(run.model.acoustic):,} parameters"
+)
 print(f"phoneme encoder: {awe.num_parameters(run.model.phones):,} parameters")
 print("schedule events (step, event):", run.schedule_events)
 
 # %%
 history = run.history
-fig = plotting.history_curves(history, title="training loss and dev AP", smooth=5)
+fig = plotting.history_curves(
+    history, title="training loss and dev AP", smooth=5
+)
 
 # %% [markdown]
 # ## The paper's distance: $1 - \cos^2$
@@ -108,15 +116,21 @@ fig = plotting.history_curves(history, title="training loss and dev AP", smooth=
 # `sweep_epochs` epochs with the squared distance, against the run above, epoch by epoch:
 
 # %%
-squared_cfg = replace(cfg, distance="cos2", **{"train.num_epochs": cfg.sweep_epochs})
+squared_cfg = replace(
+    cfg, distance="cos2", **{"train.num_epochs": cfg.sweep_epochs}
+)
 squared = awe.train(squared_cfg, data)
 n = min(len(history.eval_steps), len(squared.history.eval_steps))
 per_epoch = pd.DataFrame(
     {
         "dev cross-view AP, 1 - cos": history.eval_metric("crossview_ap")[:n],
-        "dev cross-view AP, 1 - cos²": squared.history.eval_metric("crossview_ap")[:n],
+        "dev cross-view AP, 1 - cos²": squared.history.eval_metric(
+            "crossview_ap"
+        )[:n],
         "dev acoustic AP, 1 - cos": history.eval_metric("acoustic_ap")[:n],
-        "dev acoustic AP, 1 - cos²": squared.history.eval_metric("acoustic_ap")[:n],
+        "dev acoustic AP, 1 - cos²": squared.history.eval_metric("acoustic_ap")[
+            :n
+        ],
     },
     index=pd.RangeIndex(1, n + 1, name="epoch"),
 )
@@ -139,7 +153,9 @@ per_epoch.round(3)
 # every word type of the split.
 
 # %%
-scores = {split: awe.evaluate(run.model, data[split]) for split in ("dev", "test")}
+scores = {
+    split: awe.evaluate(run.model, data[split]) for split in ("dev", "test")
+}
 for split, metrics in scores.items():
     reporting.record_result(
         awe.CHAPTER,

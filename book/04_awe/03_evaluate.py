@@ -27,7 +27,9 @@
 from typing import Optional
 
 preset: str = "embedded"  # smoke | embedded | paper
-corpus_root: Optional[str] = None  # the word-corpus folder; None keeps the preset's
+corpus_root: Optional[str] = (
+    None  # the word-corpus folder; None keeps the preset's
+)
 
 # %%
 import pandas as pd
@@ -77,7 +79,10 @@ pd.DataFrame(table2).round(3)
 
 # %%
 runs = {c.seed: awe.train(c, data) for c in awe.seed_configs(cfg)}
-chosen = {s: awe.evaluate(run.model, test, cfg.eval_batch_size) for s, run in runs.items()}
+chosen = {
+    s: awe.evaluate(run.model, test, cfg.eval_batch_size)
+    for s, run in runs.items()
+}
 for s, metrics in chosen.items():
     reporting.record_result(
         awe.CHAPTER,
@@ -89,7 +94,10 @@ for s, metrics in chosen.items():
         tags={"model": "chosen"},
     )
 chosen_df = pd.DataFrame(chosen).T
-chosen_df.loc["mean"], chosen_df.loc["std"] = chosen_df.mean(), chosen_df.std(ddof=1)
+chosen_df.loc["mean"], chosen_df.loc["std"] = (
+    chosen_df.mean(),
+    chosen_df.std(ddof=1),
+)
 chosen_df.round(3)
 
 # %% [markdown]
@@ -112,12 +120,18 @@ reporting.record_result(
     tags={"model": "mfcc-dtw"},
 )
 on_subset = [
-    awe.acoustic_ap_on(run.model, test, baseline["indices"], cfg.eval_batch_size)
+    awe.acoustic_ap_on(
+        run.model, test, baseline["indices"], cfg.eval_batch_size
+    )
     for run in runs.values()
 ]
-print(f"{baseline['num_pairs']:,} pairs of {len(baseline['indices'])} test tokens")
+print(
+    f"{baseline['num_pairs']:,} pairs of {len(baseline['indices'])} test tokens"
+)
 print(f"MFCC + DTW AP: {baseline['ap']:.3f}")
-print(f"chosen model on the same pairs: {reporting.format_mean_std(on_subset, 3)}")
+print(
+    f"chosen model on the same pairs: {reporting.format_mean_std(on_subset, 3)}"
+)
 
 # %% [markdown]
 # ## Both views in one space
