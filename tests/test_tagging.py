@@ -6,6 +6,7 @@ import itertools
 
 import numpy as np
 import pytest
+import torch
 
 from audiorepro.config import ConfigError
 from audiorepro.experiments.tagging import TaggingClip, scene_clips
@@ -114,3 +115,56 @@ def test_run_keys_name_a_checkpoint_by_its_content_not_its_path(tmp_path):
     assert key(a) == key(b)  # same weights elsewhere: the same runs
     assert key(a) != key(c)  # new weights under a known name: new runs
     assert key(a)["audio_pretrained"].startswith("sha256:")
+
+
+class _Kill(RuntimeError):
+    """Stands in for a page killed mid-training."""
+
+
+class _KillAt:
+    def __init__(self, step=None):
+        self.kill_step, self.steps = step, []
+
+    def on_step_end(self, trainer, step, logs):
+        self.steps.append(step)
+        if step == self.kill_step:
+            raise _Kill(f"killed at step {step}")
+
+
+def test_a_killed_stage0_run_resumes_from_its_last_checkpoint_bit_for_bit(tmp_path):
+    from audiorepro.config import replace, to_dict
+    from audiorepro.experiments import retrieval
+    from audiorepro.experiments.tagging import STAGE0, encoder_fields, stage0_checkpoint
+    from audiorepro.storage import RunStore
+    from audiorepro.training.checkpoint import list_checkpoints
+
+    cfg = retrieval.load_config("smoke")
+    data = retrieval.load_data(cfg)
+    stage0 = replace(cfg.stage0, steps=6, batch_size=8, warmup_steps=1)  # 3 steps an epoch
+    corpus = to_dict(cfg.corpus)
+
+    def train(store, **kwargs):
+        return stage0_checkpoint(
+            cfg.model, data.root, stage0, run_store=store, corpus=corpus, progress="none",
+            **kwargs,
+        )  # fmt: skip
+
+    whole = torch.load(train(RunStore("t", tmp_path / "whole")), weights_only=True)
+    store = RunStore("t", tmp_path / "runs")
+    spec = {"encoder": to_dict(encoder_fields(cfg.model, stage0)), "stage0": to_dict(stage0)}
+    staging = store.staging(store.run(STAGE0, spec | {"corpus": corpus}))
+    with pytest.raises(_Kill):
+        train(store, callbacks=[_KillAt(5)])
+    saved = list_checkpoints(staging / "checkpoints")
+    assert saved and store.runs(STAGE0) == []
+    done = int(saved[-1].name.split("_")[-1])
+    assert 1 <= done < 5
+    again = _KillAt()
+    resumed = train(store, callbacks=[again])
+    assert again.steps == list(range(done + 1, 7))  # only the steps after the checkpoint
+    weights = torch.load(resumed, weights_only=True)  # the released-layout file
+    assert weights.keys() == whole.keys()
+    assert sum(torch.is_tensor(x) for x in whole.values()) > 10
+    for name, x in whole.items():
+        assert not torch.is_tensor(x) or torch.equal(x, weights[name]), name
+    assert not staging.exists()

@@ -1,5 +1,7 @@
 """Chapter 03 VQ-VAE training through the run store: a killed run resumes bit for bit."""
 
+import shutil
+
 import pytest
 import torch
 
@@ -50,3 +52,35 @@ def test_a_killed_vqvae_run_resumes_from_its_last_checkpoint_bit_for_bit(tmp_pat
     ):
         assert torch.equal(x, y), name
     assert not staging.exists()  # published: the checkpoints are gone
+
+
+def test_a_killed_inverter_run_resumes_from_its_last_checkpoint_bit_for_bit(tmp_path, monkeypatch):
+    cfg = zs.load_config("smoke")
+    monkeypatch.setenv("AUDIOREPRO_RUNS", str(tmp_path / "runs"))
+    vqvae = zs.train_vqvae(cfg, cfg.model, 0)
+    # batches of 2: several steps an epoch, a checkpoint at the end of each epoch
+    cfg = replace(
+        cfg,
+        **{"inverter_train.batch_size": 2, "inverter_train.max_steps": None,
+           "inverter_train.num_epochs": 2},
+    )  # fmt: skip
+    whole = zs.train_inverter(cfg, vqvae, 0)
+    assert not whole.from_cache
+    shutil.rmtree(tmp_path / "runs" / zs.CHAPTER / "inverter")
+    with pytest.raises(_Kill):
+        zs.train_inverter(cfg, vqvae, 0, callbacks=[KillAt(len(whole.history["step"]) - 1)])
+    root = tmp_path / "runs" / zs.CHAPTER / "inverter"
+    (staging,) = [p for p in root.iterdir() if p.name.startswith(".staging-")]
+    saved = list_checkpoints(staging / "checkpoints")
+    assert len(saved) == 1  # the end of the first epoch
+    done = int(saved[0].name.split("_")[-1])
+    again = KillAt()
+    resumed = zs.train_inverter(cfg, vqvae, 0, callbacks=[again])
+    total = len(whole.history["step"])
+    assert again.steps == list(range(done + 1, total + 1))
+    assert resumed.history["loss"] == whole.history["loss"]
+    for (name, x), y in zip(
+        whole.model.state_dict().items(), resumed.model.state_dict().values(), strict=True
+    ):
+        assert torch.equal(x, y), name
+    assert not staging.exists()

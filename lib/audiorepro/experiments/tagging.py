@@ -47,6 +47,9 @@ from audiorepro.repro import seed_everything
 from audiorepro.storage import RunStore, file_sha256, read_json, write_json
 from audiorepro.training.loop import Callback, TrainConfig, Trainer
 
+CHECKPOINT_STEPS = 100
+"""Most optimizer steps between two checkpoints of a stage-0 run (it resumes after a kill)."""
+
 __all__ = [
     "STAGE0",
     "Stage0",
@@ -288,20 +291,28 @@ def stage0_checkpoint(
     corpus: Mapping[str, Any],
     features: Mapping[str, torch.Tensor] | None = None,
     progress: str = "lines",
+    callbacks: Sequence[Any] = (),
 ) -> Path:
     """The released-layout checkpoint of the stage-0 tagging run of ``model_cfg``'s encoder,
     trained now unless ``run_store`` holds it. ``features`` may hold the training split's
-    log-mel (in the encoder's front end) to avoid computing it again."""
+    log-mel (in the encoder's front end) to avoid computing it again.
+
+    The run checkpoints once per epoch (at most every :data:`CHECKPOINT_STEPS` steps) into
+    the store's staging folder of its configuration; called again after a kill, it continues
+    from the last checkpoint and ends with the weights of an uninterrupted run. ``callbacks``
+    are further Trainer callbacks (progress hooks, tests)."""
     encoder_cfg = encoder_fields(model_cfg, stage0)
     spec = {"encoder": to_dict(encoder_cfg), "stage0": to_dict(stage0), "corpus": dict(corpus)}
     run = run_store.run(STAGE0, spec)
     if not run.complete:
+        staging = run_store.staging(run)
         run_store.publish(
             run,
             lambda folder: _train_stage0(
-                encoder_cfg, corpora_root, stage0, folder, features, progress
+                encoder_cfg, corpora_root, stage0, folder, features, progress,
+                staging=staging, callbacks=callbacks,
             ),
-        )
+        )  # fmt: skip
     return Path(run.path) / read_json(run.file("tagging.json"))["checkpoint"]
 
 
@@ -312,6 +323,9 @@ def _train_stage0(
     folder: Path,
     features: Mapping[str, torch.Tensor] | None,
     progress: str,
+    *,
+    staging: Path | None = None,
+    callbacks: Sequence[Any] = (),
 ) -> dict[str, Any]:
     train_items, train_scenes = scene_clips(corpora_root, stage0.train_split)
     held_items, held_scenes = scene_clips(corpora_root, stage0.heldout_split)
@@ -332,8 +346,10 @@ def _train_stage0(
     model = Tagger(encoder, encoder_cfg.audio_encoder, num_features, len(classes), pad)
     crop = int(round(stage0.crop_s * FRAMES_PER_SECOND))
     dataset = _Crops(train, features, crop, len(classes), stage0.seed)
+    per_epoch = -(-len(dataset) // stage0.batch_size)
     config = TrainConfig(
         num_epochs=-(-stage0.steps * stage0.batch_size // len(dataset)),
+        checkpoint_every=min(per_epoch, CHECKPOINT_STEPS) if staging is not None else 0,
         max_steps=stage0.steps,
         schedule_steps=stage0.steps,
         batch_size=stage0.batch_size,
@@ -349,9 +365,9 @@ def _train_stage0(
     )
     start = time.perf_counter()
     result = Trainer(
-        model, _loss, dataset, config, collate_fn=_collate(pad),
-        callbacks=[_EpochSetter(dataset)], progress=progress,
-    ).fit()  # fmt: skip
+        model, _loss, dataset, config, collate_fn=_collate(pad), out_dir=staging,
+        callbacks=[_EpochSetter(dataset), *callbacks], progress=progress,
+    ).fit(resume=staging is not None)  # fmt: skip
     seconds = time.perf_counter() - start
     scores, labels = _heldout_scores(model, held, held_features, crop, len(classes))
     mean_ap, per_class = tagging_map(scores, labels)
@@ -371,7 +387,7 @@ def _train_stage0(
         "heldout_events_of_unseen_classes": unknown,
         "steps": stage0.steps,
         "seconds": seconds,
-        "steps_per_s": stage0.steps / seconds,
+        "steps_per_s": (result.final_step - result.resumed_step) / seconds,
         "history": result.to_dict(),
     }
     write_json(folder / "tagging.json", report)

@@ -678,12 +678,15 @@ def train_inverter(
     language: str = "english",
     progress: str = "none",
     holdout: Sequence[str] = (),
+    callbacks: Sequence[Any] = (),
 ) -> TrainedInverter:
     """Train (or load from the run store) the inverter on the target voice's training files.
 
     The frozen VQ-VAE encodes each voice file; the inverter learns to map its codebook vectors
     to the file's linear magnitude spectrogram (same 10 ms frames as the VQ-VAE input).
-    Files named in ``holdout`` are left out (to measure the inverter on unseen speech).
+    Files named in ``holdout`` are left out (to measure the inverter on unseen speech). Like
+    :func:`train_vqvae`, the run checkpoints into its staging folder and, called again after
+    a kill, continues from the last checkpoint; ``callbacks`` are further Trainer callbacks.
     """
     lang_dir = language_dir(config, language)
     feature = feature_of(vqvae.model.cfg.input_dim)
@@ -727,20 +730,24 @@ def train_inverter(
     seed_everything(seed)
     model = CodebookInverter(inv_cfg)
     trained: dict[str, Any] = {}
+    runs = store()
 
     def build(tmp: Path) -> None:
         model.mag_scale.fill_(float(np.concatenate([m for _, m in items]).mean()))
+        per_epoch = -(-len(items) // train_cfg.batch_size)
         trainer = Trainer(
             model,
             _inverter_step,
             PairDataset(items),
-            train_cfg,
+            replace(train_cfg, checkpoint_every=min(per_epoch, CHECKPOINT_STEPS)),
             collate_fn=collate_pairs,
             optimizer_factory=lambda m, c: torch.optim.Adam(m.parameters(), lr=c.lr),
+            out_dir=runs.staging(runs.run("inverter", key)),
+            callbacks=callbacks,
             progress=progress,
         )
         with single_thread():
-            result = trainer.fit()
+            result = trainer.fit(resume=True)
         trained["model"] = trainer.unwrapped_model.cpu().eval()
         history = {"step": result.steps, "loss": result.losses, "wall_time_s": result.wall_time_s}
         save_model_weights(trained["model"], tmp / "model.safetensors")
@@ -755,7 +762,7 @@ def train_inverter(
         history = read_json(run.file("history.json"))
         return TrainedInverter(net, history, config.target_voice, "model" not in trained)
 
-    return store().cached("inverter", key, build, load)
+    return runs.cached("inverter", key, build, load)
 
 
 @torch.no_grad()
