@@ -25,7 +25,7 @@ def test_max_steps_alone_lifts_num_epochs_dotted_or_nested_and_leaves_the_input(
 
 def test_chapter_03_max_steps_alone_outlasts_the_presets_epochs():
     preset = zs.load_config("embedded")
-    assert (preset.train.num_epochs, preset.train.max_steps) == (2, 300)
+    assert preset.train.num_epochs < 5000 and preset.train.max_steps < 5000
     longer = zs.load_config("embedded", {"train.max_steps": 5000})
     assert (longer.train.num_epochs, longer.train.max_steps) == (5000, 5000)
     inverter = zs.load_config("embedded", {"inverter_train.max_steps": 900})

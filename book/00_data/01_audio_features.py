@@ -26,9 +26,7 @@ from typing import Optional
 
 preset: str = "embedded"  # smoke | embedded | paper
 seed: Optional[int] = None  # seed of the noise segment; None keeps the preset's
-griffin_lim_iters: Optional[int] = (
-    None  # Griffin-Lim iterations; None keeps the preset's
-)
+griffin_lim_iters: Optional[int] = None  # Griffin-Lim iterations (None: preset)
 
 # %%
 import tempfile

@@ -31,16 +31,10 @@
 from typing import Optional
 
 preset: str = "embedded"  # smoke | embedded | paper
-corpus_preset: Optional[str] = (
-    None  # smoke | embedded corpora; None keeps the preset's
-)
+corpus_preset: Optional[str] = None  # smoke | embedded corpora; None: preset's
 seed: Optional[int] = None  # corpus seed; None keeps the preset's
-example: Optional[int] = (
-    None  # index of the example utterance and scene; None keeps the preset's
-)
-word: Optional[str] = (
-    None  # word whose tokens are played; None keeps the preset's
-)
+example: Optional[int] = None  # example utterance and scene; None: preset's
+word: Optional[str] = None  # word whose tokens are played; None: preset's
 
 # %%
 import time

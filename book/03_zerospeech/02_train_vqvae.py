@@ -24,9 +24,7 @@ from typing import Optional
 
 preset: str = "embedded"  # smoke | embedded | paper
 seed: Optional[int] = None  # None keeps the preset's
-max_steps: Optional[int] = (
-    None  # optimizer steps (the run length); None keeps the preset's
-)
+max_steps: Optional[int] = None  # optimizer steps; None: preset's
 
 # %%
 import numpy as np

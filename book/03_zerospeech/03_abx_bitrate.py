@@ -26,12 +26,8 @@
 from typing import Optional
 
 preset: str = "embedded"  # smoke | embedded | paper
-seed: Optional[int] = (
-    None  # seed of the single-seed rows; None keeps the preset's
-)
-max_steps: Optional[int] = (
-    None  # cap on optimizer steps; None keeps the preset's
-)
+seed: Optional[int] = None  # seed of the single-seed rows; None: preset's
+max_steps: Optional[int] = None  # cap on optimizer steps; None: preset's
 
 # %%
 import pandas as pd

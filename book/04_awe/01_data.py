@@ -24,9 +24,7 @@
 from typing import Optional
 
 preset: str = "embedded"  # smoke | embedded | paper
-corpus_root: Optional[str] = (
-    None  # the word-corpus folder; None keeps the preset's
-)
+corpus_root: Optional[str] = None  # the word-corpus folder; None: preset's
 
 # %%
 import numpy as np

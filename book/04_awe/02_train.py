@@ -29,9 +29,7 @@ from typing import Optional
 preset: str = "embedded"  # smoke | embedded | paper
 seed: Optional[int] = None  # seed of this run; None keeps the preset's
 num_epochs: Optional[int] = None  # cap on epochs; None keeps the preset's
-corpus_root: Optional[str] = (
-    None  # the word-corpus folder; None keeps the preset's
-)
+corpus_root: Optional[str] = None  # the word-corpus folder; None: preset's
 
 # %%
 import pandas as pd
