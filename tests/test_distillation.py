@@ -437,3 +437,25 @@ def test_captions_shared_word_for_word_and_generic(tmp_path):
     assert generic_flags(tmp_path / "nowhere", "development", items) is None  # real corpus
     with pytest.raises(RetrievalDataError, match="no generic flag for caption 3 of 'a.wav'"):
         generic_flags(tmp_path, "development", [*items, item("a", "a third caption")])
+
+
+def test_non_finite_teacher_embeddings_are_refused_when_built_written_or_loaded(tmp_path):
+    good = make_teacher("passt")
+    audio = good.audio.clone()
+    audio[2, 1] = float("nan")
+    with pytest.raises(TeacherEmbeddingsError, match=r"NaN or infinite .*audio ids 'clip2.wav'"):
+        TeacherEmbeddings(good.audio_ids, good.captions, audio, good.caption, good.metadata)
+    caption = good.caption.clone()
+    caption[4, 0] = float("inf")
+    with pytest.raises(TeacherEmbeddingsError, match="'a caption number 4'"):
+        TeacherEmbeddings(good.audio_ids, good.captions, good.audio, caption, good.metadata)
+    # A store whose tensors were damaged after writing is refused on loading, naming the file.
+    from safetensors.torch import load_file, save_file
+
+    json_path = good.save(tmp_path / "passt")
+    tensors_path = tmp_path / "passt.safetensors"
+    tensors = load_file(str(tensors_path))
+    tensors["caption"][7, 3] = float("nan")
+    save_file(tensors, str(tensors_path))
+    with pytest.raises(TeacherEmbeddingsError, match=r"passt\.safetensors: NaN .*number 7"):
+        TeacherEmbeddings.load(json_path)

@@ -116,6 +116,12 @@ class TeacherEmbeddings:
                 raise TeacherEmbeddingsError(
                     f"teacher {self.name!r}: duplicate {what}: {_listed(dupes)}"
                 )
+            bad = _nonfinite_keys(rows, keys)
+            if bad:
+                raise TeacherEmbeddingsError(
+                    f"teacher {self.name!r}: NaN or infinite embedding rows for {what} "
+                    f"{_listed(bad)}; a store with them would poison every target"
+                )
         self.metadata = dict(self.metadata)
         self.metadata.setdefault("caption_preprocessing", "none")
 
@@ -243,6 +249,15 @@ class _Source:
                     raise TeacherEmbeddingsError(
                         f"{tensors_path}: '{what}' has shape {tuple(rows.shape)}, the JSON says "
                         f"({count}, {header['dim']})"
+                    )
+            for what, rows, keys in (
+                ("audio ids", audio, header["audio_ids"]),
+                ("captions", caption, header["captions"]),
+            ):
+                bad = _nonfinite_keys(rows, keys)
+                if bad:
+                    raise TeacherEmbeddingsError(
+                        f"{tensors_path}: NaN or infinite embedding rows for {what} {_listed(bad)}"
                     )
             return audio, caption
 
@@ -474,6 +489,12 @@ class TeacherEnsemble:
 def _where_meta(metadata: Mapping[str, Any]) -> str:
     name, source = str(metadata.get("teacher", "?")), metadata.get("source")
     return f"{name!r} ({source})" if source else repr(name)
+
+
+def _nonfinite_keys(rows: torch.Tensor, keys: Sequence[str]) -> list[str]:
+    """The keys of the rows of ``rows`` (N, D) that hold a NaN or an infinity."""
+    bad = (~torch.isfinite(rows.float())).any(dim=1)
+    return [str(keys[i]) for i in bad.nonzero().flatten().tolist()]
 
 
 def _where(teacher: TeacherEmbeddings | _Source) -> str:
