@@ -6,7 +6,7 @@ VENV := .venv
 VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PRESET ?= embedded
-PYTEST_ARGS ?=
+PYTEST_ARGS ?= -n 2 --dist loadfile  # both cores; a file's tests stay on one worker (module fixtures)
 
 .PHONY: help install test book pages html lab bench gpu-check paper-dry-run lint format clean
 

@@ -87,6 +87,16 @@ def test_page_runs_under_smoke(page, tmp_path):
     assert injected and 'preset = "smoke"' in injected[0].source
     errors = [o for c in nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
     assert not errors, json.dumps(errors)[:2000]
+    # finding sentences are shown whole: no column cut by pandas' 50-character default
+    cut = [
+        line
+        for c in nb.cells
+        if c.cell_type == "code" and "findings(" in c.source
+        for o in c.get("outputs", [])
+        for line in o.get("data", {}).get("text/html", "").splitlines()
+        if "...</td>" in line
+    ]
+    assert not cut, cut[:3]
     assert all(r["preset"] == "smoke" for r in read_ledger())
     # the source page is untouched by execution
     assert "injected-parameters" not in (REPO / page).read_text()

@@ -36,6 +36,7 @@ from audiorepro import plotting, reporting
 from audiorepro.config import to_dict
 from audiorepro.experiments import awe
 
+pd.set_option("display.max_colwidth", None)  # the finding sentences are long
 cfg = awe.load_config(preset, **{"corpus.root": corpus_root})
 data = awe.load_data(cfg)
 test = data["test"]
