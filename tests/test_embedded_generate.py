@@ -28,3 +28,27 @@ def test_cli_generates_then_reuses_and_rejects_bad_input(tmp_path):
         [*cmd, "--out", str(out), "--only", "timit"], capture_output=True, text=True
     )
     assert bad.returncode != 0
+
+
+def _contents(root):
+    """{relative path: bytes} of every file under root, the markers' timings left out."""
+    import json
+
+    out = {}
+    for path in sorted(root.rglob("*")):
+        if path.is_file():
+            data = path.read_bytes()
+            if path.name == ".complete":
+                data = json.dumps({k: v for k, v in json.loads(data).items() if "time" not in k})
+            out[str(path.relative_to(root))] = data
+    return out
+
+
+def test_two_processes_write_the_same_bytes_as_one(tmp_path):
+    one = ensure_corpora("smoke", 0, out=tmp_path / "one", workers=1, verbose=False)
+    two = ensure_corpora("smoke", 0, out=tmp_path / "two", workers=2, verbose=False)
+    assert set(two["timings"]) == {"zerospeech", "words", "audio_caption"}
+    a, b = _contents(tmp_path / "one"), _contents(tmp_path / "two")
+    assert len(a) > 100 and a.keys() == b.keys()
+    assert [k for k in a if a[k] != b[k]] == []
+    assert one["words"] == tmp_path / "one" / "words"
