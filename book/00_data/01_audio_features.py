@@ -25,8 +25,8 @@
 from typing import Optional
 
 preset: str = "embedded"  # smoke | embedded | paper
-seed: Optional[int] = None  # seed of the noise segment; None keeps the preset's
-griffin_lim_iters: Optional[int] = None  # Griffin-Lim iterations (None: preset)
+seed: Optional[int] = None  # seed of the noise segment; None: preset
+griffin_lim_iters: Optional[int] = None  # Griffin-Lim passes; None: preset
 
 # %%
 import tempfile
@@ -89,7 +89,10 @@ print(
     f"{mel.mean():.2f}, std {mel.std():.2f}"
 )
 fig = plotting.spectrogram(
-    mel.T.numpy(), hop_s=0.01, tiers=tiers, title="PaSST log-mel (eval mode)"
+    mel.T.numpy(),
+    hop_s=0.01,
+    tiers=tiers,
+    title="PaSST log-mel (eval mode)",
 )
 
 # %% [markdown]
@@ -115,7 +118,9 @@ for label, start, end in segments:
     part = change[:, int(start / 0.01) : int(end / 0.01)]
     print(f"{label}: mean |difference| {part.mean():.3f}")
 fig = plotting.spectrogram(
-    (a - b).T.numpy(), hop_s=0.01, title="two training-mode calls, difference"
+    (a - b).T.numpy(),
+    hop_s=0.01,
+    title="two training-mode calls, difference",
 )
 
 # %% [markdown]
@@ -141,7 +146,9 @@ print(f"read back {speech_wav.size} samples at {sr} Hz")
 
 # %%
 logmel80 = features.log_mel(speech_wav, sr=sr, n_mels=80)  # (T, 80)
-mfcc39 = features.mfcc_features(speech_wav, sr=sr, dim=39, cmvn=True)  # (T, 39)
+mfcc39 = features.mfcc_features(
+    speech_wav, sr=sr, dim=39, cmvn=True
+)  # (T, 39)
 print(f"log-Mel-80 {logmel80.shape}, MFCC-39 {mfcc39.shape} (frames, dims)")
 fig = plotting.spectrogram(
     logmel80, hop_s=0.01, tiers=tiers, title="log-Mel-80 (16 kHz)"

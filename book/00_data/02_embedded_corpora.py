@@ -31,7 +31,7 @@
 from typing import Optional
 
 preset: str = "embedded"  # smoke | embedded | paper
-corpus_preset: Optional[str] = None  # smoke | embedded corpora; None: preset's
+corpus_preset: Optional[str] = None  # smoke | embedded; None: preset
 seed: Optional[int] = None  # corpus seed; None keeps the preset's
 example: Optional[int] = None  # example utterance and scene; None: preset's
 word: Optional[str] = None  # word whose tokens are played; None: preset's
@@ -190,7 +190,10 @@ word_table
 
 # %%
 fig = plotting.histogram(
-    {s: overview.word_lengths(words_dir, s) for s in ("train", "dev", "test")},
+    {
+        s: overview.word_lengths(words_dir, s)
+        for s in ("train", "dev", "test")
+    },
     xlabel="token length (10 ms frames)",
     bins=20,
     title="word token lengths",

@@ -50,7 +50,9 @@ config
 model = retrieval.build_model(config, seed=config.seeds[0], data=data)
 trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
 print(
-    model.audio_encoder.__class__.__name__, "+", model.text_encoder.name_or_path
+    model.audio_encoder.__class__.__name__,
+    "+",
+    model.text_encoder.name_or_path,
 )
 print(
     f"{trainable:,} trainable parameters of "
@@ -97,7 +99,10 @@ from audiorepro.experiments import tagging
 
 report = tagging.stage0_report(retrieval.stage0_checkpoint(config, data))
 fig = plotting.training_curves(
-    {"step": report["history"]["steps"], "loss": report["history"]["losses"]},
+    {
+        "step": report["history"]["steps"],
+        "loss": report["history"]["losses"],
+    },
     smooth=5,
     title="stage 0: PaSST tagging loss (binary cross-entropy)",
 )
@@ -128,7 +133,8 @@ for seed in config.seeds:
 history = models[config.seeds[0]].train_history
 epoch_s = history["wall_time_s"] / max(1, history["final_epoch"])
 print(
-    f"one pretraining epoch: {epoch_s:.1f} s ({history['final_step']} steps in "
+    f"one pretraining epoch: {epoch_s:.1f} s ({history['final_step']} "
+    "steps in "
     "all)"
 )
 fig = plotting.training_curves(

@@ -47,7 +47,8 @@ config
 example = data.finetune[0]
 print("original:  ", example.caption)
 print(
-    "paraphrase:", example.paraphrases[0] if example.paraphrases else "(none)"
+    "paraphrase:",
+    example.paraphrases[0] if example.paraphrases else "(none)",
 )
 
 # %% [markdown]

@@ -36,7 +36,9 @@ from IPython.display import Audio, display
 from audiorepro import plotting, reporting
 from audiorepro.experiments import retrieval
 
-pd.set_option("display.max_colwidth", None)  # the finding sentences are long
+pd.set_option(
+    "display.max_colwidth", None
+)  # the finding sentences are long
 config = retrieval.load_config(preset)
 data = retrieval.load_data(config)
 config
@@ -79,7 +81,8 @@ records = reporting.read_ledger()
 # %%
 chance, floor = retrieval.chance_floor(data)
 print(
-    f"chance mAP@10 {chance:.2f} %; every compared run must beat {floor:.2f} %"
+    f"chance mAP@10 {chance:.2f} %; every compared run must beat "
+    f"{floor:.2f} %"
 )
 retrieval.training_table(records, config, preset)
 
@@ -203,7 +206,9 @@ rows_shown = [i for i, t in enumerate(data.eval_set.targets) if t < n_clips]
 fig = plotting.similarity_heatmap(
     scores[rows_shown][:, :n_clips].numpy(),
     row_labels=[data.eval_set.captions[i][:40] for i in rows_shown],
-    col_labels=[k.split("/")[-1][:20] for k in data.eval_set.keys[:n_clips]],
+    col_labels=[
+        k.split("/")[-1][:20] for k in data.eval_set.keys[:n_clips]
+    ],
     title="caption-clip cosine similarity",
 )
 

@@ -45,7 +45,8 @@ ensemble = distillation.teacher_ensemble(config, seed, data, items)
 print(
     f"seed {seed}: {ensemble.num_teachers} teachers "
     f"({', '.join(ensemble.names)}), "
-    f"{len(ensemble.audio_ids)} clips and {len(ensemble.captions)} distinct "
+    f"{len(ensemble.audio_ids)} clips and {len(ensemble.captions)} "
+    "distinct "
     "captions, "
     f"fused rows {tuple(ensemble.audio.shape)} + "
     f"{tuple(ensemble.caption.shape)}"
@@ -111,7 +112,9 @@ pd.DataFrame(
     {
         "caption": captions,
         "written for": [
-            next(clip for clip in clips if c in by_clip[clip]).split("/")[-1]
+            next(clip for clip in clips if c in by_clip[clip]).split("/")[
+                -1
+            ]
             for c in captions
         ],
     }
@@ -176,7 +179,8 @@ n_clips = len(ensemble.audio_ids)
 print(
     "A caption's clip picked at random is top-1 with probability "
     f"{100 / n_clips:.2f} % "
-    f"({n_clips} clips); a uniform p̂_a puts {1 / n_clips:.4f} on each clip. "
+    f"({n_clips} clips); a uniform p̂_a puts {1 / n_clips:.4f} on each "
+    "clip. "
     "The ensemble's "
     "top-1 is a paired clip for "
     f"{100 * beliefs['top-1 is a paired clip'].mean():.2f} % of "
@@ -240,19 +244,23 @@ print("clip:", clip, "— its own captions:")
 for c in by_clip[clip]:
     print("   ", c)
 audio_of = {i.key: i.audio for i in items}
-display(Audio(distillation.load_audio(audio_of[clip], sr=16000)[0], rate=16000))
+display(
+    Audio(distillation.load_audio(audio_of[clip], sr=16000)[0], rate=16000)
+)
 others = distillation.captions_for_clip(
     ensemble, clip, k=3, exclude=by_clip[clip], tau=config.target_tau
 )
 for caption, c_value, p_value in others:
     source = sorted(clips_of_caption[caption])[0]
     print(
-        f"Ĉ = {c_value:.3f}, p̂_c = {p_value:.4f}: {caption!r} (written for "
+        f"Ĉ = {c_value:.3f}, p̂_c = {p_value:.4f}: {caption!r} (written "
+        "for "
         f"{source})"
     )
     display(
         Audio(
-            distillation.load_audio(audio_of[source], sr=16000)[0], rate=16000
+            distillation.load_audio(audio_of[source], sr=16000)[0],
+            rate=16000,
         )
     )
 

@@ -31,7 +31,9 @@ import pandas as pd
 from audiorepro import plotting, reporting
 from audiorepro.experiments import distillation
 
-pd.set_option("display.max_colwidth", None)  # the finding sentences are long
+pd.set_option(
+    "display.max_colwidth", None
+)  # the finding sentences are long
 config = distillation.load_config(preset)
 data = distillation.load_data(config.retrieval)
 
@@ -46,7 +48,9 @@ data = distillation.load_data(config.retrieval)
 # row is a random ranking.
 
 # %%
-distillation.evaluate_models(config, data, preset=preset, page="04_evaluate")
+distillation.evaluate_models(
+    config, data, preset=preset, page="04_evaluate"
+)
 records = reporting.read_ledger()
 chance = distillation.chance_levels(data, config)
 distillation.table2(records, config, preset, chance=chance)
@@ -78,7 +82,8 @@ sweep.drop(columns="stage 1").round(2)
 # %%
 floor = distillation.MUST_BEAT_CHANCE * 100 * chance["mAP@10"]
 print(
-    f"chance mAP@10 {100 * chance['mAP@10']:.2f} %; a compared run must beat "
+    f"chance mAP@10 {100 * chance['mAP@10']:.2f} %; a compared run must "
+    "beat "
     f"{floor:.2f} %"
 )
 distillation.findings(records, config, preset, chance)

@@ -107,7 +107,8 @@ sentence_name = zs.read_bitrate_filelist(
     dirs["english"] / "bitrate_filelist.txt"
 )[0][0]
 sentence, _ = zs.load_audio(
-    dirs["english"] / "test" / sentence_name.replace(".txt", ".wav"), sr=16000
+    dirs["english"] / "test" / sentence_name.replace(".txt", ".wav"),
+    sr=16000,
 )
 print(
     f"{first.file}: /{first.prev_phone} {first.phone} {first.next_phone}/, "
@@ -128,12 +129,17 @@ display(Audio(excerpt, rate=sr), Audio(sentence, rate=sr))
 feats = {}
 for lang, path in dirs.items():
     for split in ("train/unit", "train/voice", "test"):
-        for feature in ("mfcc", "logmel") if lang == "english" else ("mfcc",):
-            feats[lang, split, feature] = zs.load_features(path, split, feature)
+        for feature in (
+            ("mfcc", "logmel") if lang == "english" else ("mfcc",)
+        ):
+            feats[lang, split, feature] = zs.load_features(
+                path, split, feature
+            )
 test_mfcc = feats["english", "test", "mfcc"]
 frames = np.array([len(x) for x in test_mfcc.values()])
 print(
-    f"English test: {len(frames)} files, median {np.median(frames):.0f} frames "
+    f"English test: {len(frames)} files, median {np.median(frames):.0f} "
+    "frames "
     "of 10 ms"
 )
 fig = plotting.spectrogram(

@@ -121,7 +121,13 @@ fig = plotting.training_curves(
 # last step is still learning.
 
 # %%
-terms = ["reconstruction", "commitment", "smoothing", "z_rms", "batch_codes"]
+terms = [
+    "reconstruction",
+    "commitment",
+    "smoothing",
+    "z_rms",
+    "batch_codes",
+]
 h = runs[cfg.seed].history
 for term in terms:
     curve = {"step": h["step"], "loss": h[term]}
@@ -166,10 +172,12 @@ fig = plotting.bars(
 # same code are merged into one segment):
 
 # %%
-name = zs.read_bitrate_filelist(lang / "bitrate_filelist.txt")[0][0].replace(
-    ".txt", ""
+name = zs.read_bitrate_filelist(lang / "bitrate_filelist.txt")[0][
+    0
+].replace(".txt", "")
+segments = zs.code_segments(
+    codes[name], frame_shift=model_cfg.stride * 0.01
 )
-segments = zs.code_segments(codes[name], frame_shift=model_cfg.stride * 0.01)
 fig = plotting.spectrogram(
     zs.load_features(lang, "test", "logmel")[name],
     hop_s=0.01,

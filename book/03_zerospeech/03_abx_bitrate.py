@@ -230,7 +230,9 @@ from_files = zs.score_submission(
     test_dir, lang, frame_shift=cfg.model.stride * 0.01
 )
 in_memory = {k: results["base", cfg.seed][k] for k in from_files}
-pd.DataFrame({"from the submission files": from_files, "in memory": in_memory})
+pd.DataFrame(
+    {"from the submission files": from_files, "in memory": in_memory}
+)
 
 # %% [markdown]
 # The official 2019 evaluation ignores frame times: frame $i$ of an $N$-line file sits at

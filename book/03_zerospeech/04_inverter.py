@@ -92,7 +92,9 @@ for name in holdout:
         len(wav),
         cfg.griffin_lim_iters,
     )
-    convergence.append(zs.spectral_convergence(true_mag, mag[: len(true_mag)]))
+    convergence.append(
+        zs.spectral_convergence(true_mag, mag[: len(true_mag)])
+    )
     oracle = zs.griffin_lim(
         true_mag, n_iter=cfg.griffin_lim_iters, sr=sr, length=len(wav)
     )
@@ -100,7 +102,9 @@ for name in holdout:
         f"{name}: {len(codes)} codes, spectral convergence "
         f"{convergence[-1]:.3f}"
     )
-    display(Audio(wav, rate=sr), Audio(oracle, rate=sr), Audio(resyn, rate=sr))
+    display(
+        Audio(wav, rate=sr), Audio(oracle, rate=sr), Audio(resyn, rate=sr)
+    )
     fig = plotting.spectrogram(
         np.log(true_mag + 1e-4),
         hop_s=0.01,
@@ -122,7 +126,11 @@ record = reporting.record_result(
     preset=preset,
     seed=cfg.seed,
     config=to_dict(inverter.model.cfg),
-    tags={"row": "inverter", "language": "english", "voice": cfg.target_voice},
+    tags={
+        "row": "inverter",
+        "language": "english",
+        "voice": cfg.target_voice,
+    },
 )
 print(
     f"mean spectral convergence on held-out {cfg.target_voice} files: "

@@ -93,9 +93,12 @@ cfg
 # %%
 run = awe.train(cfg, data, progress="lines")
 print(
-    f"acoustic encoder: {awe.num_parameters(run.model.acoustic):,} parameters"
+    f"acoustic encoder: {awe.num_parameters(run.model.acoustic):,} "
+    "parameters"
 )
-print(f"phoneme encoder: {awe.num_parameters(run.model.phones):,} parameters")
+print(
+    f"phoneme encoder: {awe.num_parameters(run.model.phones):,} parameters"
+)
 print("schedule events (step, event):", run.schedule_events)
 
 # %%
@@ -121,14 +124,16 @@ squared = awe.train(squared_cfg, data)
 n = min(len(history.eval_steps), len(squared.history.eval_steps))
 per_epoch = pd.DataFrame(
     {
-        "dev cross-view AP, 1 - cos": history.eval_metric("crossview_ap")[:n],
+        "dev cross-view AP, 1 - cos": history.eval_metric("crossview_ap")[
+            :n
+        ],
         "dev cross-view AP, 1 - cos²": squared.history.eval_metric(
             "crossview_ap"
         )[:n],
         "dev acoustic AP, 1 - cos": history.eval_metric("acoustic_ap")[:n],
-        "dev acoustic AP, 1 - cos²": squared.history.eval_metric("acoustic_ap")[
-            :n
-        ],
+        "dev acoustic AP, 1 - cos²": squared.history.eval_metric(
+            "acoustic_ap"
+        )[:n],
     },
     index=pd.RangeIndex(1, n + 1, name="epoch"),
 )
@@ -139,7 +144,11 @@ reporting.record_result(
     preset=preset,
     seed=squared.seed,
     config=to_dict(cfg),
-    tags={"model": "chosen", "distance": "cos2", "epochs": cfg.sweep_epochs},
+    tags={
+        "model": "chosen",
+        "distance": "cos2",
+        "epochs": cfg.sweep_epochs,
+    },
 )
 per_epoch.round(3)
 

@@ -36,7 +36,9 @@ from audiorepro import plotting, reporting
 from audiorepro.config import to_dict
 from audiorepro.experiments import awe
 
-pd.set_option("display.max_colwidth", None)  # the finding sentences are long
+pd.set_option(
+    "display.max_colwidth", None
+)  # the finding sentences are long
 cfg = awe.load_config(preset, **{"corpus.root": corpus_root})
 data = awe.load_data(cfg)
 test = data["test"]
@@ -125,11 +127,13 @@ on_subset = [
     for run in runs.values()
 ]
 print(
-    f"{baseline['num_pairs']:,} pairs of {len(baseline['indices'])} test tokens"
+    f"{baseline['num_pairs']:,} pairs of {len(baseline['indices'])} test "
+    "tokens"
 )
 print(f"MFCC + DTW AP: {baseline['ap']:.3f}")
 print(
-    f"chosen model on the same pairs: {reporting.format_mean_std(on_subset, 3)}"
+    "chosen model on the same pairs: "
+    f"{reporting.format_mean_std(on_subset, 3)}"
 )
 
 # %% [markdown]

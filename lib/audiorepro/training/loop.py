@@ -1130,9 +1130,7 @@ class Trainer:
             if root is None:
                 raise ValueError("fit(resume=True) needs an out_dir to find checkpoints in")
             path = self._newest_valid_checkpoint(root)
-            if path is None:
-                messages.append(f"no checkpoint in {root}; starting from step 0")
-            else:
+            if path is not None:  # a fresh start says nothing: resuming is the news
                 state, rng_state = self._load(path)
                 run.step, run.epoch = int(state["step"]), int(state["epoch"])
                 run.batch_in_epoch = int(state["batch_in_epoch"])
