@@ -268,6 +268,13 @@ class CaptionDataset(Dataset):
         paraphrase_prob: probability of swapping the caption for one of its paraphrases
             (paper §3.5: 0.3 when fine-tuning with augmentation; 0 otherwise).
         seed: base seed of the crops and swaps.
+        freqm, timem: SpecAugment (Park et al. 2019) on the cached log-mel, as the official
+            dcase2023 code applies it to PaSST's input (not stated in the paper): one band
+            mask of width uniform in ``[0, freqm)`` and one frame mask of width uniform in
+            ``[0, timem)``, set to 0, the normalised log-mel's approximate mean (torchaudio's
+            ``FrequencyMasking``/``TimeMasking``). 0 turns each off (salsa's default). The
+            masks come from their own random stream, so turning them on leaves the crops
+            and swaps unchanged.
     """
 
     def __init__(
@@ -279,7 +286,11 @@ class CaptionDataset(Dataset):
         crop: str = "random",
         paraphrase_prob: float = 0.0,
         seed: int = 0,
+        freqm: int = 0,
+        timem: int = 0,
     ) -> None:
+        if freqm < 0 or timem < 0:
+            raise RetrievalDataError(f"freqm and timem must be >= 0, got {freqm} and {timem}")
         if crop not in CROPS:
             raise RetrievalDataError(f"crop must be one of {', '.join(CROPS)}, got {crop!r}")
         if not items:
@@ -297,6 +308,7 @@ class CaptionDataset(Dataset):
         self.crop = crop
         self.paraphrase_prob = paraphrase_prob
         self.seed = seed
+        self.freqm, self.timem = int(freqm), int(timem)
         self.epoch = 0
         keys = sorted({i.key for i in self.items})
         self.audio_index = {k: n for n, k in enumerate(keys)}
@@ -320,12 +332,39 @@ class CaptionDataset(Dataset):
         caption = item.caption
         if item.paraphrases and rng.random() < self.paraphrase_prob:
             caption = item.paraphrases[int(rng.integers(len(item.paraphrases)))]
+        if self.freqm or self.timem:
+            feats = spec_augment(
+                feats,
+                self.freqm,
+                self.timem,
+                np.random.default_rng([self.seed, self.epoch, index, 1]),
+            )
         return {
             "feats": feats,
             "caption": caption,
             "audio_id": self.audio_index[item.key],
             "key": item.key,
         }
+
+
+def spec_augment(
+    feats: torch.Tensor, freqm: int, timem: int, rng: np.random.Generator
+) -> torch.Tensor:
+    """A copy of ``feats`` (T, F) with one band mask of width uniform in ``[0, freqm)`` and one
+    frame mask of width uniform in ``[0, timem)`` set to 0 (widths are clipped to the input;
+    a width of 0 masks nothing)."""
+    out = feats.clone()
+    num_frames, num_bins = out.shape
+    for width_max, size, axis in ((freqm, num_bins, 1), (timem, num_frames, 0)):
+        if width_max <= 0:
+            continue
+        width = min(int(rng.integers(width_max)), size)
+        start = int(rng.integers(size - width + 1))
+        if axis == 1:
+            out[:, start : start + width] = 0.0
+        else:
+            out[start : start + width] = 0.0
+    return out
 
 
 def collate_captions(

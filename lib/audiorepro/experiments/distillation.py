@@ -498,8 +498,9 @@ def train_distilled(
             )
     student = DistillationStudent(model, lam=lam, dist_only=dist_only)
     dataset = CaptionDataset(
-        items, features, max_frames=config.train_frames, crop="start", seed=seed
-    )
+        items, features, max_frames=config.train_frames, crop="start", seed=seed,
+        freqm=config.train.freqm, timem=config.train.timem,
+    )  # fmt: skip
 
     def loss_fn(module: nn.Module, batch: Mapping[str, Any]) -> dict[str, torch.Tensor]:
         targets = batch_targets(

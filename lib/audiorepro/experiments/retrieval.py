@@ -134,6 +134,15 @@ class Training:
     )
     device: str = field("auto", help="auto | cpu | cuda | mps.")
     mixed_precision: str = field("auto", help="auto | no | fp32 | bf16 | fp16 (TrainConfig).")
+    freqm: int = field(
+        0,
+        help="SpecAugment band mask width bound on the training log-mel (data.retrieval."
+        "spec_augment). Not in the paper; the official dcase2023 code uses 48, salsa 0 (off).",
+    )
+    timem: int = field(
+        0,
+        help="SpecAugment frame mask width bound (official dcase2023 code: 192; salsa: 0, off).",
+    )
 
     def trainer_config(
         self, num_items: int, *, seed: int, num_epochs: int, lr: float, **changes: Any
@@ -531,6 +540,7 @@ def train_dual_encoder(
     dataset = CaptionDataset(
         items, features, max_frames=config.train_frames, crop=crop,
         paraphrase_prob=paraphrase_prob, seed=seed,
+        freqm=config.train.freqm, timem=config.train.timem,
     )  # fmt: skip
     train_cfg = config.train.trainer_config(len(dataset), seed=seed, num_epochs=num_epochs, lr=lr)
     train_cfg = step_budget(train_cfg, len(dataset), max_steps)

@@ -49,6 +49,11 @@ class DualEncoderConfig(AudioEncoderConfig):
     trainable_layers: int | None = field(
         None, help="Last text-encoder layers that train (None: all, the paper; 0: frozen)."
     )
+    text_dropout: float | None = field(
+        None,
+        help="Hidden and attention dropout of the text transformer (not in the papers; salsa's "
+        "code sets 0.2); None keeps the model's own (0.1 for BERT/RoBERTa/MiniLM).",
+    )
     embed_dim: int = field(1024, help="Size of the shared audio-caption space (§2.3).")
     tau: float = field(0.05, help="NT-Xent temperature (salsa: fixed 0.05).")
     learnable_tau: bool = field(False, help="Learn the temperature instead of fixing it.")
@@ -72,6 +77,7 @@ def build_dual_encoder(
         pretrained=cfg.text_pretrained,
         trainable_layers=cfg.trainable_layers,
         seed=seed,
+        dropout=cfg.text_dropout,
     )
     if cfg.trainable_layers == 0 and text_cache is not None:
         text._cache = text_cache()

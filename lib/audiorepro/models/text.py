@@ -89,6 +89,8 @@ class TextEncoder(nn.Module):
             embeddings included, as in the paper; ``0``: the encoder is frozen).
         max_length: token limit, end token included (paper: 32).
         seed: seeds the random initialisation when ``pretrained`` is ``False``.
+        dropout: hidden and attention dropout of the transformer (salsa: 0.2); ``None``
+            keeps the model configuration's own.
 
     Attributes:
         dim: size of the sentence embedding (the model's ``hidden_size``).
@@ -102,6 +104,7 @@ class TextEncoder(nn.Module):
         trainable_layers: int | None = None,
         max_length: int = MAX_TOKENS,
         seed: int = 0,
+        dropout: float | None = None,
     ) -> None:
         super().__init__()
         from transformers import AutoConfig, AutoModel, AutoTokenizer
@@ -113,11 +116,21 @@ class TextEncoder(nn.Module):
         progress_bars = hf_logging.is_progress_bar_enabled()
         hf_logging.disable_progress_bar()
         try:
+            if dropout is not None and not 0.0 <= dropout < 1.0:
+                raise TextEncoderError(f"dropout must be in [0, 1), got {dropout}")
+            rates = (
+                {}
+                if dropout is None
+                else {"hidden_dropout_prob": dropout, "attention_probs_dropout_prob": dropout}
+            )
             self.tokenizer = AutoTokenizer.from_pretrained(source)
             if pretrained:
-                self.model = AutoModel.from_pretrained(source, add_pooling_layer=False)
+                config = AutoConfig.from_pretrained(source, **rates)
+                self.model = AutoModel.from_pretrained(
+                    source, config=config, add_pooling_layer=False
+                )
             else:
-                config = AutoConfig.from_pretrained(source)
+                config = AutoConfig.from_pretrained(source, **rates)
                 with torch.random.fork_rng():
                     torch.manual_seed(seed)
                     self.model = AutoModel.from_config(config, add_pooling_layer=False)
