@@ -66,48 +66,37 @@ AWE_FRAMES = (50, 200)
 AWE_PHONES = (3, 12)
 """Shortest and longest synthetic phone sequence of chapter 04."""
 
+_ROBERTA = dict(
+    model_type="roberta",
+    vocab_size=50265,
+    max_position_embeddings=514,
+    type_vocab_size=1,
+    layer_norm_eps=1e-5,
+    pad_token_id=1,
+    bos_token_id=0,
+    eos_token_id=2,
+)
+_BERT = dict(
+    model_type="bert", vocab_size=30522, max_position_embeddings=512, type_vocab_size=2,
+    pad_token_id=0,
+)  # fmt: skip
+
+
+def _size(width: int, depth: int, heads: int) -> dict[str, int]:
+    return dict(
+        hidden_size=width,
+        num_hidden_layers=depth,
+        num_attention_heads=heads,
+        intermediate_size=4 * width,
+    )
+
+
 #: Architectures of the Hugging Face text encoders the presets name, for a machine without the
 #: hub: the published ``config.json`` values (vocabulary, width, depth, heads, positions).
 TEXT_ARCHITECTURES: dict[str, dict[str, Any]] = {
-    "roberta-large": dict(
-        model_type="roberta",
-        vocab_size=50265,
-        hidden_size=1024,
-        num_hidden_layers=24,
-        num_attention_heads=16,
-        intermediate_size=4096,
-        max_position_embeddings=514,
-        type_vocab_size=1,
-        layer_norm_eps=1e-5,
-        pad_token_id=1,
-        bos_token_id=0,
-        eos_token_id=2,
-    ),
-    "roberta-base": dict(
-        model_type="roberta",
-        vocab_size=50265,
-        hidden_size=768,
-        num_hidden_layers=12,
-        num_attention_heads=12,
-        intermediate_size=3072,
-        max_position_embeddings=514,
-        type_vocab_size=1,
-        layer_norm_eps=1e-5,
-        pad_token_id=1,
-        bos_token_id=0,
-        eos_token_id=2,
-    ),
-    "bert-base-uncased": dict(
-        model_type="bert",
-        vocab_size=30522,
-        hidden_size=768,
-        num_hidden_layers=12,
-        num_attention_heads=12,
-        intermediate_size=3072,
-        max_position_embeddings=512,
-        type_vocab_size=2,
-        pad_token_id=0,
-    ),
+    "roberta-large": _ROBERTA | _size(1024, 24, 16),
+    "roberta-base": _ROBERTA | _size(768, 12, 12),
+    "bert-base-uncased": _BERT | _size(768, 12, 12),
 }
 
 

@@ -22,3 +22,20 @@ def _isolated_outputs(
     """Keep the results ledger and corpora of tests out of the checkout."""
     monkeypatch.setenv("AUDIOREPRO_RESULTS", str(tmp_path / "results"))
     monkeypatch.setenv("AUDIOREPRO_DATA", str(session_data_dir))
+
+
+class Killed(RuntimeError):
+    """Stands in for a page killed mid-training (the resumption tests)."""
+
+
+class KillAt:
+    """A Trainer callback that raises :class:`Killed` at optimizer step ``step`` (``None``:
+    never) and records every step it saw."""
+
+    def __init__(self, step: int | None = None) -> None:
+        self.kill_step, self.steps = step, []
+
+    def on_step_end(self, trainer, step, logs) -> None:
+        self.steps.append(step)
+        if step == self.kill_step:
+            raise Killed(f"killed at step {step}")

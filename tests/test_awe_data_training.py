@@ -13,6 +13,7 @@ from audiorepro.data.awe import MultiViewDataset, collate_multiview, prepare_spl
 from audiorepro.data.recipes.switchboard import SwitchboardFormatError
 from audiorepro.training import TrainConfig, Trainer
 from audiorepro.training.plateau import ReduceLROnPlateauWithReset
+from conftest import KillAt, Killed
 
 VOCAB = {
     "words_to_ids": {"absolutely": 1, "because": 2, "something": 3, "children": 4},
@@ -373,22 +374,6 @@ def test_corpus_root_is_honoured_for_every_kind(tmp_path, monkeypatch, kind):
     assert made == ([] if kind == "paper" else [(tmp_path / "words", kind, 3)])
 
 
-class _Kill(RuntimeError):
-    """Stands in for a page killed mid-training."""
-
-
-class _KillAt:
-    """Raises at optimizer step ``step``; counts the steps it saw."""
-
-    def __init__(self, step=None):
-        self.kill_step, self.steps = step, []
-
-    def on_step_end(self, trainer, step, logs):
-        self.steps.append(step)
-        if step == self.kill_step:
-            raise _Kill(f"killed at step {step}")
-
-
 def test_a_killed_run_resumes_from_its_last_checkpoint_bit_for_bit(tmp_path):
     from audiorepro.config import replace
     from audiorepro.experiments.awe import run_config, train
@@ -397,16 +382,16 @@ def test_a_killed_run_resumes_from_its_last_checkpoint_bit_for_bit(tmp_path):
     cfg, data = _tiny_run(tmp_path)  # 3 steps per epoch, 2 epochs
     whole = train(cfg, data, store=RunStore("04_awe", tmp_path / "whole"))
     store = RunStore("04_awe", tmp_path / "runs")
-    with pytest.raises(_Kill):
-        train(cfg, data, store=store, callbacks=[_KillAt(5)])
+    with pytest.raises(Killed):
+        train(cfg, data, store=store, callbacks=[KillAt(5)])
     staging = store.staging(store.run("model", run_config(cfg, data)))
     assert store.runs("model") == [] and (staging / "checkpoints").is_dir()
     # Another configuration has its own staging folder and starts from step 0.
-    other = _KillAt()
+    other = KillAt()
     train(replace(cfg, seed=6), data, store=store, callbacks=[other])
     assert other.steps == [1, 2, 3, 4, 5, 6] and (staging / "checkpoints").is_dir()
     # The same configuration continues from the step-3 checkpoint (end of epoch 1).
-    again = _KillAt()
+    again = KillAt()
     resumed = train(cfg, data, store=store, callbacks=[again])
     assert again.steps == [4, 5, 6]
     assert resumed.history.resumed_from is not None and resumed.history.final_step == 6

@@ -33,7 +33,7 @@ from audiorepro.experiments.retrieval import train_dual_encoder
 from audiorepro.models.atst import ATST_SILENCE
 from audiorepro.models.dual_encoder import DualEncoderConfig
 from audiorepro.training.checkpoint import checkpoint_name, list_checkpoints
-from conftest import REPO
+from conftest import REPO, KillAt, Killed
 
 CAPTIONS = [
     "a dog barks twice", "rain falls on a tin roof", "a car passes by quickly",
@@ -378,22 +378,6 @@ def test_lambda_zero_and_one_take_exactly_the_same_steps():
         assert result.final_step == 5 and len(result.losses) == 5
 
 
-class _Kill(RuntimeError):
-    """Stands in for a page killed mid-training."""
-
-
-class KillAt:
-    """A Trainer callback that raises at optimizer step ``step``; it counts the steps it saw."""
-
-    def __init__(self, step=None):
-        self.kill_step, self.steps = step, []
-
-    def on_step_end(self, trainer, step, logs):
-        self.steps.append(step)
-        if step == self.kill_step:
-            raise _Kill(f"killed at step {step}")
-
-
 def test_a_killed_stage_2_run_resumes_from_its_last_checkpoint_bit_for_bit(tmp_path, monkeypatch):
     from types import SimpleNamespace
 
@@ -416,7 +400,7 @@ def test_a_killed_stage_2_run_resumes_from_its_last_checkpoint_bit_for_bit(tmp_p
     monkeypatch.setenv("AUDIOREPRO_RUNS", str(tmp_path / "whole"))
     whole = dist.distill(config, "atst", 0, data, progress="none")
     monkeypatch.setenv("AUDIOREPRO_RUNS", str(tmp_path / "runs"))
-    with pytest.raises(_Kill):
+    with pytest.raises(Killed):
         dist.distill(config, "atst", 0, data, progress="none", callbacks=[KillAt(5)])
     root = tmp_path / "runs" / dist.CHAPTER / "distill-atst"
     (staging,) = [p for p in root.iterdir() if p.name.startswith(".staging-")]

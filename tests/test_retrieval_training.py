@@ -30,7 +30,7 @@ from audiorepro.experiments.retrieval import (
     trained_state,
 )
 from audiorepro.models.dual_encoder import DualEncoderConfig
-from conftest import REPO
+from conftest import REPO, KillAt, Killed
 
 
 @pytest.fixture(scope="module")
@@ -199,22 +199,6 @@ def test_mechanism_checks_measure_each_ablation_cause(smoke):
     }
 
 
-class _Kill(RuntimeError):
-    """Stands in for a page killed mid-training."""
-
-
-class KillAt:
-    """A Trainer callback that raises at optimizer step ``step``; it counts the steps it saw."""
-
-    def __init__(self, step=None):
-        self.kill_step, self.steps = step, []
-
-    def on_step_end(self, trainer, step, logs):
-        self.steps.append(step)
-        if step == self.kill_step:
-            raise _Kill(f"killed at step {step}")
-
-
 def test_a_killed_run_resumes_from_its_last_checkpoint_bit_for_bit(smoke, tmp_path):
     from audiorepro.config import replace
     from audiorepro.experiments.retrieval import CHAPTER, resolve_pretrained
@@ -227,7 +211,7 @@ def test_a_killed_run_resumes_from_its_last_checkpoint_bit_for_bit(smoke, tmp_pa
     kwargs = dict(items=items, num_epochs=2, lr=1e-3, progress="none")
     whole = run_training("t", cfg, 5, data, run_store=RunStore(CHAPTER, tmp_path / "w"), **kwargs)
     store = RunStore(CHAPTER, tmp_path / "runs")
-    with pytest.raises(_Kill):
+    with pytest.raises(Killed):
         run_training("t", cfg, 5, data, run_store=store, callbacks=[KillAt(6)], **kwargs)
     entry = run_entry("t", resolve_pretrained(cfg, data), 5, run_store=store, items=items,
                       num_epochs=2, lr=1e-3)  # fmt: skip

@@ -11,6 +11,7 @@ import torch
 from audiorepro.config import ConfigError
 from audiorepro.experiments.tagging import TaggingClip, scene_clips
 from audiorepro.metrics.tagging import average_precision, chance_map, tagging_map
+from conftest import KillAt, Killed
 
 
 def brute_force_ap(scores, targets) -> float:
@@ -117,20 +118,6 @@ def test_run_keys_name_a_checkpoint_by_its_content_not_its_path(tmp_path):
     assert key(a)["audio_pretrained"].startswith("sha256:")
 
 
-class _Kill(RuntimeError):
-    """Stands in for a page killed mid-training."""
-
-
-class _KillAt:
-    def __init__(self, step=None):
-        self.kill_step, self.steps = step, []
-
-    def on_step_end(self, trainer, step, logs):
-        self.steps.append(step)
-        if step == self.kill_step:
-            raise _Kill(f"killed at step {step}")
-
-
 def test_a_killed_stage0_run_resumes_from_its_last_checkpoint_bit_for_bit(tmp_path):
     from audiorepro.config import replace, to_dict
     from audiorepro.experiments import retrieval
@@ -153,13 +140,13 @@ def test_a_killed_stage0_run_resumes_from_its_last_checkpoint_bit_for_bit(tmp_pa
     store = RunStore("t", tmp_path / "runs")
     spec = {"encoder": to_dict(encoder_fields(cfg.model, stage0)), "stage0": to_dict(stage0)}
     staging = store.staging(store.run(STAGE0, spec | {"corpus": corpus}))
-    with pytest.raises(_Kill):
-        train(store, callbacks=[_KillAt(5)])
+    with pytest.raises(Killed):
+        train(store, callbacks=[KillAt(5)])
     saved = list_checkpoints(staging / "checkpoints")
     assert saved and store.runs(STAGE0) == []
     done = int(saved[-1].name.split("_")[-1])
     assert 1 <= done < 5
-    again = _KillAt()
+    again = KillAt()
     resumed = train(store, callbacks=[again])
     assert again.steps == list(range(done + 1, 7))  # only the steps after the checkpoint
     weights = torch.load(resumed, weights_only=True)  # the released-layout file

@@ -8,22 +8,7 @@ import torch
 from audiorepro.config import replace
 from audiorepro.experiments import zerospeech as zs
 from audiorepro.training.checkpoint import list_checkpoints
-
-
-class _Kill(RuntimeError):
-    """Stands in for a page killed mid-training."""
-
-
-class KillAt:
-    """A Trainer callback that raises at optimizer step ``step``; it counts the steps it saw."""
-
-    def __init__(self, step=None):
-        self.kill_step, self.steps = step, []
-
-    def on_step_end(self, trainer, step, logs):
-        self.steps.append(step)
-        if step == self.kill_step:
-            raise _Kill(f"killed at step {step}")
+from conftest import KillAt, Killed
 
 
 def test_a_killed_vqvae_run_resumes_from_its_last_checkpoint_bit_for_bit(tmp_path, monkeypatch):
@@ -32,7 +17,7 @@ def test_a_killed_vqvae_run_resumes_from_its_last_checkpoint_bit_for_bit(tmp_pat
     monkeypatch.setenv("AUDIOREPRO_RUNS", str(tmp_path / "whole"))
     whole = zs.train_vqvae(cfg, cfg.model, 0)
     monkeypatch.setenv("AUDIOREPRO_RUNS", str(tmp_path / "runs"))
-    with pytest.raises(_Kill):
+    with pytest.raises(Killed):
         zs.train_vqvae(cfg, cfg.model, 0, callbacks=[KillAt(6)])
     root = tmp_path / "runs" / zs.CHAPTER / "vqvae"
     (staging,) = [p for p in root.iterdir() if p.name.startswith(".staging-")]
@@ -67,7 +52,7 @@ def test_a_killed_inverter_run_resumes_from_its_last_checkpoint_bit_for_bit(tmp_
     whole = zs.train_inverter(cfg, vqvae, 0)
     assert not whole.from_cache
     shutil.rmtree(tmp_path / "runs" / zs.CHAPTER / "inverter")
-    with pytest.raises(_Kill):
+    with pytest.raises(Killed):
         zs.train_inverter(cfg, vqvae, 0, callbacks=[KillAt(len(whole.history["step"]) - 1)])
     root = tmp_path / "runs" / zs.CHAPTER / "inverter"
     (staging,) = [p for p in root.iterdir() if p.name.startswith(".staging-")]
