@@ -148,10 +148,21 @@ def test_ablation_configs():
     assert ablation_config(cfg, "audio_encoder", "cnn14").model.audio_encoder == "cnn14"
     assert ablation_config(cfg, "text_encoder", "random").model.text_pretrained is False
     assert ablation_config(cfg, "corpora", "wavcaps+clotho").pretrain_corpora == (
-        "wavcaps", "clotho",
+        "clotho", "wavcaps",
     )  # fmt: skip
     assert ablation_config(cfg, "snippet_s", "5.0").model.snippet_frames == 500
     assert ablation_config(cfg, "snippet_s", "5.0").model.passt_variant == "n"
+
+
+def test_a_corpora_setting_in_another_order_is_the_main_configuration():
+    """The ablation trains the main system's corpora once: the order of a setting's names
+    follows ``pretrain_corpora``, so its runs are the reference runs of the other ablations."""
+    cfg = Config(pretrain_corpora=("clotho", "audiocaps", "wavcaps"))
+    assert ablation_config(cfg, "corpora", "audiocaps+wavcaps+clotho") == cfg
+    assert ablation_config(cfg, "corpora", "wavcaps+clotho").pretrain_corpora == (
+        "clotho", "wavcaps",
+    )  # fmt: skip
+    assert ablation_config(cfg, "corpora", "clotho").pretrain_corpora == ("clotho",)
 
 
 def test_snippet_ablation_runs_on_passt_s20_at_paper():
@@ -238,3 +249,30 @@ def test_a_killed_run_resumes_from_its_last_checkpoint_bit_for_bit(smoke, tmp_pa
     ):
         assert torch.equal(x, y), name
     assert not staging.exists()  # published: the checkpoints are gone
+
+
+def test_the_text_cache_is_saved_as_one_tensor_and_read_back(tmp_path, monkeypatch):
+    """Caption embeddings written by one page come back, caption for caption, in the next one;
+    a file of another layout is refused with its path."""
+    from audiorepro.experiments import retrieval
+    from audiorepro.models.dual_encoder import DualEncoderConfig
+
+    monkeypatch.setenv("AUDIOREPRO_DATA", str(tmp_path))
+    monkeypatch.setattr(retrieval, "_TEXT_CACHES", {})
+    monkeypatch.setattr(retrieval, "_TEXT_CACHE_SIZES", {})
+    model = DualEncoderConfig()
+    cache = retrieval._text_cache(model, 0)
+    assert cache == {}
+    rows = {f"caption {i}": torch.randn(8) for i in range(5)}
+    cache.update(rows)
+    retrieval.save_text_caches()
+    path = retrieval._text_cache_path(model, 0)
+    assert path.is_relative_to(tmp_path)
+    saved = torch.load(path)
+    assert saved["captions"] == list(rows) and saved["embeddings"].shape == (5, 8)
+    back = retrieval._read_text_cache(path)
+    assert list(back) == list(rows)
+    assert all(torch.equal(back[k], v) for k, v in rows.items())
+    torch.save({k: v for k, v in rows.items()}, path)
+    with pytest.raises(ValueError, match="not a caption-embedding cache"):
+        retrieval._read_text_cache(path)

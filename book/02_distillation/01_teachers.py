@@ -84,8 +84,9 @@ distillation.stage0_table(config, data, page="01_teachers", preset=preset)
 # chapter 01's pretrained model (read back from its saved run when chapter 01 has run). ATST
 # gets its own front end (64 bands at 16 kHz), MobileNet the PaSST one (128 bands at 32 kHz).
 # Under `embedded`, ATST and MobileNet train for `stage1_steps` optimizer steps (the cosine
-# spanning them) on random crops of `stage1_max_audio_s` seconds; every model is evaluated on
-# clips cut at chapter 01's `max_audio_s`.
+# spanning them) on random crops of `stage1_max_audio_s` seconds, MobileNet with the paper's
+# batch of 32 (§4.5), PaSST and ATST with 64; every model is evaluated on clips cut at
+# chapter 01's `max_audio_s`.
 #
 # For every seed the three are also scored as one ensemble (the mean of their similarity
 # matrices, as paper (b) ensembles its distilled models), and each one, and the ensemble's

@@ -294,10 +294,23 @@ _TEXT_CACHE_SIZES: dict[str, int] = {}
 
 
 def _text_cache_path(model: DualEncoderConfig, seed: int) -> Path:
-    key: dict[str, Any] = {"model": model.text_model, "pretrained": model.text_pretrained, "v": 2}
+    key: dict[str, Any] = {"model": model.text_model, "pretrained": model.text_pretrained, "v": 3}
     if not model.text_pretrained:
         key["seed"] = seed  # a random encoder differs per seed
     return store().run("text_cache", key).path / "captions.pt"
+
+
+def _read_text_cache(path: Path) -> dict[str, torch.Tensor]:
+    """A saved cache: the captions and one (N, D) tensor of their embeddings (one tensor
+    loads in a fraction of the time thousands of small ones take)."""
+    if not path.is_file():
+        return {}
+    saved = torch.load(path)
+    if set(saved) != {"captions", "embeddings"} or len(saved["captions"]) != len(
+        saved["embeddings"]
+    ):
+        raise ValueError(f"{path}: not a caption-embedding cache (captions + embeddings)")
+    return dict(zip(saved["captions"], saved["embeddings"], strict=True))
 
 
 def _text_cache(model: DualEncoderConfig, seed: int) -> dict[str, torch.Tensor]:
@@ -305,7 +318,7 @@ def _text_cache(model: DualEncoderConfig, seed: int) -> dict[str, torch.Tensor]:
     path = _text_cache_path(model, seed)
     key = str(path)
     if key not in _TEXT_CACHES:
-        cache = torch.load(path) if path.is_file() else {}
+        cache = _read_text_cache(path)
         _TEXT_CACHES[key] = cache
         _TEXT_CACHE_SIZES[key] = len(cache)
     return _TEXT_CACHES[key]
@@ -318,7 +331,8 @@ def save_text_caches() -> None:
     for key, cache in _TEXT_CACHES.items():
         if len(cache) == _TEXT_CACHE_SIZES[key]:
             continue
-        atomic_write(key, lambda tmp, cache=cache: torch.save(cache, tmp))
+        saved = {"captions": list(cache), "embeddings": torch.stack(list(cache.values()))}
+        atomic_write(key, lambda tmp, saved=saved: torch.save(saved, tmp))
         _TEXT_CACHE_SIZES[key] = len(cache)
 
 
@@ -1004,13 +1018,23 @@ def ablation_config(config: Config, kind: str, setting: str) -> Config:
             raise ValueError(f"text_encoder setting must be pretrained or random, got {setting!r}")
         return replace(config, **{"model.text_pretrained": setting == "pretrained"})
     if kind == "corpora":
-        return replace(config, pretrain_corpora=tuple(setting.split("+")))
+        return replace(config, pretrain_corpora=corpora_order(config, setting))
     if kind == "snippet_s":
         changes: dict[str, Any] = {"model.snippet_s": float(setting)}
         if config.snippet_variant is not None and config.model.audio_encoder == "passt":
             changes["model.passt_variant"] = config.snippet_variant
         return replace(config, **changes)
     raise ValueError(f"unknown ablation {kind!r}; known: {', '.join(ABLATIONS)}")
+
+
+def corpora_order(config: Config, setting: str) -> tuple[str, ...]:
+    """The corpora of a ``+``-joined ``setting`` in the order of ``config.pretrain_corpora``
+    (others after them, as written). The order is a name, not an experiment: the setting of
+    the main system's corpora then is the main system's configuration, whose runs the
+    reference setting of every other ablation already trained."""
+    chosen = setting.split("+")
+    base = [c for c in config.pretrain_corpora if c in chosen]
+    return tuple(base + [c for c in chosen if c not in base])
 
 
 def ablation_settings(config: Config) -> dict[str, list[str]]:
