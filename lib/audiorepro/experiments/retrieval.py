@@ -7,10 +7,11 @@
 preset per scale in ``book/01_retrieval/presets``. :func:`load_data` reads the corpora and caches
 their log-mel; :func:`pretrain` and :func:`finetune` are the paper's two stages, run by the
 project's :class:`~audiorepro.training.Trainer` (and hence unchanged under ``accelerate
-launch``, the loss then using the global batch) and kept in the chapter's
-:class:`~audiorepro.storage.RunStore`, so the pages share trained models and still run alone;
-:func:`evaluate` scores a model with the DCASE metrics; :data:`PAPER` and :func:`findings` set
-the ledger's numbers beside the paper's.
+launch``, the loss then using the global batch), selected on the Clotho validation split as
+the papers do (:class:`Selection`: the best mAP@10 of the epoch ends, the final weights kept
+too) and kept in the chapter's :class:`~audiorepro.storage.RunStore`, so the pages share
+trained models and still run alone; :func:`evaluate` scores a model with the DCASE metrics;
+:data:`PAPER` and :func:`findings` set the ledger's numbers beside the paper's.
 """
 
 from __future__ import annotations
@@ -611,8 +612,9 @@ class Selection:
         return evaluate(self.model, self.validation, self.features, self.config)
 
     def trainer_hooks(self, train_cfg: TrainConfig, num_items: int) -> tuple[Any, list[Any]]:
-        """``(eval_fn, callbacks)`` for a Trainer of ``train_cfg`` over ``num_items`` items:
-        ``(None, [])`` when the run has a single evaluation point."""
+        """``(eval_fn, callbacks)`` for a Trainer of ``train_cfg`` over ``num_items`` items,
+        ``(None, [])`` when the run has a single evaluation point; :attr:`evaluates` records
+        which."""
         self.evaluates = evaluation_points(train_cfg, num_items) > 1
         return (self.eval_fn, [self.keep]) if self.evaluates else (None, [])
 
