@@ -598,9 +598,8 @@ class Selection:
         config: Config,
         directory: Path | None = None,
     ) -> None:
-        self.model, self.validation, self.features, self.config = (
-            model, validation, features, config,
-        )  # fmt: skip
+        self.model, self.validation = model, validation
+        self.features, self.config = features, config
         self.keep = KeepBest(
             SELECTION_METRIC, "max", directory, state=lambda _: trained_state(model)
         )
