@@ -416,6 +416,10 @@ def test_a_killed_stage_2_run_resumes_from_its_last_checkpoint_bit_for_bit(tmp_p
     resumed = dist.distill(config, "atst", 0, data, progress="none", callbacks=[again])
     assert again.steps == [4, 5, 6] and resumed.train_history["resumed_step"] == 3
     assert resumed.train_history["losses"] == whole.train_history["losses"]
+    # stage 2 selects on the validation split as chapter 01 does: every epoch end
+    assert resumed.train_history["validation"] == whole.train_history["validation"]
+    assert whole.train_history["validation"]["steps"] == [3, 6]
+    assert resumed.train_history["best_step"] == whole.train_history["best_step"]
     for key, value in params(whole).items():
         assert torch.equal(value, resumed.state_dict()[key]), key
     assert not staging.exists()  # published: the checkpoints are gone
