@@ -391,12 +391,14 @@ def test_a_killed_stage_2_run_resumes_from_its_last_checkpoint_bit_for_bit(tmp_p
         finetune_epochs=2, finetune_lr=1e-3,
     )  # fmt: skip
     base = build_dual_encoder(cfg, 0)
-    base.run_key = "stage1-run"
+    base.run_key, base.weights_key = "stage1-run", "stage1-run/best"
     # Stage 1 and the teacher stores stand in for the chapter's (trained elsewhere).
     monkeypatch.setattr(dist, "stage1_teacher", lambda *a, **k: base)
     monkeypatch.setattr(dist, "stage1_entry", lambda c, t, *a: SimpleNamespace(key=f"s1-{t}"))
     monkeypatch.setattr(dist, "teacher_ensemble", lambda *a, **k: TeacherEnsemble(stores))
-    data = SimpleNamespace(finetune=items, features_for=lambda model: features)
+    data = SimpleNamespace(
+        finetune=items, validation=items[:6], features_for=lambda model: features
+    )
     monkeypatch.setenv("AUDIOREPRO_RUNS", str(tmp_path / "whole"))
     whole = dist.distill(config, "atst", 0, data, progress="none")
     monkeypatch.setenv("AUDIOREPRO_RUNS", str(tmp_path / "runs"))
@@ -414,6 +416,10 @@ def test_a_killed_stage_2_run_resumes_from_its_last_checkpoint_bit_for_bit(tmp_p
     resumed = dist.distill(config, "atst", 0, data, progress="none", callbacks=[again])
     assert again.steps == [4, 5, 6] and resumed.train_history["resumed_step"] == 3
     assert resumed.train_history["losses"] == whole.train_history["losses"]
+    # stage 2 selects on the validation split as chapter 01 does: every epoch end
+    assert resumed.train_history["validation"] == whole.train_history["validation"]
+    assert whole.train_history["validation"]["steps"] == [3, 6]
+    assert resumed.train_history["best_step"] == whole.train_history["best_step"]
     for key, value in params(whole).items():
         assert torch.equal(value, resumed.state_dict()[key]), key
     assert not staging.exists()  # published: the checkpoints are gone

@@ -129,7 +129,7 @@ def test_training_is_seeded_and_saved_runs_reload(smoke):
     # a run that starts from other weights is another run, whatever the names
     tuned = run_training("t", cfg, 5, data, init=a, **kwargs)
     assert tuned.run_key != a.run_key
-    entry = dict(items=items, num_epochs=1, lr=1e-3)
+    entry = dict(items=items, validation=data.validation, num_epochs=1, lr=1e-3)
     assert (
         run_entry("f", cfg, 5, init="x", **entry).key
         != run_entry("f", cfg, 5, init="y", **entry).key
@@ -225,7 +225,7 @@ def test_a_killed_run_resumes_from_its_last_checkpoint_bit_for_bit(smoke, tmp_pa
     with pytest.raises(Killed):
         run_training("t", cfg, 5, data, run_store=store, callbacks=[KillAt(6)], **kwargs)
     entry = run_entry("t", resolve_pretrained(cfg, data), 5, run_store=store, items=items,
-                      num_epochs=2, lr=1e-3)  # fmt: skip
+                      validation=data.validation, num_epochs=2, lr=1e-3)  # fmt: skip
     staging = store.staging(entry)
     assert store.runs("t") == []
     saved = list_checkpoints(staging / "checkpoints")

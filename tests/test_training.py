@@ -756,3 +756,20 @@ def test_keep_best_holds_the_weights_of_the_best_validation_score(tmp_path, on_d
     assert check_select("final") == "final"
     with pytest.raises(ConfigError, match="select: expected best | final"):
         check_select("last")
+
+
+def test_keep_best_keeps_only_what_its_state_function_gives(tmp_path):
+    from audiorepro.training.selection import KeepBest
+
+    config = dataclasses.replace(BASE, num_epochs=1, grad_accum_steps=1, eval_every=2)
+    keeper = KeepBest(
+        "val_map", directory=tmp_path, state=lambda m: {"w": m.state_dict()["0.weight"]}
+    )
+    model = make_mlp()
+    trainer = Trainer(
+        model, ce_loss, Blobs(24), config, eval_fn=lambda m: {"val_map": 1.0},
+        callbacks=[keeper], progress="none",
+    )  # fmt: skip
+    trainer.fit()
+    assert keeper.best_step == 2 and set(keeper.best_state()) == {"w"}
+    assert not torch.equal(keeper.best_state()["w"], model.state_dict()["0.weight"])

@@ -110,8 +110,12 @@ fig = plotting.training_curves(
 # ## Pretraining
 #
 # Adam with one warm-up epoch and a cosine decay (§2.6), batches of captions drawn uniformly
-# from the three corpora concatenated. Each seed's model is saved, so the next pages start
-# from it.
+# from the three corpora concatenated. At the end of every epoch and at the last step the model
+# is scored on the ClothoV2 validation split, and the model kept is the one with the best
+# validation mAP@10, as the paper does; the final weights are saved beside it (`select: final`
+# loads them). A run of one epoch has a single evaluation point and skips it: its best is its
+# final. Each seed's model is saved, so the next pages start from it; in the figure the dotted
+# line marks the kept step.
 
 # %%
 models = {}
@@ -137,11 +141,18 @@ print(
     "steps in "
     "all)"
 )
+validation = history["validation"]
 fig = plotting.training_curves(
-    {"step": history["steps"], "loss": history["losses"]},
+    {
+        "step": history["steps"],
+        "loss": history["losses"],
+        "eval_step": validation["steps"],
+        "eval": [{"validation mAP@10": v} for v in validation["values"]],
+    },
     smooth=5,
     title=f"pretraining, seed {config.seeds[0]}",
 )
+fig.axes[0].axvline(history["best_step"], color="grey", ls=":", lw=1)
 
 # %% [markdown]
 # ## Retrieval after pretraining

@@ -86,7 +86,9 @@ distillation.stage0_table(config, data, page="01_teachers", preset=preset)
 # Under `embedded`, ATST and MobileNet train for `stage1_steps` optimizer steps (the cosine
 # spanning them) on random crops of `stage1_max_audio_s` seconds, MobileNet with the paper's
 # batch of 32 (§4.5), PaSST and ATST with 64; every model is evaluated on clips cut at
-# chapter 01's `max_audio_s`.
+# chapter 01's `max_audio_s`. As in chapter 01, a teacher is the model of the best ClothoV2
+# validation mAP@10 of its epoch ends (the final one is saved too), and it is those weights
+# that embed the stage-2 captions and clips.
 #
 # For every seed the three are also scored as one ensemble (the mean of their similarity
 # matrices, as paper (b) ensembles its distilled models), and each one, and the ensemble's

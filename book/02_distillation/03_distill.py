@@ -77,7 +77,8 @@ config
 # Clotho-layout development captions with peak learning rate `finetune_lr` and λ = `lam`,
 # the cosine spanning exactly those steps, so every model and every λ of page 04 trains on
 # one budget. Each seed's students learn from the ensemble of that seed's stage-1 models
-# (trained first if page 01 has not run).
+# (trained first if page 01 has not run). A student, too, is the model of the best validation
+# mAP@10 of its epoch ends; a run of one epoch or less keeps its final weights.
 
 # %%
 students = distillation.evaluate_models(

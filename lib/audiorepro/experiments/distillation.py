@@ -307,12 +307,15 @@ def _stage1_run(config: Config, name: str, data: RetrievalData) -> dict[str, Any
 
 
 def stage1_entry(config: Config, name: str, seed: int, data: RetrievalData) -> Run:
-    """The run-store entry of stage-1 model ``name`` (its key identifies the weights)."""
+    """The run-store entry of stage-1 model ``name`` (its key identifies the run; with
+    ``retrieval.select``, :func:`~audiorepro.experiments.retrieval.weights_key`, the weights)."""
     if name == "passt" and not own_passt_teacher(config):
         return retrieval.pretrain_entry(config.retrieval, seed, data)
     run = _stage1_run(config, name, data)
     run_cfg = retrieval.resolve_pretrained(run.pop("config"), data)
-    return retrieval.run_entry(f"stage1-{name}", run_cfg, seed, run_store=store(), **run)
+    return retrieval.run_entry(
+        f"stage1-{name}", run_cfg, seed, validation=data.validation, run_store=store(), **run
+    )
 
 
 def stage1_teacher(
@@ -325,7 +328,9 @@ def stage1_teacher(
     the same recipe from their stage-0 (or AudioSet) weights with ``stage1_steps`` steps (or
     ``stage1_epochs``), at most ``stage1_max_train_items`` captions per corpus and random crops
     of ``stage1_max_audio_s`` (evaluation still sees chapter 01's ``max_audio_s``). Trained
-    once, then reloaded.
+    once, then reloaded, with the weights ``retrieval.select`` picks: the best mAP@10 on the
+    validation split (at the end of every epoch and the last step), as the papers select, or the
+    final ones.
     """
     if name == "passt" and not own_passt_teacher(config):
         return retrieval.pretrain(config.retrieval, seed, data, **kwargs)
@@ -412,13 +417,14 @@ def teacher_stores(
     **kwargs: Any,
 ) -> dict[str, Path]:
     """``{name: store path}`` of the M stage-1 models of ``seed`` (trained or reloaded), each
-    having embedded ``items`` once at the stage-2 crop (kept in :func:`store` under
-    ``teachers``, keyed by :func:`teacher_store_spec`)."""
+    having embedded ``items`` once at the stage-2 crop with its selected weights (kept in
+    :func:`store` under ``teachers``, keyed by :func:`teacher_store_spec` with the weights'
+    :func:`~audiorepro.experiments.retrieval.weights_key`)."""
     paths = {}
     for name in config.teachers:
         run_cfg = stage2_config(config, name)
         model = stage1_teacher(config, name, seed, data, **kwargs)
-        spec = teacher_store_spec(name, stage1_entry(config, name, seed, data).key, items, run_cfg)
+        spec = teacher_store_spec(name, model.weights_key, items, run_cfg)
 
         def build(
             folder: Path, model: DualEncoder = model, cfg: Any = run_cfg, name: str = name
@@ -459,6 +465,7 @@ def train_distilled(
     target_tau: float = DEFAULT_TAU,
     out_dir: str | os.PathLike[str] | None = None,
     resume: bool = False,
+    selection: retrieval.Selection | None = None,
     callbacks: Sequence[Any] = (),
     progress: str = "auto",
     **train_changes: Any,
@@ -475,8 +482,10 @@ def train_distilled(
     ``TrainResult``; with ``out_dir`` the run writes checkpoints there (every
     :func:`~audiorepro.experiments.retrieval.checkpoint_every` steps unless ``checkpoint_every``
     is given; the frozen text encoder left out) and ``resume=True`` continues from the last
-    (``model`` built as the interrupted run's was, which gives the same frozen weights).
-    ``callbacks`` are further Trainer callbacks.
+    (``model`` built as the interrupted run's was, which gives the same frozen weights). With
+    ``selection`` (a :class:`~audiorepro.experiments.retrieval.Selection` of ``model``) the run
+    is evaluated on the validation split at the end of every epoch and at its last step, and the
+    best weights are kept, as in chapter 01. ``callbacks`` are further Trainer callbacks.
 
     Raises:
         TeacherEmbeddingsError: before any training, when the teachers lack training items, have
@@ -523,14 +532,24 @@ def train_distilled(
     train_cfg = retrieval.step_budget(train_cfg, len(dataset), max_steps)
     if out_dir is not None and "checkpoint_every" not in train_changes:
         train_changes["checkpoint_every"] = retrieval.checkpoint_every(train_cfg, len(dataset))
+    train_cfg = dataclasses.replace(train_cfg, **train_changes)
+    eval_fn, keep = (
+        (None, []) if selection is None else selection.trainer_hooks(train_cfg, len(dataset))
+    )
     trainer = Trainer(
         student,
         loss_fn,
         dataset,
-        dataclasses.replace(train_cfg, **train_changes),
+        train_cfg,
         collate_fn=functools.partial(collate_captions, pad_value=model.pad_value),
+        eval_fn=eval_fn,
         out_dir=out_dir,
-        callbacks=[retrieval.epoch_setter(dataset), retrieval.text_cache_saver(), *callbacks],
+        callbacks=[
+            retrieval.epoch_setter(dataset),
+            retrieval.text_cache_saver(),
+            *keep,
+            *callbacks,
+        ],
         checkpoint_frozen=False,
         progress=progress,
     )
@@ -558,9 +577,11 @@ def distill(
     development split with targets from the ensemble of that seed's M stage-1 models (trained or
     reloaded first), ``finetune_steps`` steps (or ``finetune_epochs``) on the start crops of
     :func:`stage2_config`. ``lam`` = 0 gives plain fine-tuning with L_sup (the λ-sweep baseline,
-    the same budget). Trained once per configuration (keyed by the stage-1 runs' keys), then
-    reloaded; a run killed before it finished continues from its last checkpoint when called
-    again (:func:`~audiorepro.experiments.retrieval.trained_model`). ``callbacks`` are further
+    the same budget). The student is selected on the validation split as in stage 1
+    (``retrieval.select``: the best mAP@10 or the final weights, both saved). Trained once per
+    configuration (keyed by the stage-1 models' weights), then reloaded; a run killed before it
+    finished continues from its last checkpoint when called again
+    (:func:`~audiorepro.experiments.retrieval.trained_model`). ``callbacks`` are further
     Trainer callbacks of the stage-2 run."""
     lam = config.lam if lam is None else lam
     dist_only = config.dist_only if dist_only is None else dist_only
@@ -573,19 +594,23 @@ def distill(
         run_cfg,
         seed,
         items=items,
+        validation=data.validation,
         num_epochs=config.finetune_epochs,
         max_steps=config.finetune_steps,
         lr=config.finetune_lr,
-        init=base.run_key,
+        init=base.weights_key,
         run_store=store(),
-        teachers=[stage1_entry(config, t, seed, data).key for t in config.teachers],
+        teachers=[
+            retrieval.weights_key(stage1_entry(config, t, seed, data).key, run_cfg.select)
+            for t in config.teachers
+        ],
         lam=lam,
         dist_only=dist_only,
         target_tau=config.target_tau,
         crop="start",
     )
 
-    def train(model: DualEncoder, staging: Path) -> Any:
+    def train(model: DualEncoder, staging: Path, selection: retrieval.Selection) -> Any:
         ensemble = teacher_ensemble(config, seed, data, items, progress=progress)
         return train_distilled(
             model,
@@ -602,11 +627,14 @@ def distill(
             target_tau=config.target_tau,
             out_dir=staging,
             resume=True,
+            selection=selection,
             callbacks=callbacks,
             progress=progress,
         )
 
-    return retrieval.trained_model(run, run_cfg, seed, train, init=base, run_store=store())
+    return retrieval.trained_model(
+        run, run_cfg, seed, train, data=data, init=base, run_store=store()
+    )
 
 
 def ensemble_similarity(

@@ -7,10 +7,11 @@
 preset per scale in ``book/01_retrieval/presets``. :func:`load_data` reads the corpora and caches
 their log-mel; :func:`pretrain` and :func:`finetune` are the paper's two stages, run by the
 project's :class:`~audiorepro.training.Trainer` (and hence unchanged under ``accelerate
-launch``, the loss then using the global batch) and kept in the chapter's
-:class:`~audiorepro.storage.RunStore`, so the pages share trained models and still run alone;
-:func:`evaluate` scores a model with the DCASE metrics; :data:`PAPER` and :func:`findings` set
-the ledger's numbers beside the paper's.
+launch``, the loss then using the global batch), selected on the Clotho validation split as
+the papers do (:class:`Selection`: the best mAP@10 of the epoch ends, the final weights kept
+too) and kept in the chapter's :class:`~audiorepro.storage.RunStore`, so the pages share
+trained models and still run alone; :func:`evaluate` scores a model with the DCASE metrics;
+:data:`PAPER` and :func:`findings` set the ledger's numbers beside the paper's.
 """
 
 from __future__ import annotations
@@ -49,7 +50,8 @@ from audiorepro.paths import data_dir, repo_root
 from audiorepro.reporting import PaperRow
 from audiorepro.search import AudioIndex
 from audiorepro.storage import Run, RunStore, load_tensors, read_json, save_tensors, write_json
-from audiorepro.training.loop import Callback, TrainConfig, Trainer
+from audiorepro.training.loop import Callback, TrainConfig, Trainer, TrainResult
+from audiorepro.training.selection import KeepBest, check_select
 
 __all__ = [
     "ABLATIONS",
@@ -62,10 +64,14 @@ __all__ = [
     "CHECKPOINT_STEPS",
     "Config",
     "RetrievalData",
+    "SELECTION_METRIC",
+    "Selection",
     "Training",
+    "WEIGHT_FILES",
     "ablation_config",
     "ablation_settings",
     "ablation_table",
+    "all_items",
     "build_model",
     "chance_floor",
     "checkpoint_every",
@@ -77,6 +83,7 @@ __all__ = [
     "evaluate",
     "evaluate_and_record",
     "evaluate_stages",
+    "evaluation_points",
     "findings",
     "finetune",
     "items_digest",
@@ -98,6 +105,7 @@ __all__ = [
     "stage0_checkpoint",
     "stage0_table",
     "step_budget",
+    "steps_per_epoch",
     "throughput",
     "stage_table",
     "store",
@@ -105,6 +113,7 @@ __all__ = [
     "train_dual_encoder",
     "trained_model",
     "trained_state",
+    "weights_key",
     "training_table",
 ]
 
@@ -206,9 +215,20 @@ class Config:
         None, help="Use only the first this many captions of each training corpus (None: all)."
     )
     max_eval_items: int | None = field(
-        None, help="Use only the first this many evaluation captions (None: all)."
+        None,
+        help="Use only the first this many captions of the evaluation split, and of the "
+        "validation split that selects the model (None: all).",
     )
     eval_batch_size: int = field(64, help="Clips or captions per batch when embedding.")
+    select: str = field(
+        "best",
+        help="The weights a run gives: best (those of the best mAP@10 on the ClothoV2 "
+        "validation split, evaluated at the end of every epoch and at the last step, the "
+        "papers' selection, salsa's ModelCheckpoint on val/mAP@10; every preset) | final (the "
+        "last step's). A run saves both (model.safetensors, final.safetensors), so select does "
+        "not change the run: switching it loads the other weights without training. A run with "
+        "a single evaluation point (one epoch or less) is not evaluated: best is final.",
+    )
     # fine-tuning (§3.5)
     finetune_lr: float = field(8e-6, help="Peak learning rate of fine-tuning on ClothoV2 (§3.5).")
     finetune_epochs: int = field(5, help="Fine-tuning epochs on the Clotho development split.")
@@ -257,6 +277,7 @@ class Config:
     )
 
     def __post_init__(self) -> None:
+        check_select(self.select, "Config.select")
         for name in self.pretrain_corpora:
             if name not in ("clotho", "audiocaps", "wavcaps"):
                 raise ConfigError(f"Config.pretrain_corpora: unknown corpus {name!r}")
@@ -357,6 +378,8 @@ class RetrievalData:
     Attributes:
         pretrain: ``{corpus: caption items}`` of the pretraining splits (paper §2.4).
         finetune: the Clotho development captions (fine-tuning, §3.5).
+        validation: the Clotho validation captions, on which every run selects its model
+            (:class:`Selection`).
         evaluation: the Clotho evaluation captions (the paper's test split).
         features: cached log-mel of every recording above.
         root: the corpora folder.
@@ -364,6 +387,7 @@ class RetrievalData:
 
     pretrain: dict[str, list[CaptionItem]]
     finetune: list[CaptionItem]
+    validation: list[CaptionItem]
     evaluation: list[CaptionItem]
     features: dict[str, torch.Tensor]
     root: Path
@@ -377,7 +401,7 @@ class RetrievalData:
         if model.front_end == "passt":
             return self.features
         if model.front_end not in self._front_ends:
-            everything = [i for items in self.pretrain.values() for i in items] + self.evaluation
+            everything = all_items(self.pretrain, self.validation, self.evaluation)
             self._front_ends[model.front_end] = log_mel_features(
                 everything, front_end=model.front_end
             )
@@ -400,6 +424,16 @@ class RetrievalData:
         return EvaluationSet.from_items(self.evaluation)
 
 
+def all_items(
+    pretrain: Mapping[str, Sequence[CaptionItem]],
+    validation: Sequence[CaptionItem],
+    evaluation: Sequence[CaptionItem],
+) -> list[CaptionItem]:
+    """Every caption item of the chapter, whose recordings get log-mel features and whose
+    captions a frozen text encoder embeds once: pretraining, validation, evaluation."""
+    return [i for items in pretrain.values() for i in items] + [*validation, *evaluation]
+
+
 def load_config(preset: str, overrides: Mapping[str, Any] | None = None, **more: Any) -> Config:
     """The chapter's :class:`Config` of ``preset`` (``PRESETS/<preset>.yaml``) with single-field
     overrides, given as a mapping or as keywords; dotted names set nested fields
@@ -408,7 +442,9 @@ def load_config(preset: str, overrides: Mapping[str, Any] | None = None, **more:
 
 
 def load_data(config: Config) -> RetrievalData:
-    """The three corpora of ``config.corpus`` as caption items, with their log-mel cached.
+    """The three corpora of ``config.corpus`` as caption items, with their log-mel cached; the
+    Clotho validation split, which selects the models, cut to ``max_eval_items`` as the
+    evaluation split.
 
     ``smoke`` and ``embedded`` generate (or reuse) the embedded corpora; ``paper`` reads the real
     downloads from ``corpus.root``, laid out as ``clotho/``, ``audiocaps/``, ``wavcaps/`` in
@@ -432,8 +468,9 @@ def load_data(config: Config) -> RetrievalData:
         for corpus in ("clotho", "audiocaps", "wavcaps")
     }
     finetune = pretrain["clotho"]
+    validation = caption_items(root, "clotho", ["validation"])[: config.max_eval_items]
     evaluation = caption_items(root, "clotho", ["evaluation"])[: config.max_eval_items]
-    everything = [i for items in pretrain.values() for i in items] + evaluation
+    everything = all_items(pretrain, validation, evaluation)
     features = log_mel_features(everything)
     model = config.model
     if model.trainable_layers == 0 and model.text_pretrained:
@@ -444,7 +481,7 @@ def load_data(config: Config) -> RetrievalData:
         with torch.no_grad():
             text(captions)
         save_text_caches()
-    return RetrievalData(pretrain, finetune, evaluation, features, root)
+    return RetrievalData(pretrain, finetune, validation, evaluation, features, root)
 
 
 # ------------------------------------------------------------------------------ training
@@ -484,13 +521,18 @@ CHECKPOINT_STEPS = 200
 """Most optimizer steps between two checkpoints of a resumable run (:func:`checkpoint_every`)."""
 
 
+def steps_per_epoch(train_cfg: TrainConfig, num_items: int) -> int:
+    """Optimizer steps of one epoch over ``num_items`` training items: batches of
+    ``batch_size`` on each of ``$WORLD_SIZE`` processes, ``grad_accum_steps`` per step."""
+    processes = int(os.environ.get("WORLD_SIZE", "1"))
+    batches = max(1, -(-num_items // (train_cfg.batch_size * processes)))
+    return -(-batches // train_cfg.grad_accum_steps)
+
+
 def checkpoint_every(train_cfg: TrainConfig, num_items: int) -> int:
     """Steps between the checkpoints of a resumable run over ``num_items`` training items: once
     per epoch, and at least every :data:`CHECKPOINT_STEPS` steps when epochs are longer."""
-    processes = int(os.environ.get("WORLD_SIZE", "1"))
-    per_epoch = max(1, -(-num_items // (train_cfg.batch_size * processes)))
-    per_epoch = -(-per_epoch // train_cfg.grad_accum_steps)
-    return min(per_epoch, CHECKPOINT_STEPS)
+    return min(steps_per_epoch(train_cfg, num_items), CHECKPOINT_STEPS)
 
 
 def retrieval_loss(model: torch.nn.Module, batch: Mapping[str, Any]) -> torch.Tensor:
@@ -522,6 +564,96 @@ def step_budget(train_cfg: TrainConfig, num_items: int, max_steps: int | None) -
     )
 
 
+# ------------------------------------------------------------------------------ model selection
+
+SELECTION_METRIC = "mAP@10"
+"""What every run selects its model by on the validation split (papers (a) and (b): salsa's
+``ModelCheckpoint`` on ``val/mAP@10``)."""
+WEIGHT_FILES = {"best": "model.safetensors", "final": "final.safetensors"}
+"""The two weights every run saves, by the ``Config.select`` value that loads them."""
+
+
+def evaluation_points(train_cfg: TrainConfig, num_items: int) -> int:
+    """How many evaluations a run of ``train_cfg`` over ``num_items`` items has when it
+    evaluates once per epoch: the end of every epoch it completes and its last step, hence one
+    for a run of one epoch or less."""
+    per_epoch = steps_per_epoch(train_cfg, num_items)
+    total = train_cfg.num_epochs * per_epoch
+    if train_cfg.max_steps is not None:
+        total = min(total, train_cfg.max_steps)
+    return -(-total // per_epoch)
+
+
+class Selection:
+    """Model selection of one run on the validation split, as papers (a) and (b) do it.
+
+    :meth:`trainer_hooks` gives the Trainer an ``eval_fn``, the text-to-audio metrics of
+    ``model`` on ``validation`` at the end of every epoch and at the last step, and a
+    :class:`~audiorepro.training.selection.KeepBest` on mAP@10 that keeps the best trained
+    weights (:func:`trained_state`, without the frozen text encoder) under ``directory``, so
+    that a resumed run still has them. A run with a single evaluation point (one epoch or less)
+    is not evaluated at all: its best weights are its final ones by definition, and on 2 CPU
+    cores an evaluation is not free.
+
+    Args:
+        model: the dual encoder being trained (the Trainer's model, or the one a distillation
+            student wraps).
+        validation: the validation split as queries and items.
+        features: log-mel of its recordings on ``model``'s front end.
+        config: the chapter's configuration (evaluation cut and batch).
+        directory: where the best weights are kept (``None``: in memory).
+    """
+
+    def __init__(
+        self,
+        model: DualEncoder,
+        validation: EvaluationSet,
+        features: Mapping[str, torch.Tensor],
+        config: Config,
+        directory: Path | None = None,
+    ) -> None:
+        self.model, self.validation = model, validation
+        self.features, self.config = features, config
+        self.keep = KeepBest(
+            SELECTION_METRIC, "max", directory, state=lambda _: trained_state(model)
+        )
+        self.evaluates = False
+
+    def eval_fn(self, module: torch.nn.Module) -> dict[str, float]:
+        """The Trainer's ``eval_fn``: :func:`evaluate` of the dual encoder on the validation
+        split (``module``, the Trainer's model, is it or wraps it)."""
+        return evaluate(self.model, self.validation, self.features, self.config)
+
+    def trainer_hooks(self, train_cfg: TrainConfig, num_items: int) -> tuple[Any, list[Any]]:
+        """``(eval_fn, callbacks)`` for a Trainer of ``train_cfg`` over ``num_items`` items,
+        ``(None, [])`` when the run has a single evaluation point; :attr:`evaluates` records
+        which."""
+        self.evaluates = evaluation_points(train_cfg, num_items) > 1
+        return (self.eval_fn, [self.keep]) if self.evaluates else (None, [])
+
+    def best_state(self, final: Mapping[str, torch.Tensor]) -> Mapping[str, torch.Tensor]:
+        """The kept best weights, or ``final`` when none were kept (the run was not evaluated,
+        or no evaluation gave a finite mAP@10)."""
+        return self.keep.best_state() if self.keep.best_step is not None else final
+
+    def summary(self, result: TrainResult) -> dict[str, Any]:
+        """What the run's history records of the selection: the validation curve (``steps``,
+        mAP@10 ``values``), whether the run was evaluated, and ``best_step`` and
+        ``best_mAP@10`` (the final step and ``None`` when no best was kept: then the best
+        weights are the final ones)."""
+        kept = self.keep.best_step is not None
+        return {
+            "validation": {
+                "metric": SELECTION_METRIC,
+                "evaluated": self.evaluates,
+                "steps": list(result.eval_steps),
+                "values": [m[SELECTION_METRIC] for m in result.eval_metrics],
+            },
+            "best_step": self.keep.best_step if kept else result.final_step,
+            f"best_{SELECTION_METRIC}": self.keep.best if kept else None,
+        }
+
+
 def train_dual_encoder(
     model: DualEncoder,
     items: Sequence[CaptionItem],
@@ -536,6 +668,7 @@ def train_dual_encoder(
     crop: str = "random",
     out_dir: str | os.PathLike[str] | None = None,
     resume: bool = False,
+    selection: Selection | None = None,
     callbacks: Sequence[Any] = (),
     progress: str = "auto",
 ) -> Any:
@@ -549,7 +682,9 @@ def train_dual_encoder(
     With ``out_dir`` the run writes checkpoints there (:func:`checkpoint_every`), without the
     frozen text-encoder weights, and ``resume=True`` continues from the newest one: ``model``
     must then be built as the interrupted run's was (:func:`build_model`, same configuration and
-    seed), which gives the same frozen weights. ``callbacks`` are further Trainer callbacks.
+    seed), which gives the same frozen weights. With ``selection`` (a :class:`Selection` of
+    ``model``) the run is evaluated on the validation split at the end of every epoch and at
+    its last step, and the best weights are kept. ``callbacks`` are further Trainer callbacks.
     """
     dataset = CaptionDataset(
         items, features, max_frames=config.train_frames, crop=crop,
@@ -561,14 +696,18 @@ def train_dual_encoder(
     if out_dir is not None:
         every = checkpoint_every(train_cfg, len(dataset))
         train_cfg = dataclasses.replace(train_cfg, checkpoint_every=every)
+    eval_fn, keep = (
+        (None, []) if selection is None else selection.trainer_hooks(train_cfg, len(dataset))
+    )
     trainer = Trainer(
         model,
         retrieval_loss,
         dataset,
         train_cfg,
         collate_fn=functools.partial(collate_captions, pad_value=model.pad_value),
+        eval_fn=eval_fn,
         out_dir=out_dir,
-        callbacks=[_EpochSetter(dataset), _TextCacheSaver(), *callbacks],
+        callbacks=[_EpochSetter(dataset), _TextCacheSaver(), *keep, *callbacks],
         checkpoint_frozen=False,
         progress=progress,
     )
@@ -701,6 +840,7 @@ def run_entry(
     seed: int,
     *,
     items: Sequence[CaptionItem],
+    validation: Sequence[CaptionItem],
     num_epochs: int,
     lr: float,
     paraphrase_prob: float = 0.0,
@@ -711,9 +851,11 @@ def run_entry(
 ) -> Run:
     """The run-store entry of one training run (complete or not yet). Its hash covers what
     defines the result: the corpus, model and schedule, the crop, the seed, the training
-    captions, the epochs (or steps) and learning rate, the caption swaps, the weights it starts
-    from (``init``, the key of an earlier run; a pretrained audio checkpoint by its content
-    hash) and ``extra``."""
+    captions, the validation captions and embedding batch that select the best weights
+    (:class:`Selection`), the epochs (or steps) and learning rate, the caption swaps, the
+    weights it starts from (``init``, the :func:`weights_key` of an earlier run's model; a
+    pretrained audio checkpoint by its content hash) and ``extra``. ``config.select`` is not
+    part of it: a run saves both the best and the final weights."""
     spec = {
         "corpus": to_dict(config.corpus),
         "model": pretrained_key(config.model),
@@ -722,6 +864,7 @@ def run_entry(
         "train_frames": config.train_frames,
         "seed": seed,
         "items": items_digest(items),
+        "validation": {"items": items_digest(validation), "batch": config.eval_batch_size},
         "num_epochs": num_epochs,
         "lr": lr,
         "paraphrase_prob": paraphrase_prob,
@@ -756,23 +899,39 @@ def load_trained_state(model: DualEncoder, state: Mapping[str, torch.Tensor]) ->
         )
 
 
+def weights_key(run_key: str, select: str) -> str:
+    """The identity of the ``select``-ed weights (best or final) of the run ``run_key``: what a
+    run that starts from them, or distils from them, records. The two selections of one run are
+    one run but two starting points."""
+    return f"{run_key}/{select}"
+
+
 def trained_model(
     run: Run,
     config: Config,
     seed: int,
     train: Any,
     *,
+    data: RetrievalData,
     init: DualEncoder | None = None,
     run_store: RunStore | None = None,
 ) -> DualEncoder:
-    """The model of ``run`` (see :func:`run_entry`): loaded if it is complete, else built from
-    ``config.model`` and ``seed`` (or ``init``'s weights), trained by ``train(model, staging)
-    -> TrainResult`` and published. ``staging`` is the run's :meth:`RunStore.staging` folder,
-    where ``train`` keeps its checkpoints and from which it resumes: a run killed before it was
-    published continues there when called again with the same configuration (the folder is
-    removed on publishing). The history is set as ``model.train_history`` (a dict), the
-    run's key as ``model.run_key`` (the identity of these weights). With ``init``, the audio
-    encoder's ``audio_pretrained`` is not loaded (``init``'s weights replace it anyway)."""
+    """The model of ``run`` (see :func:`run_entry`) with its ``config.select``-ed weights:
+    loaded if the run is complete, else built from ``config.model`` and ``seed`` (or ``init``'s
+    weights), trained by ``train(model, staging, selection) -> TrainResult`` and published.
+
+    ``staging`` is the run's :meth:`RunStore.staging` folder, where ``train`` keeps its
+    checkpoints and from which it resumes: a run killed before it was published continues
+    there when called again with the same configuration (the folder is removed on publishing).
+    ``selection`` is the run's :class:`Selection` on ``data``'s validation split (its best
+    weights kept in ``staging`` too), for ``train`` to hand to the Trainer. A run saves the best
+    weights as ``model.safetensors``, the final ones as ``final.safetensors``, and its history
+    with the validation curve and best step as ``history.json``.
+
+    The model carries ``train_history`` (that history, a dict, with ``selected``: which weights
+    it holds), ``run_key`` (the run's key, whichever weights are selected) and ``weights_key``
+    (:func:`weights_key`, the identity of these weights). With ``init``, the audio encoder's
+    ``audio_pretrained`` is not loaded (``init``'s weights replace it anyway)."""
     if init is not None:
         config = replace(config, **{"model.audio_pretrained": None})
     model = build_model(config, seed)
@@ -782,23 +941,31 @@ def trained_model(
         run_store = run_store or store()
 
         def build(folder: Path) -> dict[str, Any]:
-            result = train(model, run_store.staging(run))
+            staging = run_store.staging(run)
+            validation = EvaluationSet.from_items(data.validation)
+            features = data.features_for(config.model)
+            selection = Selection(model, validation, features, config, staging / "best")
+            result = train(model, staging, selection)
             history = result.to_dict() if result is not None else {}
+            if result is not None:
+                history |= selection.summary(result)
             if result is not None and result.wall_time_s:
                 steps = result.final_step - result.resumed_step  # those of this call
                 history["steps_per_s"] = steps / result.wall_time_s
                 history["clips_per_s"] = steps * config.train.batch_size / result.wall_time_s
             save_text_caches()
-            save_tensors(trained_state(model), folder / "model.safetensors")
+            final = trained_state(model)
+            save_tensors(selection.best_state(final), folder / WEIGHT_FILES["best"])
+            save_tensors(final, folder / WEIGHT_FILES["final"])
             write_json(folder / "history.json", history)
             return {}
 
         run_store.publish(run, build)
-    else:
-        tensors, _ = load_tensors(run.file("model.safetensors"))
-        load_trained_state(model, tensors)
-    model.train_history = read_json(run.file("history.json"))
+    tensors, _ = load_tensors(run.file(WEIGHT_FILES[config.select]))
+    load_trained_state(model, tensors)
+    model.train_history = read_json(run.file("history.json")) | {"selected": config.select}
     model.run_key = run.key
+    model.weights_key = weights_key(run.key, config.select)
     return model
 
 
@@ -821,9 +988,11 @@ def run_training(
     """Train (or reload) one run of ``kind`` in ``run_store`` (default :func:`store`), starting
     from ``init``'s weights when given (its ``run_key`` is part of the run's identity), else
     from ``config.model.audio_pretrained`` (``stage0`` is trained first if needed,
-    :func:`resolve_pretrained`). A run killed before it finished continues from its last
-    checkpoint (:func:`trained_model`) and ends with the weights of an uninterrupted run.
-    ``callbacks`` are further Trainer callbacks (progress hooks, tests)."""
+    :func:`resolve_pretrained`). The model is selected on ``data``'s validation split
+    (:class:`Selection`; ``config.select`` picks the best or the final weights, both saved). A
+    run killed before it finished continues from its last checkpoint (:func:`trained_model`) and
+    ends with the weights of an uninterrupted run. ``callbacks`` are further Trainer callbacks
+    (progress hooks, tests)."""
     if init is None:
         config = resolve_pretrained(config, data)
     else:
@@ -833,15 +1002,16 @@ def run_training(
         config,
         seed,
         items=items,
+        validation=data.validation,
         num_epochs=num_epochs,
         lr=lr,
         paraphrase_prob=paraphrase_prob,
         max_steps=max_steps,
-        init=None if init is None else init.run_key,
+        init=None if init is None else init.weights_key,
         run_store=run_store,
     )
 
-    def train(model: DualEncoder, staging: Path) -> Any:
+    def train(model: DualEncoder, staging: Path, selection: Selection) -> Any:
         return train_dual_encoder(
             model,
             items,
@@ -854,11 +1024,12 @@ def run_training(
             max_steps=max_steps,
             out_dir=staging,
             resume=True,
+            selection=selection,
             callbacks=callbacks,
             progress=progress,
         )
 
-    return trained_model(run, config, seed, train, init=init, run_store=run_store)
+    return trained_model(run, config, seed, train, data=data, init=init, run_store=run_store)
 
 
 def resolve_pretrained(config: Config, data: RetrievalData) -> Config:
@@ -930,6 +1101,7 @@ def pretrain_entry(config: Config, seed: int, data: RetrievalData) -> Run:
         config,
         seed,
         items=data.training_items(config.pretrain_corpora),
+        validation=data.validation,
         num_epochs=config.train.num_epochs,
         lr=config.train.lr,
     )

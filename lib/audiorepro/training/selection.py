@@ -12,7 +12,7 @@ one with a ``select: best | final`` field (:func:`check_select`).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -46,16 +46,27 @@ class KeepBest(Callback):
         mode: ``"max"`` (AP, mAP) or ``"min"`` (losses, error rates).
         directory: keep the best weights on disk here (``best_model.json`` +
             ``best_model.safetensors``); ``None`` keeps them in memory.
+        state: which weights to keep, a function of the trainer's unwrapped model (default:
+            its whole state dict); e.g. only the trained part of a model whose frozen part is
+            rebuilt identically, which keeps a large frozen encoder off the disk. Load such a
+            partial state with :meth:`best_state` rather than :meth:`restore_best`.
 
     Attributes:
         best, best_step: the best value and the optimizer step it was reached at (``None``
             before the first evaluation); they travel with the trainer's checkpoints.
     """
 
-    def __init__(self, metric: str, mode: str = "max", directory: str | Path | None = None):
+    def __init__(
+        self,
+        metric: str,
+        mode: str = "max",
+        directory: str | Path | None = None,
+        state: Callable[[torch.nn.Module], Mapping[str, torch.Tensor]] | None = None,
+    ):
         if mode not in ("min", "max"):
             raise ValueError(f"mode must be 'min' or 'max', got {mode!r}")
         self.metric, self.mode = metric, mode
+        self.state = state if state is not None else (lambda model: model.state_dict())
         self.directory = Path(directory) if directory is not None else None
         self.best: float | None = None
         self.best_step: int | None = None
@@ -81,7 +92,7 @@ class KeepBest(Callback):
         self.best, self.best_step = value, step
         state = {
             k: v.detach().to("cpu", copy=True)
-            for k, v in trainer.unwrapped_model.state_dict().items()
+            for k, v in self.state(trainer.unwrapped_model).items()
         }
         if self.directory is not None:
             self.directory.mkdir(parents=True, exist_ok=True)
