@@ -6,6 +6,7 @@ from collections import defaultdict
 from statistics import mean
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from audiorepro.data.recipes.zerospeech import (
@@ -16,6 +17,7 @@ from audiorepro.data.recipes.zerospeech import (
 from audiorepro.metrics.abx import (
     abx,
     abx_error,
+    abx_modes,
     item_overrun,
     read_submission_folder,
     relative_time_item_file,
@@ -42,8 +44,11 @@ def ref_select(n, onset, offset, frame_shift):
     return [i for i in range(n) if lo <= i < hi]
 
 
-def brute_force(items, feats, distance="angular", mode="across", frame_shift=None):
-    """Every (A, B, X) triplet, scored one by one, averaged as ABXpy + zerospeech2020 do."""
+def brute_force(items, feats, distance="angular", mode="across", frame_shift=None, ties=None):
+    """Every (A, B, X) triplet, scored one by one, averaged as ABXpy + zerospeech2020 do.
+
+    ``ties``: a list to which the number of triplets with d(A, X) == d(B, X) is appended.
+    """
     frames = [
         feats[it.file][ref_select(len(feats[it.file]), it.onset, it.offset, frame_shift)]
         for it in items
@@ -67,6 +72,8 @@ def brute_force(items, feats, distance="angular", mode="across", frame_shift=Non
         dax, dbx = d(ia, ix), d(ib, ix)
         score = 1.0 if dax < dbx else 0.0 if dax > dbx else 0.5
         cells[(a.phone, b.phone, a.speaker, x.speaker, a.context)].append(score)
+    if ties is not None:
+        ties.append(sum(v.count(0.5) for v in cells.values()))
     by_speakers = defaultdict(list)
     for (p1, p2, s1, s2, _), scores in cells.items():
         by_speakers[(p1, p2, s1, s2)].append(mean(scores))
@@ -95,6 +102,51 @@ def random_corpus(seed, one_hot=False, whole_files=True):
             else:  # seconds inside the file at a 10 ms frame shift
                 items.append(AbxItem(name, 0.0, round(0.01 * n, 3), phone, prev, nxt, spk))
     return items, feats
+
+
+def segment_corpus(seed, one_hot=False):
+    """Items inside longer files (seconds at a 10 ms frame shift), 2 contexts x 3 phones x
+    3 speakers, 0-3 tokens each, several items per file; some items repeat the frames of an
+    earlier item of their context and speaker."""
+    rng = np.random.default_rng(seed)
+    labels = [
+        (ctx, phone, spk)
+        for ctx, phone, spk in itertools.product(
+            ["a_b", "c_d"], ["p", "q", "r"], ["S1", "S2", "S3"]
+        )
+        for _ in range(rng.integers(0, 4))
+    ]
+    items, feats, segments = [], {}, {}
+    for k in rng.permutation(len(labels)):
+        ctx, phone, spk = labels[k]
+        name = f"{spk}_{rng.integers(0, 2)}"  # two files per speaker
+        feats.setdefault(name, [])
+        gap, n = int(rng.integers(0, 4)), int(rng.integers(2, 7))
+        earlier = segments.get((ctx, spk), [])
+        if earlier and rng.random() < 0.3:  # an earlier item's frames: exact ties as A and B
+            frames = earlier[int(rng.integers(len(earlier)))]
+            n = len(frames)
+        elif one_hot:
+            frames = np.eye(4)[rng.integers(0, 4, size=n)]
+        else:
+            frames = rng.normal(size=(n, 4))
+        filler = np.eye(4)[rng.integers(0, 4, size=gap)] if one_hot else rng.normal(size=(gap, 4))
+        start = sum(len(f) for f in feats[name]) + gap
+        feats[name] += [filler, frames]
+        segments.setdefault((ctx, spk), []).append(frames)
+        prev, nxt = ctx.split("_")
+        # frames [start, start + n) under floor/ceil(t / 0.01 - 0.5): times inside the frames
+        onset, offset = round(0.01 * start + 0.003, 4), round(0.01 * (start + n) + 0.006, 4)
+        items.append(AbxItem(name, onset, offset, phone, prev, nxt, spk))
+    tail = {name: np.eye(4)[[0]] if one_hot else rng.normal(size=(2, 4)) for name in feats}
+    return items, {name: np.concatenate([*parts, tail[name]]) for name, parts in feats.items()}
+
+
+def cell_scores(result):
+    return {
+        (r.phone_1, r.phone_2, r.speaker_1, r.speaker_2, tuple(r.context.split())): r.score
+        for r in result.cells.itertuples()
+    }
 
 
 def test_hand_computed_with_ties(tmp_path):
@@ -267,3 +319,60 @@ def test_relative_time_items_select_whole_files(tmp_path):
     )
     with pytest.raises(ZeroSpeechFormatError, match=r"bad.item:3.*not a whole-file item"):
         relative_time_item_file(bad, tmp_path / "x.item")
+
+
+@pytest.mark.parametrize("mode", ["across", "within"])
+@pytest.mark.parametrize("one_hot", [False, True])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_items_inside_files_match_brute_force_with_ties(tmp_path, mode, one_hot, seed):
+    items, feats = segment_corpus(seed, one_hot)
+    assert len(feats) < len(items) and any(it.onset > 0.01 for it in items)
+    path = write_item_file(tmp_path / "t.item", items)
+    result = abx(feats, path, mode=mode, frame_shift=0.01)
+    ties = []
+    want, cells = brute_force(items, feats, mode=mode, frame_shift=0.01, ties=ties)
+    assert ties[0] > 0  # exact equalities d(A, X) == d(B, X) are scored 1/2 as in the reference
+    assert cell_scores(result) == cells
+    assert result.error == pytest.approx(want, abs=1e-9)
+
+
+@pytest.mark.parametrize("distance", ["angular", "kl", "levenshtein"])
+@pytest.mark.parametrize("corpus", ["whole files", "inside files"])
+def test_both_modes_in_one_call_equal_single_mode_calls(tmp_path, distance, corpus):
+    if corpus == "whole files":
+        items, feats = random_corpus(8, one_hot=distance == "levenshtein")
+        frame_shift = None
+    else:
+        items, feats = segment_corpus(8, one_hot=distance == "levenshtein")
+        frame_shift = 0.01
+    if distance == "kl":
+        feats = {k: np.abs(v) + 0.1 for k, v in feats.items()}
+    path = write_item_file(tmp_path / "t.item", items)
+    both = abx_modes(feats, path, distance, frame_shift=frame_shift)
+    assert list(both) == ["across", "within"]
+    assert list(abx_modes(feats, path, distance, ["within", "across", "within"], frame_shift)) == [
+        "within",
+        "across",
+    ]
+    for mode, result in both.items():
+        single = abx(feats, path, distance, mode, frame_shift)
+        assert result.error == single.error and result.n_triplets == single.n_triplets
+        pd.testing.assert_frame_equal(result.cells, single.cells)
+        pd.testing.assert_frame_equal(result.by_phone_pair, single.by_phone_pair)
+        want, cells = brute_force(items, feats, distance, mode, frame_shift)
+        assert result.error == pytest.approx(want, abs=1e-9)
+        if distance != "levenshtein":
+            assert cell_scores(result) == cells
+
+
+def test_modes_are_checked(tmp_path):
+    items, feats = random_corpus(0)
+    path = write_item_file(tmp_path / "t.item", items)
+    with pytest.raises(ValueError, match="modes must be a non-empty sequence"):
+        abx_modes(feats, path, modes="across")
+    with pytest.raises(ValueError, match="modes must be a non-empty sequence"):
+        abx_modes(feats, path, modes=[])
+    with pytest.raises(ValueError, match="mode must be one of"):
+        abx_modes(feats, path, modes=["across", "inside"])
+    with pytest.raises(ValueError, match="mode must be one of"):
+        abx(feats, path, mode="inside")
