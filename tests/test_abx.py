@@ -18,6 +18,7 @@ from audiorepro.metrics.abx import (
     abx,
     abx_error,
     abx_modes,
+    item_frames,
     item_overrun,
     read_submission_folder,
     relative_time_item_file,
@@ -376,3 +377,45 @@ def test_modes_are_checked(tmp_path):
         abx_modes(feats, path, modes=["across", "inside"])
     with pytest.raises(ValueError, match="mode must be one of"):
         abx(feats, path, mode="inside")
+
+
+def _fits(feats, item, frame_shift):
+    n = len(feats[item.file])
+    kept = select_frames(n, item.onset, item.offset, frame_shift)
+    return kept.stop > kept.start and item_overrun(n, item.onset, item.offset, frame_shift) is None
+
+
+@pytest.mark.parametrize("frame_shift", [None, 0.01, 0.02])
+def test_item_frames_equal_select_frames_item_by_item(tmp_path, frame_shift):
+    rng = np.random.default_rng(9)
+    feats = {f"S1_{k}": rng.normal(size=(int(rng.integers(1, 40)), 3)) for k in range(12)}
+    items = []
+    for name, x in feats.items():
+        n = len(x)
+        for _ in range(6):
+            if frame_shift is None:  # whole files or not, offsets around (N - 1) / N
+                onset = float(rng.choice([0.0, 0.0, 0.5 / n]))
+                offset = float(rng.choice([1.0, 1.5, np.ceil((n - 1) / n * 1e7) / 1e7, 0.5]))
+            else:  # times on and between the half-frame boundaries of the rule, some past the end
+                lo = int(rng.integers(0, n))
+                hi = int(rng.integers(lo + 1, n + 3))
+                onset = round(frame_shift * (lo + float(rng.choice([0.0, 0.5, 0.3]))), 7)
+                offset = round(frame_shift * (hi + float(rng.choice([0.0, 0.5, 0.7]))), 7)
+            if offset > onset:
+                items.append(AbxItem(name, onset, offset, "p", "a", "b", "S1"))
+    good = [it for it in items if _fits(feats, it, frame_shift)]
+    bad = [it for it in items if not _fits(feats, it, frame_shift)]
+    assert len(good) > 10 and len(bad) > 3
+    got_items, frames = item_frames(feats, write_item_file(tmp_path / "t.item", good), frame_shift)
+    assert got_items == good
+    for it, cut in zip(good, frames, strict=True):
+        x = feats[it.file]
+        np.testing.assert_array_equal(
+            cut, x[select_frames(len(x), it.onset, it.offset, frame_shift)]
+        )
+    for it in bad:  # the first item that does not fit is named, with its line
+        path = write_item_file(tmp_path / "bad.item", [*good[:5], it, *good[5:]])
+        with pytest.raises(
+            ZeroSpeechFormatError, match=r"bad.item:7: item .*(no frame|keeps|runs)"
+        ):
+            item_frames(feats, path, frame_shift)

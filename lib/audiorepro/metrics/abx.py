@@ -162,6 +162,8 @@ def item_frames(
     """Read an item file and cut each item's frames out of ``features``.
 
     Returns ``(items, frames)`` with ``frames[k]`` the (n_k, D) float64 frames of item ``k``.
+    The frame rule is applied to all items at once (:func:`_item_spans`); an item that breaks
+    it is then checked alone for the error message.
 
     Raises:
         ZeroSpeechFormatError: naming the item file and line for a malformed line, an
@@ -174,66 +176,116 @@ def item_frames(
     items = read_item_file(item_file)
     if not items:
         raise ZeroSpeechFormatError(item_file, None, "the item file has no items")
-    lines = _item_line_numbers(item_file, len(items))
+    arrays = _feature_arrays(features, items, item_file)
+    lengths = np.array([len(arrays[it.file]) for it in items], dtype=np.int64)
+    onset = np.array([it.onset for it in items], dtype=np.float64)
+    offset = np.array([it.offset for it in items], dtype=np.float64)
+    start, stop, ok = _item_spans(lengths, onset, offset, frame_shift)
+    for k in np.flatnonzero(~ok):
+        start[k], stop[k] = _checked_span(items, int(k), lengths[k], item_file, frame_shift)
+    frames = [
+        np.ascontiguousarray(arrays[it.file][a:b])
+        for it, a, b in zip(items, start.tolist(), stop.tolist(), strict=True)
+    ]
+    return items, frames
+
+
+def _feature_arrays(
+    features: Mapping[str, np.ndarray] | str | os.PathLike[str],
+    items: Sequence[AbxItem],
+    item_file: Path,
+) -> dict[str, np.ndarray]:
+    """The (frames, dim) float64 features of each file of ``items``, checked, file by file in
+    the order of their first item (errors as :func:`item_frames`)."""
+    first = {}
+    for k, item in enumerate(items):
+        first.setdefault(item.file, k)
     if isinstance(features, (str, os.PathLike)):
-        wanted = sorted({it.file for it in items})
         folder = Path(features)
-        missing = [k for k, it in enumerate(items) if not (folder / f"{it.file}.txt").is_file()]
-        if missing:
-            k = missing[0]
-            raise ZeroSpeechFormatError(
-                item_file,
-                lines[k],
-                f"unknown file {items[k].file!r}: no {items[k].file}.txt in {folder}",
-            )
-        features = read_submission_folder(folder, wanted)
+        for name, k in first.items():
+            if not (folder / f"{name}.txt").is_file():
+                raise ZeroSpeechFormatError(
+                    item_file,
+                    _item_line_numbers(item_file, len(items))[k],
+                    f"unknown file {name!r}: no {name}.txt in {folder}",
+                )
+        features = read_submission_folder(folder, sorted(first))
     arrays: dict[str, np.ndarray] = {}
     dim_file = None
-    for k, item in enumerate(items):
-        if item.file not in arrays:
-            if item.file not in features:
-                raise ZeroSpeechFormatError(
-                    item_file, lines[k], f"unknown file {item.file!r}: not in the features"
-                )
-            x = np.asarray(features[item.file], dtype=np.float64)
-            x = x[:, None] if x.ndim == 1 else x
-            if x.ndim != 2:
-                raise ZeroSpeechFormatError(
-                    item.file, None, f"features must be (frames, dim), got shape {x.shape}"
-                )
-            if not np.all(np.isfinite(x)):
-                bad = int(np.flatnonzero(~np.isfinite(x).all(axis=1))[0])
-                raise ZeroSpeechFormatError(
-                    item.file, None, f"features contain NaN or inf (first at frame {bad})"
-                )
-            if dim_file is None:
-                dim_file = (x.shape[1], item.file)
-            elif x.shape[1] != dim_file[0]:
-                raise ZeroSpeechFormatError(
-                    item.file,
-                    None,
-                    f"features have dimension {x.shape[1]}, but {dim_file[1]} has {dim_file[0]}",
-                )
-            arrays[item.file] = x
-    frames = []
-    for k, item in enumerate(items):
-        x = arrays[item.file]
-        cut = x[select_frames(len(x), item.onset, item.offset, frame_shift)]
-        if len(cut) == 0:
-            rule = "i/N" if frame_shift is None else f"frame shift {frame_shift} s"
+    for name, k in first.items():
+        if name not in features:
             raise ZeroSpeechFormatError(
                 item_file,
-                lines[k],
-                f"item {item.file} {item.onset}-{item.offset} selects no frame of the "
-                f"{len(x)} frames of its file ({rule})",
+                _item_line_numbers(item_file, len(items))[k],
+                f"unknown file {name!r}: not in the features",
             )
-        problem = item_overrun(len(x), item.onset, item.offset, frame_shift)
-        if problem:
+        x = np.asarray(features[name], dtype=np.float64)
+        x = x[:, None] if x.ndim == 1 else x
+        if x.ndim != 2:
             raise ZeroSpeechFormatError(
-                item_file, lines[k], f"item {item.file} {item.onset}-{item.offset}: {problem}"
+                name, None, f"features must be (frames, dim), got shape {x.shape}"
             )
-        frames.append(np.ascontiguousarray(cut))
-    return items, frames
+        if not np.isfinite(x).all():
+            bad = int(np.flatnonzero(~np.isfinite(x).all(axis=1))[0])
+            raise ZeroSpeechFormatError(
+                name, None, f"features contain NaN or inf (first at frame {bad})"
+            )
+        if dim_file is None:
+            dim_file = (x.shape[1], name)
+        elif x.shape[1] != dim_file[0]:
+            raise ZeroSpeechFormatError(
+                name,
+                None,
+                f"features have dimension {x.shape[1]}, but {dim_file[1]} has {dim_file[0]}",
+            )
+        arrays[name] = x
+    return arrays
+
+
+def _item_spans(
+    lengths: np.ndarray, onset: np.ndarray, offset: np.ndarray, frame_shift: float | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`select_frames` of every item at once → ``(start, stop, ok)``.
+
+    ``ok`` is false for an item that selects no frame or does not fit its file
+    (:func:`item_overrun`), whose ``start``/``stop`` are then meaningless. The arithmetic is
+    :func:`select_frames`'s, so the spans are the same: under the 2019 rule a fitting item is a
+    whole file (onset 0, ``(N - 1) / N <= offset <= 1``).
+    """
+    if frame_shift is None:
+        ok = (lengths > 0) & (onset <= 0.0) & (offset <= 1.0)
+        ok &= (lengths - 1) / np.maximum(lengths, 1) <= offset
+        return np.zeros_like(lengths), lengths.copy(), ok
+    first = np.ceil(onset / frame_shift - 0.5)
+    last = np.floor(offset / frame_shift - 0.5)
+    start = np.maximum(first, 0).astype(np.int64)
+    stop = np.minimum(last, lengths).astype(np.int64)
+    return start, stop, (start < stop) & (last <= lengths)
+
+
+def _checked_span(
+    items: Sequence[AbxItem], k: int, n_frames: int, item_file: Path, frame_shift: float | None
+) -> tuple[int, int]:
+    """The frames of item ``k`` as ``(start, stop)``; ZeroSpeechFormatError naming its line when
+    it selects no frame or does not fit its file."""
+    item = items[k]
+    kept = select_frames(n_frames, item.onset, item.offset, frame_shift)
+    if kept.stop <= kept.start:
+        rule = "i/N" if frame_shift is None else f"frame shift {frame_shift} s"
+        raise ZeroSpeechFormatError(
+            item_file,
+            _item_line_numbers(item_file, len(items))[k],
+            f"item {item.file} {item.onset}-{item.offset} selects no frame of the "
+            f"{n_frames} frames of its file ({rule})",
+        )
+    problem = item_overrun(n_frames, item.onset, item.offset, frame_shift)
+    if problem:
+        raise ZeroSpeechFormatError(
+            item_file,
+            _item_line_numbers(item_file, len(items))[k],
+            f"item {item.file} {item.onset}-{item.offset}: {problem}",
+        )
+    return kept.start, kept.stop
 
 
 _TIME_HINT = (
@@ -402,8 +454,9 @@ def _edit_distance(a, b):  # pragma: no cover - jitted
 
 
 @numba.njit(cache=True, parallel=True)
-def _score_cells(cells, g_start, g_end, lookup_start, lookup_n, dmat, within):  # pragma: no cover
-    """Mean triplet score of each cell; ``dmat`` holds d(i, x) of context-local indices."""
+def _score_cells(cells, within, g_start, g_end, lookup_start, lookup_n, dmat):  # pragma: no cover
+    """Mean triplet score of each cell (``within[k]``: a within-speaker cell, X is not A);
+    ``dmat`` holds d(i, x) of context-local indices."""
     n_cells = cells.shape[0]
     scores = np.empty(n_cells)
     counts = np.empty(n_cells, dtype=np.int64)
@@ -415,7 +468,7 @@ def _score_cells(cells, g_start, g_end, lookup_start, lookup_n, dmat, within):  
         count = 0
         for x in range(g_start[gx], g_end[gx]):
             for a in range(g_start[ga], g_end[ga]):
-                if within and a == x:
+                if within[k] and a == x:
                     continue
                 dax = dmat[base + a * n + x]
                 for b in range(g_start[gb], g_end[gb]):
@@ -558,36 +611,70 @@ def _distance_table(
     return dmat
 
 
-def _mode_result(layout: _Layout, cells: np.ndarray, dmat: np.ndarray, within: bool) -> AbxResult:
-    """Score every triplet of ``cells`` and average: contexts, speaker pairs, phone pairs."""
+def _scores(
+    layout: _Layout, cells: dict[str, np.ndarray], dmat: np.ndarray
+) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """``{mode: (scores, counts)}``: the mean triplet score and the number of triplets of each
+    cell, the cells of every mode scored in one parallel pass."""
     lay = layout
+    every = np.concatenate(list(cells.values()))
+    within = np.concatenate([np.full(len(c), mode == "within") for mode, c in cells.items()])
     # Each cell reads its context's block; shift the group indices to context-local ones.
-    cell_ctx = lay.g_ctx[cells[:, 0]]
+    cell_ctx = lay.g_ctx[every[:, 0]]
     local_start = lay.g_start - lay.item_lo[lay.g_ctx]
     local_end = lay.g_end - lay.item_lo[lay.g_ctx]
-    scores, counts = _score_cells(
-        cells, local_start, local_end, lay.c_base[cell_ctx], lay.n_c[cell_ctx], dmat, within
+    with numba.parallel_chunksize(16):
+        scores, counts = _score_cells(
+            every, within, local_start, local_end, lay.c_base[cell_ctx], lay.n_c[cell_ctx], dmat
+        )
+    ends = np.cumsum([len(c) for c in cells.values()])
+    return {
+        mode: (scores[end - len(c) : end], counts[end - len(c) : end])
+        for (mode, c), end in zip(cells.items(), ends, strict=True)
+    }
+
+
+def _mode_result(
+    layout: _Layout, cells: np.ndarray, scores: np.ndarray, counts: np.ndarray
+) -> AbxResult:
+    """The ABX of one mode from its cells' scores: means over contexts, speaker pairs, then
+    phone pairs, with the per-cell and per-phone-pair tables."""
+    lay = layout
+    cell_ctx = lay.g_ctx[cells[:, 0]]
+    codes = {
+        "phone_1": lay.g_phone[cells[:, 0]],
+        "phone_2": lay.g_phone[cells[:, 1]],
+        "speaker_1": lay.g_spk[cells[:, 0]],
+        "speaker_2": lay.g_spk[cells[:, 2]],
+    }
+    # Means over the label codes, which sort as the labels do: grouping integers is faster than
+    # grouping strings, and the groups and the order of their values are the same.
+    by_speakers = (
+        pd.DataFrame({**codes, "score": scores}).groupby(list(codes), sort=True)["score"].mean()
     )
+    by_pair = by_speakers.groupby(level=["phone_1", "phone_2"]).mean()
     table = pd.DataFrame(
         {
-            "phone_1": lay.phones[lay.g_phone[cells[:, 0]]],
-            "phone_2": lay.phones[lay.g_phone[cells[:, 1]]],
-            "speaker_1": lay.speakers[lay.g_spk[cells[:, 0]]],
-            "speaker_2": lay.speakers[lay.g_spk[cells[:, 2]]],
+            "phone_1": lay.phones[codes["phone_1"]],
+            "phone_2": lay.phones[codes["phone_2"]],
+            "speaker_1": lay.speakers[codes["speaker_1"]],
+            "speaker_2": lay.speakers[codes["speaker_2"]],
             "context": lay.contexts[cell_ctx],
             "score": scores,
             "n_triplets": counts,
         }
     )
-    by_speakers = table.groupby(["phone_1", "phone_2", "speaker_1", "speaker_2"], sort=True)[
-        "score"
-    ].mean()
-    by_pair = by_speakers.groupby(level=["phone_1", "phone_2"]).mean()
-    error = 100.0 * (1.0 - float(by_pair.mean()))
+    by_phone_pair = pd.DataFrame(
+        {
+            "phone_1": lay.phones[by_pair.index.get_level_values("phone_1")],
+            "phone_2": lay.phones[by_pair.index.get_level_values("phone_2")],
+            "score": by_pair.to_numpy(),
+        }
+    )
     return AbxResult(
-        error=error,
+        error=100.0 * (1.0 - float(by_pair.mean())),
         cells=table,
-        by_phone_pair=by_pair.rename("score").reset_index(),
+        by_phone_pair=by_phone_pair,
         n_triplets=int(counts.sum()),
         n_items=len(lay.order),
     )
@@ -615,7 +702,8 @@ def _abx_from_frames(
             need,
         )
     dmat = _distance_table(layout, frames, need, distance)
-    return {mode: _mode_result(layout, cells[mode], dmat, mode == "within") for mode in modes}
+    scores = _scores(layout, cells, dmat)
+    return {mode: _mode_result(layout, cells[mode], *scores[mode]) for mode in modes}
 
 
 def _check_arguments(distance: str, modes: Sequence[str], frame_shift: float | None) -> None:

@@ -57,6 +57,37 @@ def _distance_code(distance: str) -> int:
 
 
 @numba.njit(cache=True)
+def _prepare_row(x, i, code, p, q, aux):  # pragma: no cover - jitted
+    """Preprocess frame ``i`` into ``p[i]`` (holding a copy of ``x[i]``), ``q[i]`` and ``aux[i]``."""
+    d = x.shape[1]
+    if code == 0:
+        s = 0.0
+        for k in range(d):
+            s += x[i, k] * x[i, k]
+        norm = math.sqrt(s)
+        if norm == 0.0:
+            aux[i] = 1.0
+        else:
+            for k in range(d):
+                p[i, k] = x[i, k] / norm
+    elif code == 1:
+        s = 0.0
+        for k in range(d):
+            s += x[i, k]
+        for k in range(d):
+            p[i, k] = x[i, k] / s + _EPS
+        s = 0.0
+        for k in range(d):
+            s += p[i, k]
+        h = 0.0
+        for k in range(d):
+            p[i, k] = p[i, k] / s
+            q[i, k] = np.log(p[i, k])
+            h += p[i, k] * q[i, k]
+        aux[i] = h
+
+
+@numba.njit(cache=True)
 def _prepare(x, code):  # pragma: no cover - jitted
     """Row-wise preprocessing → ``(p, q, aux)``, each frame independently of the others.
 
@@ -69,32 +100,30 @@ def _prepare(x, code):  # pragma: no cover - jitted
     q = np.zeros((n, d)) if code == 1 else np.zeros((0, d))
     aux = np.zeros(n)
     for i in range(n):
-        if code == 0:
-            s = 0.0
-            for k in range(d):
-                s += x[i, k] * x[i, k]
-            norm = math.sqrt(s)
-            if norm == 0.0:
-                aux[i] = 1.0
-            else:
-                for k in range(d):
-                    p[i, k] = x[i, k] / norm
-        elif code == 1:
-            s = 0.0
-            for k in range(d):
-                s += x[i, k]
-            for k in range(d):
-                p[i, k] = x[i, k] / s + _EPS
-            s = 0.0
-            for k in range(d):
-                s += p[i, k]
-            h = 0.0
-            for k in range(d):
-                p[i, k] = p[i, k] / s
-                q[i, k] = np.log(p[i, k])
-                h += p[i, k] * q[i, k]
-            aux[i] = h
+        _prepare_row(x, i, code, p, q, aux)
     return p, q, aux
+
+
+@numba.njit(cache=True, parallel=True)
+def _prepare_parallel(x, code):  # pragma: no cover - jitted
+    """:func:`_prepare` in parallel threads (the same numbers), and the transposes of ``p`` and
+    ``q``, (dim, frames), whose rows hold one dimension of consecutive frames."""
+    n, d = x.shape
+    p = x.copy()
+    q = np.zeros((n, d)) if code == 1 else np.zeros((0, d))
+    aux = np.zeros(n)
+    pt = np.empty((d, n))
+    qt = np.empty((q.shape[1], q.shape[0]))
+    block = 1024
+    for b in numba.prange((n + block - 1) // block):
+        for i in range(b * block, min(n, (b + 1) * block)):
+            _prepare_row(x, i, code, p, q, aux)
+            for k in range(d):
+                pt[k, i] = p[i, k]
+            if code == 1:
+                for k in range(d):
+                    qt[k, i] = q[i, k]
+    return p, q, aux, pt, qt
 
 
 @numba.njit(cache=True, inline="always")
@@ -509,34 +538,65 @@ def _row_item(
 
 @numba.njit(cache=True, parallel=True)
 def _rows_dtw(
-    p, q, aux, offsets, start, partners, flags, order, code, normalized, width_cap
+    p,
+    q,
+    aux,
+    pt,
+    qt,
+    offsets,
+    start,
+    partners,
+    flags,
+    order,
+    bin_start,
+    code,
+    normalized,
+    width_cap,
 ):  # pragma: no cover - jitted
-    """:func:`_row_item` for every item, in parallel threads, largest work units first."""
+    """:func:`_row_item` for every item; the items ``order[bin_start[b]:bin_start[b + 1]]`` of
+    bin ``b`` in one thread, the bins in parallel."""
     d_ab = np.full(partners.shape[0], np.nan)
     d_ba = np.full(partners.shape[0], np.nan)
-    pt = np.ascontiguousarray(p.T)
-    qt = np.ascontiguousarray(q.T)
-    for u in numba.prange(order.shape[0]):
-        a = order[u]
-        _row_item(
-            p,
-            q,
-            aux,
-            pt,
-            qt,
-            offsets,
-            a,
-            partners,
-            flags,
-            start[a],
-            start[a + 1],
-            code,
-            normalized,
-            width_cap,
-            d_ab,
-            d_ba,
-        )
+    for b in numba.prange(bin_start.shape[0] - 1):
+        for u in range(bin_start[b], bin_start[b + 1]):
+            a = order[u]
+            _row_item(
+                p,
+                q,
+                aux,
+                pt,
+                qt,
+                offsets,
+                a,
+                partners,
+                flags,
+                start[a],
+                start[a + 1],
+                code,
+                normalized,
+                width_cap,
+                d_ab,
+                d_ba,
+            )
     return d_ab, d_ba
+
+
+def _balanced_bins(work: np.ndarray, n_bins: int) -> tuple[np.ndarray, np.ndarray]:
+    """Deal the units with work to ``n_bins`` bins of about equal total work.
+
+    The units, largest first, are dealt 0, 1, ..., n - 1, n - 1, ..., 0, 0, 1, ... (each bin
+    gets one of every ``n`` units of similar size). Returns ``(order, bin_start)``: bin ``b``
+    holds the units ``order[bin_start[b]:bin_start[b + 1]]``, largest first. The threads of a
+    parallel loop over the bins then finish together, which numba's static split of a loop
+    over the units, sorted or not, does not ensure.
+    """
+    units = np.flatnonzero(work > 0)
+    units = units[np.argsort(-work[units], kind="stable")]
+    turn = np.arange(len(units)) % (2 * n_bins)
+    bins = np.where(turn < n_bins, turn, 2 * n_bins - 1 - turn)
+    by_bin = np.argsort(bins, kind="stable")
+    bin_start = np.searchsorted(bins[by_bin], np.arange(n_bins + 1))
+    return units[by_bin].astype(np.int64), bin_start.astype(np.int64)
 
 
 def _as_frames(x: np.ndarray, name: str) -> np.ndarray:
@@ -656,8 +716,7 @@ def partner_dtw(
     ``partners[start[a]:start[a + 1]]``. One work unit is an item and its partners; its frame
     distances are computed a row of ``a``'s frames against many partner frames at a time (the
     inner loop vectorised), each partner's frame matrix once for both orders, and the units run
-    in parallel threads, the largest first and handed out one at a time so that the threads
-    finish together.
+    in parallel threads, dealt to them by size so that the threads finish together.
 
     Args:
         frames: (N, D) frames of all items, concatenated.
@@ -693,12 +752,26 @@ def partner_dtw(
         raise ValueError(f"flags must have shape {partners.shape}, got {flags.shape}")
     lengths = np.diff(offsets)
     partner_frames = np.concatenate([[0], np.cumsum(lengths[partners])])
-    work = lengths * (partner_frames[start[1:]] - partner_frames[start[:-1]])
-    units = np.flatnonzero(np.diff(start) > 0)
-    order = units[np.argsort(-work[units], kind="stable")].astype(np.int64)
+    # the frame pairs of a unit, plus one so that a unit of empty items still runs
+    work = (lengths * (partner_frames[start[1:]] - partner_frames[start[:-1]]) + 1) * (
+        np.diff(start) > 0
+    )
+    order, bin_start = _balanced_bins(work, numba.get_num_threads())
     width_cap = max(STRIP_WIDTH, int(lengths.max(initial=0)))
-    p, q, aux = _prepare(frames, code)
-    with numba.parallel_chunksize(1):
-        return _rows_dtw(
-            p, q, aux, offsets, start, partners, flags, order, code, bool(normalized), width_cap
-        )
+    p, q, aux, pt, qt = _prepare_parallel(frames, code)
+    return _rows_dtw(
+        p,
+        q,
+        aux,
+        pt,
+        qt,
+        offsets,
+        start,
+        partners,
+        flags,
+        order,
+        bin_start,
+        code,
+        bool(normalized),
+        width_cap,
+    )
