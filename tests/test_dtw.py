@@ -266,6 +266,13 @@ def test_partner_dtw_is_bit_identical_in_both_orders(distance):
     np.testing.assert_array_equal(d_ab, np.where(flags & 1, want_ab, np.nan))
     np.testing.assert_array_equal(d_ba, np.where(flags & 2, want_ba, np.nan))
     assert np.isnan(want_ab).any() == (distance == "kl")
+    # partners in any order: each item's list reversed
+    backwards = np.concatenate([np.arange(start[a + 1] - 1, start[a] - 1, -1) for a in range(n)])
+    rev_ab, rev_ba = partner_dtw(
+        frames, offsets, start, partners[backwards], flags[backwards], distance
+    )
+    np.testing.assert_array_equal(rev_ab, d_ab[backwards])
+    np.testing.assert_array_equal(rev_ba, d_ba[backwards])
     unnormalised, _ = partner_dtw(frames, offsets, start, partners, flags | 1, distance, False)
     want = [dtw(frame_distances(items[a], items[b], distance), False) for a, b in pairs]
     np.testing.assert_array_equal(unnormalised, want)

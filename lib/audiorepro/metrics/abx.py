@@ -27,9 +27,10 @@ Definition (ABXpy as driven by ``zerospeech2020``; ``shared/reference/zerospeech
   The error is ``100 * (1 - mean)``.
 
 The fast path computes every DTW distance that some triplet needs once (the frame-distance
-matrix of a pair of items is shared by its two orders) and scores all triplets of a cell in a
-jitted loop; :func:`abx_error` equals a triplet-by-triplet enumeration to the last bit
-(``tests/test_abx.py``).
+matrix of a pair of items is shared by its two orders, and the across and within triplets of
+:func:`abx_modes` share one table of distances; :func:`audiorepro.metrics.dtw.partner_dtw`) and
+scores all triplets of a cell in a jitted loop; :func:`abx_error` equals a triplet-by-triplet
+enumeration to the last bit (``tests/test_abx.py``).
 """
 
 from __future__ import annotations
@@ -623,10 +624,9 @@ def _scores(
     cell_ctx = lay.g_ctx[every[:, 0]]
     local_start = lay.g_start - lay.item_lo[lay.g_ctx]
     local_end = lay.g_end - lay.item_lo[lay.g_ctx]
-    with numba.parallel_chunksize(16):
-        scores, counts = _score_cells(
-            every, within, local_start, local_end, lay.c_base[cell_ctx], lay.n_c[cell_ctx], dmat
-        )
+    scores, counts = _score_cells(
+        every, within, local_start, local_end, lay.c_base[cell_ctx], lay.n_c[cell_ctx], dmat
+    )
     ends = np.cumsum([len(c) for c in cells.values()])
     return {
         mode: (scores[end - len(c) : end], counts[end - len(c) : end])

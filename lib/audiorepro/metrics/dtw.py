@@ -20,9 +20,11 @@ found by backtracking from the last cell: diagonal if ``diag ≤ left`` and ``di
 left if ``left ≤ up``, else up; once an edge is reached the remaining steps are added. The
 tie-breaking is asymmetric, so ``dtw_distance(a, b)`` and ``dtw_distance(b, a)`` can differ.
 
-Every distance goes through the same jitted kernels, so :func:`dtw_distance`,
-``dtw(frame_distances(a, b))`` and :func:`pairwise_dtw` return bit-identical numbers; the ABX
-relies on this to score ties exactly as a brute-force enumeration does.
+Every distance goes through the same arithmetic, so :func:`dtw_distance`,
+``dtw(frame_distances(a, b))``, :func:`pairwise_dtw` and :func:`partner_dtw` return
+bit-identical numbers; the ABX relies on this to score ties exactly as a brute-force
+enumeration does. (:func:`partner_dtw` computes a frame's distances to many frames at once with
+the same sums in the same order, vectorised across the frames.)
 """
 
 from __future__ import annotations
