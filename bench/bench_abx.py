@@ -5,11 +5,12 @@ Two task sets of 2,000 items of 39-d features, built differently:
 - ``whole-file`` (:func:`make_task`): every item a whole file (2019 convention: onset 0,
   offset 1), 8 contexts x 5 phones x 10 speakers x 5 tokens, 6-14 frames each, phone-dependent
   means plus speaker offsets and noise: 1.8 M across-speaker and 160 k within-speaker triplets.
-- ``segments`` (:func:`make_segment_task`): ZeroSpeech-like triphone items cut out of 213
-  utterance files of 20 speakers by onset/offset in seconds (libri-light frame rule at a 10 ms
-  frame shift, so the frames are selected from each file), 100 contexts of Zipf-distributed
-  sizes (one of 317 items, most of a few) over 30 phones, speakers of uneven weight, 9-30
-  frames an item: groups of 1 to 21 items, 470 k across and 46 k within triplets.
+- ``segments`` (:func:`make_segment_task`): ZeroSpeech-like triphone items cut out of 217
+  utterance files of 20 speakers (of uneven weights) by onset and offset in seconds, so that the
+  frames of each item are selected from its file (libri-light's frame rule at a 10 ms frame
+  shift); 175 contexts of Zipf-distributed sizes (349 items in the largest, a few in most) over
+  30 phones, 10-38 frames an item (21 on average), groups (context, phone, speaker) of 1 to 20
+  items, most of one: 654 k across and 64 k within triplets.
 
 The timed work is the ABX of both modes starting from the item file's path and a dict of
 feature arrays in memory (item file parsing and frame selection included):
@@ -24,9 +25,10 @@ feature arrays in memory (item file parsing and frame selection included):
   ABXpy pipeline does (the official pipeline takes about 17 s on one core for the whole-file set).
 
 The script checks that both give the same score in every cell and the same error in each mode,
-then prints the times (minimum of the repeats) and the speed-ups. Measured on 2 CPU cores
-(numba threads 2): whole-file 0.X s (before this bench's second set, 0.75 s as two ``abx``
-calls), segments 0.X s (before, 1.2 s). Run: ``python bench/bench_abx.py`` (about 50 s).
+then prints the times (the fastest of the repeats) and the speed-ups. Measured on 2 CPU cores
+(numba threads 2): whole-file 0.29 s, segments 0.53 s (the implementation before, two ``abx``
+calls: 0.60 s and 1.10 s); the references take about 7 s each. Run:
+``python bench/bench_abx.py`` (about 30 s).
 """
 
 from __future__ import annotations
