@@ -730,7 +730,8 @@ def abx_modes(
 
     The item file is read and its frames cut once, and every DTW distance that some mode needs
     is computed once, so ``abx_modes(f, items)`` costs less than ``abx`` for each mode.
-    Arguments as :func:`abx_error`, with ``modes`` a sequence of ``"across"``/``"within"``.
+    Arguments as :func:`abx_error`, with ``modes`` a sequence of ``"across"``/``"within"``
+    (repeats ignored); ValueError when a mode has no triplet.
     """
     _check_arguments(distance, modes, frame_shift)
     items, frames = item_frames(features, item_file, frame_shift)
@@ -745,7 +746,6 @@ def abx(
     frame_shift: float | None = None,
 ) -> AbxResult:
     """ABX error with its per-cell and per-phone-pair breakdown; see :func:`abx_error`."""
-    _check_arguments(distance, [mode], frame_shift)
     return abx_modes(features, item_file, distance, [mode], frame_shift)[mode]
 
 
