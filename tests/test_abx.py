@@ -6,6 +6,7 @@ from collections import defaultdict
 from statistics import mean
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from audiorepro.data.recipes.zerospeech import (
@@ -16,6 +17,8 @@ from audiorepro.data.recipes.zerospeech import (
 from audiorepro.metrics.abx import (
     abx,
     abx_error,
+    abx_modes,
+    item_frames,
     item_overrun,
     read_submission_folder,
     relative_time_item_file,
@@ -42,8 +45,11 @@ def ref_select(n, onset, offset, frame_shift):
     return [i for i in range(n) if lo <= i < hi]
 
 
-def brute_force(items, feats, distance="angular", mode="across", frame_shift=None):
-    """Every (A, B, X) triplet, scored one by one, averaged as ABXpy + zerospeech2020 do."""
+def brute_force(items, feats, distance="angular", mode="across", frame_shift=None, ties=None):
+    """Every (A, B, X) triplet, scored one by one, averaged as ABXpy + zerospeech2020 do.
+
+    ``ties``: a list to which the number of triplets with d(A, X) == d(B, X) is appended.
+    """
     frames = [
         feats[it.file][ref_select(len(feats[it.file]), it.onset, it.offset, frame_shift)]
         for it in items
@@ -67,6 +73,8 @@ def brute_force(items, feats, distance="angular", mode="across", frame_shift=Non
         dax, dbx = d(ia, ix), d(ib, ix)
         score = 1.0 if dax < dbx else 0.0 if dax > dbx else 0.5
         cells[(a.phone, b.phone, a.speaker, x.speaker, a.context)].append(score)
+    if ties is not None:
+        ties.append(sum(v.count(0.5) for v in cells.values()))
     by_speakers = defaultdict(list)
     for (p1, p2, s1, s2, _), scores in cells.items():
         by_speakers[(p1, p2, s1, s2)].append(mean(scores))
@@ -95,6 +103,51 @@ def random_corpus(seed, one_hot=False, whole_files=True):
             else:  # seconds inside the file at a 10 ms frame shift
                 items.append(AbxItem(name, 0.0, round(0.01 * n, 3), phone, prev, nxt, spk))
     return items, feats
+
+
+def segment_corpus(seed, one_hot=False):
+    """Items inside longer files (seconds at a 10 ms frame shift), 2 contexts x 3 phones x
+    3 speakers, 0-3 tokens each, several items per file; some items repeat the frames of an
+    earlier item of their context and speaker."""
+    rng = np.random.default_rng(seed)
+    labels = [
+        (ctx, phone, spk)
+        for ctx, phone, spk in itertools.product(
+            ["a_b", "c_d"], ["p", "q", "r"], ["S1", "S2", "S3"]
+        )
+        for _ in range(rng.integers(0, 4))
+    ]
+    items, feats, segments = [], {}, {}
+    for k in rng.permutation(len(labels)):
+        ctx, phone, spk = labels[k]
+        name = f"{spk}_{rng.integers(0, 2)}"  # two files per speaker
+        feats.setdefault(name, [])
+        gap, n = int(rng.integers(0, 4)), int(rng.integers(2, 7))
+        earlier = segments.get((ctx, spk), [])
+        if earlier and rng.random() < 0.3:  # an earlier item's frames: exact ties as A and B
+            frames = earlier[int(rng.integers(len(earlier)))]
+            n = len(frames)
+        elif one_hot:
+            frames = np.eye(4)[rng.integers(0, 4, size=n)]
+        else:
+            frames = rng.normal(size=(n, 4))
+        filler = np.eye(4)[rng.integers(0, 4, size=gap)] if one_hot else rng.normal(size=(gap, 4))
+        start = sum(len(f) for f in feats[name]) + gap
+        feats[name] += [filler, frames]
+        segments.setdefault((ctx, spk), []).append(frames)
+        prev, nxt = ctx.split("_")
+        # frames [start, start + n) under floor/ceil(t / 0.01 - 0.5): times inside the frames
+        onset, offset = round(0.01 * start + 0.003, 4), round(0.01 * (start + n) + 0.006, 4)
+        items.append(AbxItem(name, onset, offset, phone, prev, nxt, spk))
+    tail = {name: np.eye(4)[[0]] if one_hot else rng.normal(size=(2, 4)) for name in feats}
+    return items, {name: np.concatenate([*parts, tail[name]]) for name, parts in feats.items()}
+
+
+def cell_scores(result):
+    return {
+        (r.phone_1, r.phone_2, r.speaker_1, r.speaker_2, tuple(r.context.split())): r.score
+        for r in result.cells.itertuples()
+    }
 
 
 def test_hand_computed_with_ties(tmp_path):
@@ -267,3 +320,102 @@ def test_relative_time_items_select_whole_files(tmp_path):
     )
     with pytest.raises(ZeroSpeechFormatError, match=r"bad.item:3.*not a whole-file item"):
         relative_time_item_file(bad, tmp_path / "x.item")
+
+
+@pytest.mark.parametrize("mode", ["across", "within"])
+@pytest.mark.parametrize("one_hot", [False, True])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_items_inside_files_match_brute_force_with_ties(tmp_path, mode, one_hot, seed):
+    items, feats = segment_corpus(seed, one_hot)
+    assert len(feats) < len(items) and any(it.onset > 0.01 for it in items)
+    path = write_item_file(tmp_path / "t.item", items)
+    result = abx(feats, path, mode=mode, frame_shift=0.01)
+    ties = []
+    want, cells = brute_force(items, feats, mode=mode, frame_shift=0.01, ties=ties)
+    assert ties[0] > 0  # exact equalities d(A, X) == d(B, X) are scored 1/2 as in the reference
+    assert cell_scores(result) == cells
+    assert result.error == pytest.approx(want, abs=1e-9)
+
+
+@pytest.mark.parametrize("distance", ["angular", "kl", "levenshtein"])
+@pytest.mark.parametrize("corpus", ["whole files", "inside files"])
+def test_both_modes_in_one_call_equal_single_mode_calls(tmp_path, distance, corpus):
+    if corpus == "whole files":
+        items, feats = random_corpus(8, one_hot=distance == "levenshtein")
+        frame_shift = None
+    else:
+        items, feats = segment_corpus(8, one_hot=distance == "levenshtein")
+        frame_shift = 0.01
+    if distance == "kl":
+        feats = {k: np.abs(v) + 0.1 for k, v in feats.items()}
+    path = write_item_file(tmp_path / "t.item", items)
+    both = abx_modes(feats, path, distance, frame_shift=frame_shift)
+    assert list(both) == ["across", "within"]
+    assert list(abx_modes(feats, path, distance, ["within", "across", "within"], frame_shift)) == [
+        "within",
+        "across",
+    ]
+    for mode, result in both.items():
+        single = abx(feats, path, distance, mode, frame_shift)
+        assert result.error == single.error and result.n_triplets == single.n_triplets
+        pd.testing.assert_frame_equal(result.cells, single.cells)
+        pd.testing.assert_frame_equal(result.by_phone_pair, single.by_phone_pair)
+        want, cells = brute_force(items, feats, distance, mode, frame_shift)
+        assert result.error == pytest.approx(want, abs=1e-9)
+        if distance != "levenshtein":
+            assert cell_scores(result) == cells
+
+
+def test_modes_are_checked(tmp_path):
+    items, feats = random_corpus(0)
+    path = write_item_file(tmp_path / "t.item", items)
+    with pytest.raises(ValueError, match="modes must be a non-empty sequence"):
+        abx_modes(feats, path, modes="across")
+    with pytest.raises(ValueError, match="modes must be a non-empty sequence"):
+        abx_modes(feats, path, modes=[])
+    with pytest.raises(ValueError, match="mode must be one of"):
+        abx_modes(feats, path, modes=["across", "inside"])
+    with pytest.raises(ValueError, match="mode must be one of"):
+        abx(feats, path, mode="inside")
+
+
+def _fits(feats, item, frame_shift):
+    n = len(feats[item.file])
+    kept = select_frames(n, item.onset, item.offset, frame_shift)
+    return kept.stop > kept.start and item_overrun(n, item.onset, item.offset, frame_shift) is None
+
+
+@pytest.mark.parametrize("frame_shift", [None, 0.01, 0.02])
+def test_item_frames_equal_select_frames_item_by_item(tmp_path, frame_shift):
+    rng = np.random.default_rng(9)
+    feats = {f"S1_{k}": rng.normal(size=(int(rng.integers(1, 40)), 3)) for k in range(12)}
+    items = []
+    for name, x in feats.items():
+        n = len(x)
+        for _ in range(6):
+            if frame_shift is None:  # whole files or not, offsets around (N - 1) / N
+                onset = float(rng.choice([0.0, 0.0, 0.5 / n]))
+                offset = float(rng.choice([1.0, 1.5, np.ceil((n - 1) / n * 1e7) / 1e7, 0.5]))
+            else:  # times on and between the half-frame boundaries of the rule, some past the end
+                lo = int(rng.integers(0, n))
+                hi = int(rng.integers(lo + 1, n + 3))
+                onset = round(frame_shift * (lo + float(rng.choice([0.0, 0.5, 0.3]))), 7)
+                offset = round(frame_shift * (hi + float(rng.choice([0.0, 0.5, 0.7]))), 7)
+            if offset > onset:
+                items.append(AbxItem(name, onset, offset, "p", "a", "b", "S1"))
+    good = [it for it in items if _fits(feats, it, frame_shift)]
+    bad = [it for it in items if not _fits(feats, it, frame_shift)]
+    assert len(good) > 10 and len(bad) > 3
+    got_items, frames = item_frames(feats, write_item_file(tmp_path / "t.item", good), frame_shift)
+    assert got_items == good
+    for it, cut in zip(good, frames, strict=True):
+        x = feats[it.file]
+        np.testing.assert_array_equal(
+            cut, x[select_frames(len(x), it.onset, it.offset, frame_shift)]
+        )
+    for it in bad:  # the first item that does not fit is named, with its line
+        path = write_item_file(tmp_path / "bad.item", [*good[:5], it, *good[5:]])
+        with pytest.raises(
+            ZeroSpeechFormatError, match=r"bad.item:7: item .*(no frame|keeps|runs)"
+        ):
+            item_frames(feats, path, frame_shift)

@@ -7,11 +7,13 @@ import numpy as np
 import pytest
 
 from audiorepro.metrics.dtw import (
+    STRIP_WIDTH,
     dtw,
     dtw_distance,
     frame_distances,
     pairwise_dtw,
     pairwise_dtw_both,
+    partner_dtw,
 )
 
 
@@ -231,3 +233,61 @@ def test_pairwise_is_bit_identical_to_single_pairs(distance):
             frame_distances(items[i], items[j], distance),
             frame_distances(items[j], items[i], distance).T,
         )
+
+
+def _partner_lists(n_items, pairs):
+    """(start, partners) of sorted ``pairs`` grouped by their first item."""
+    start = np.searchsorted([a for a, _ in pairs], np.arange(n_items + 1))
+    return start, np.array([b for _, b in pairs], dtype=np.int64)
+
+
+@pytest.mark.parametrize("distance", ["angular", "kl", "euclidean"])
+def test_partner_dtw_is_bit_identical_in_both_orders(distance):
+    rng = np.random.default_rng(5)
+    lengths = [3, 1, 4, 2, 6, 5, 1, 8, 2, 7, 3, 0, STRIP_WIDTH + 7, 3]
+    items = [rng.random((k, 6)) for k in lengths]
+    if distance == "angular":
+        items[2][1] = 0.0  # a zero frame: distance 1 to others, 0 to another zero frame
+        items[4][:] = 0.0
+    items.append(np.eye(6)[[0, 0, 1, 2]])  # one-hot codes: many exact ties
+    items.append(np.eye(6)[[0, 1, 1, 2]])
+    if distance == "kl":
+        items.append(rng.normal(size=(3, 6)))  # mixed signs: NaN frame distances
+    frames = np.concatenate(items)
+    offsets = np.concatenate([[0], np.cumsum([len(x) for x in items])])
+    n = len(items)
+    # pairs a < b, partners in runs and with gaps, more frames than one strip
+    pairs = [(a, b) for a, b in itertools.combinations(range(n), 2) if (a + 2 * b) % 5 != 1]
+    start, partners = _partner_lists(n, pairs)
+    flags = np.array([1 + (a * b) % 3 for a, b in pairs])  # 1, 2 or 3
+    d_ab, d_ba = partner_dtw(frames, offsets, start, partners, flags, distance)
+    want_ab = [dtw_distance(items[a], items[b], distance) for a, b in pairs]
+    want_ba = [dtw_distance(items[b], items[a], distance) for a, b in pairs]
+    np.testing.assert_array_equal(d_ab, np.where(flags & 1, want_ab, np.nan))
+    np.testing.assert_array_equal(d_ba, np.where(flags & 2, want_ba, np.nan))
+    assert np.isnan(want_ab).any() == (distance == "kl")
+    # partners in any order: each item's list reversed
+    backwards = np.concatenate([np.arange(start[a + 1] - 1, start[a] - 1, -1) for a in range(n)])
+    rev_ab, rev_ba = partner_dtw(
+        frames, offsets, start, partners[backwards], flags[backwards], distance
+    )
+    np.testing.assert_array_equal(rev_ab, d_ab[backwards])
+    np.testing.assert_array_equal(rev_ba, d_ba[backwards])
+    unnormalised, _ = partner_dtw(frames, offsets, start, partners, flags | 1, distance, False)
+    want = [dtw(frame_distances(items[a], items[b], distance), False) for a, b in pairs]
+    np.testing.assert_array_equal(unnormalised, want)
+
+
+def test_partner_dtw_arguments_are_checked():
+    frames, offsets = np.ones((3, 2)), np.array([0, 1, 3])
+    start, partners, flags = np.array([0, 1, 1]), np.array([1]), np.array([3])
+    d_ab, d_ba = partner_dtw(frames, offsets, start, partners, flags)
+    assert d_ab[0] == d_ba[0] == dtw_distance(frames[:1], frames[1:])
+    with pytest.raises(ValueError, match="start must have 3 entries"):
+        partner_dtw(frames, offsets, start[:2], partners, flags)
+    with pytest.raises(ValueError, match="partners index items 0..1"):
+        partner_dtw(frames, offsets, start, np.array([2]), flags)
+    with pytest.raises(ValueError, match="flags must have shape"):
+        partner_dtw(frames, offsets, start, partners, np.array([1, 1]))
+    with pytest.raises(ValueError, match="offsets"):
+        partner_dtw(frames, np.array([0, 1, 2]), start, partners, flags)

@@ -27,9 +27,10 @@ Definition (ABXpy as driven by ``zerospeech2020``; ``shared/reference/zerospeech
   The error is ``100 * (1 - mean)``.
 
 The fast path computes every DTW distance that some triplet needs once (the frame-distance
-matrix of a pair of items is shared by its two orders) and scores all triplets of a cell in a
-jitted loop; :func:`abx_error` equals a triplet-by-triplet enumeration to the last bit
-(``tests/test_abx.py``).
+matrix of a pair of items is shared by its two orders, and the across and within triplets of
+:func:`abx_modes` share one table of distances; :func:`audiorepro.metrics.dtw.partner_dtw`) and
+scores all triplets of a cell in a jitted loop; :func:`abx_error` equals a triplet-by-triplet
+enumeration to the last bit (``tests/test_abx.py``).
 """
 
 from __future__ import annotations
@@ -52,13 +53,14 @@ from audiorepro.data.recipes.zerospeech import (
     read_item_file,
     write_item_file,
 )
-from audiorepro.metrics.dtw import pairwise_dtw_both
+from audiorepro.metrics.dtw import partner_dtw
 
 __all__ = [
     "ABX_DISTANCES",
     "AbxResult",
     "abx",
     "abx_error",
+    "abx_modes",
     "item_frames",
     "item_overrun",
     "read_submission_folder",
@@ -161,6 +163,8 @@ def item_frames(
     """Read an item file and cut each item's frames out of ``features``.
 
     Returns ``(items, frames)`` with ``frames[k]`` the (n_k, D) float64 frames of item ``k``.
+    The frame rule is applied to all items at once (:func:`_item_spans`); an item that breaks
+    it is then checked alone for the error message.
 
     Raises:
         ZeroSpeechFormatError: naming the item file and line for a malformed line, an
@@ -173,66 +177,116 @@ def item_frames(
     items = read_item_file(item_file)
     if not items:
         raise ZeroSpeechFormatError(item_file, None, "the item file has no items")
-    lines = _item_line_numbers(item_file, len(items))
+    arrays = _feature_arrays(features, items, item_file)
+    lengths = np.array([len(arrays[it.file]) for it in items], dtype=np.int64)
+    onset = np.array([it.onset for it in items], dtype=np.float64)
+    offset = np.array([it.offset for it in items], dtype=np.float64)
+    start, stop, ok = _item_spans(lengths, onset, offset, frame_shift)
+    for k in np.flatnonzero(~ok):
+        start[k], stop[k] = _checked_span(items, int(k), lengths[k], item_file, frame_shift)
+    frames = [
+        np.ascontiguousarray(arrays[it.file][a:b])
+        for it, a, b in zip(items, start.tolist(), stop.tolist(), strict=True)
+    ]
+    return items, frames
+
+
+def _feature_arrays(
+    features: Mapping[str, np.ndarray] | str | os.PathLike[str],
+    items: Sequence[AbxItem],
+    item_file: Path,
+) -> dict[str, np.ndarray]:
+    """The (frames, dim) float64 features of each file of ``items``, checked, file by file in
+    the order of their first item (errors as :func:`item_frames`)."""
+    first = {}
+    for k, item in enumerate(items):
+        first.setdefault(item.file, k)
     if isinstance(features, (str, os.PathLike)):
-        wanted = sorted({it.file for it in items})
         folder = Path(features)
-        missing = [k for k, it in enumerate(items) if not (folder / f"{it.file}.txt").is_file()]
-        if missing:
-            k = missing[0]
-            raise ZeroSpeechFormatError(
-                item_file,
-                lines[k],
-                f"unknown file {items[k].file!r}: no {items[k].file}.txt in {folder}",
-            )
-        features = read_submission_folder(folder, wanted)
+        for name, k in first.items():
+            if not (folder / f"{name}.txt").is_file():
+                raise ZeroSpeechFormatError(
+                    item_file,
+                    _item_line_numbers(item_file, len(items))[k],
+                    f"unknown file {name!r}: no {name}.txt in {folder}",
+                )
+        features = read_submission_folder(folder, sorted(first))
     arrays: dict[str, np.ndarray] = {}
     dim_file = None
-    for k, item in enumerate(items):
-        if item.file not in arrays:
-            if item.file not in features:
-                raise ZeroSpeechFormatError(
-                    item_file, lines[k], f"unknown file {item.file!r}: not in the features"
-                )
-            x = np.asarray(features[item.file], dtype=np.float64)
-            x = x[:, None] if x.ndim == 1 else x
-            if x.ndim != 2:
-                raise ZeroSpeechFormatError(
-                    item.file, None, f"features must be (frames, dim), got shape {x.shape}"
-                )
-            if not np.all(np.isfinite(x)):
-                bad = int(np.flatnonzero(~np.isfinite(x).all(axis=1))[0])
-                raise ZeroSpeechFormatError(
-                    item.file, None, f"features contain NaN or inf (first at frame {bad})"
-                )
-            if dim_file is None:
-                dim_file = (x.shape[1], item.file)
-            elif x.shape[1] != dim_file[0]:
-                raise ZeroSpeechFormatError(
-                    item.file,
-                    None,
-                    f"features have dimension {x.shape[1]}, but {dim_file[1]} has {dim_file[0]}",
-                )
-            arrays[item.file] = x
-    frames = []
-    for k, item in enumerate(items):
-        x = arrays[item.file]
-        cut = x[select_frames(len(x), item.onset, item.offset, frame_shift)]
-        if len(cut) == 0:
-            rule = "i/N" if frame_shift is None else f"frame shift {frame_shift} s"
+    for name, k in first.items():
+        if name not in features:
             raise ZeroSpeechFormatError(
                 item_file,
-                lines[k],
-                f"item {item.file} {item.onset}-{item.offset} selects no frame of the "
-                f"{len(x)} frames of its file ({rule})",
+                _item_line_numbers(item_file, len(items))[k],
+                f"unknown file {name!r}: not in the features",
             )
-        problem = item_overrun(len(x), item.onset, item.offset, frame_shift)
-        if problem:
+        x = np.asarray(features[name], dtype=np.float64)
+        x = x[:, None] if x.ndim == 1 else x
+        if x.ndim != 2:
             raise ZeroSpeechFormatError(
-                item_file, lines[k], f"item {item.file} {item.onset}-{item.offset}: {problem}"
+                name, None, f"features must be (frames, dim), got shape {x.shape}"
             )
-        frames.append(np.ascontiguousarray(cut))
-    return items, frames
+        if not np.isfinite(x).all():
+            bad = int(np.flatnonzero(~np.isfinite(x).all(axis=1))[0])
+            raise ZeroSpeechFormatError(
+                name, None, f"features contain NaN or inf (first at frame {bad})"
+            )
+        if dim_file is None:
+            dim_file = (x.shape[1], name)
+        elif x.shape[1] != dim_file[0]:
+            raise ZeroSpeechFormatError(
+                name,
+                None,
+                f"features have dimension {x.shape[1]}, but {dim_file[1]} has {dim_file[0]}",
+            )
+        arrays[name] = x
+    return arrays
+
+
+def _item_spans(
+    lengths: np.ndarray, onset: np.ndarray, offset: np.ndarray, frame_shift: float | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`select_frames` of every item at once → ``(start, stop, ok)``.
+
+    ``ok`` is false for an item that selects no frame or does not fit its file
+    (:func:`item_overrun`), whose ``start``/``stop`` are then meaningless. The arithmetic is
+    :func:`select_frames`'s, so the spans are the same: under the 2019 rule a fitting item is a
+    whole file (onset 0, ``(N - 1) / N <= offset <= 1``).
+    """
+    if frame_shift is None:
+        ok = (lengths > 0) & (onset <= 0.0) & (offset <= 1.0)
+        ok &= (lengths - 1) / np.maximum(lengths, 1) <= offset
+        return np.zeros_like(lengths), lengths.copy(), ok
+    first = np.ceil(onset / frame_shift - 0.5)
+    last = np.floor(offset / frame_shift - 0.5)
+    start = np.maximum(first, 0).astype(np.int64)
+    stop = np.minimum(last, lengths).astype(np.int64)
+    return start, stop, (start < stop) & (last <= lengths)
+
+
+def _checked_span(
+    items: Sequence[AbxItem], k: int, n_frames: int, item_file: Path, frame_shift: float | None
+) -> tuple[int, int]:
+    """The frames of item ``k`` as ``(start, stop)``; ZeroSpeechFormatError naming its line when
+    it selects no frame or does not fit its file."""
+    item = items[k]
+    kept = select_frames(n_frames, item.onset, item.offset, frame_shift)
+    if kept.stop <= kept.start:
+        rule = "i/N" if frame_shift is None else f"frame shift {frame_shift} s"
+        raise ZeroSpeechFormatError(
+            item_file,
+            _item_line_numbers(item_file, len(items))[k],
+            f"item {item.file} {item.onset}-{item.offset} selects no frame of the "
+            f"{n_frames} frames of its file ({rule})",
+        )
+    problem = item_overrun(n_frames, item.onset, item.offset, frame_shift)
+    if problem:
+        raise ZeroSpeechFormatError(
+            item_file,
+            _item_line_numbers(item_file, len(items))[k],
+            f"item {item.file} {item.onset}-{item.offset}: {problem}",
+        )
+    return kept.start, kept.stop
 
 
 _TIME_HINT = (
@@ -284,7 +338,8 @@ def item_overrun(
 
 @numba.njit(cache=True)
 def _cells(g_start, g_end, g_ctx, g_spk, g_phone, ctx_start, within):  # pragma: no cover
-    """Enumerate cells (A group, B group, X group) and mark the distances they need."""
+    """Every cell (A group, B group, X group) of the mode: one context, A and B of one speaker
+    and different phones, X of A's phone and of another speaker (across) or the same (within)."""
     n_groups = len(g_start)
     out = []
     for ga in range(n_groups):
@@ -327,6 +382,52 @@ def _mark_needed(cells, g_start, g_end, g_ctx, item_ctx_lo, c_base, need):  # pr
                 need[c_base[c] + (i - lo) * n + (x - lo)] = True
 
 
+@numba.njit(cache=True)
+def _partner_lists(need, c_base, item_ctx_lo):  # pragma: no cover - jitted
+    """The needed pairs as partner lists: item ``a``'s partners are the items ``b > a`` of its
+    context with d(a, b) or d(b, a) needed, ``flags`` bit 1 for d(a, b) and bit 2 for d(b, a).
+
+    Returns ``(start, partners, flags)``, the partners of ``a`` at ``start[a]:start[a + 1]``.
+    """
+    n_items = item_ctx_lo[-1]
+    start = np.zeros(n_items + 1, dtype=np.int64)
+    for c in range(len(item_ctx_lo) - 1):
+        lo, n = item_ctx_lo[c], item_ctx_lo[c + 1] - item_ctx_lo[c]
+        for i in range(n):
+            for j in range(i + 1, n):
+                if need[c_base[c] + i * n + j] or need[c_base[c] + j * n + i]:
+                    start[lo + i + 1] += 1
+    for a in range(n_items):
+        start[a + 1] += start[a]
+    partners = np.empty(start[-1], dtype=np.int64)
+    flags = np.empty(start[-1], dtype=np.int64)
+    for c in range(len(item_ctx_lo) - 1):
+        lo, n = item_ctx_lo[c], item_ctx_lo[c + 1] - item_ctx_lo[c]
+        for i in range(n):
+            t = start[lo + i]
+            for j in range(i + 1, n):
+                f = need[c_base[c] + i * n + j] + 2 * need[c_base[c] + j * n + i]
+                if f:
+                    partners[t] = lo + j
+                    flags[t] = f
+                    t += 1
+    return start, partners, flags
+
+
+@numba.njit(cache=True)
+def _fill_distances(
+    start, partners, d_ab, d_ba, ctx, c_base, item_ctx_lo, dmat
+):  # pragma: no cover
+    """Store d(a, b) and d(b, a) of every partner list entry at their places in ``dmat``."""
+    for a in range(len(start) - 1):
+        c = ctx[a]
+        lo, n = item_ctx_lo[c], item_ctx_lo[c + 1] - item_ctx_lo[c]
+        for t in range(start[a], start[a + 1]):
+            b = partners[t]
+            dmat[c_base[c] + (a - lo) * n + (b - lo)] = d_ab[t]
+            dmat[c_base[c] + (b - lo) * n + (a - lo)] = d_ba[t]
+
+
 @numba.njit(cache=True, parallel=True)
 def _edit_distances(symbols, offsets, pairs):  # pragma: no cover - jitted
     """Unnormalised edit distance between the symbol sequences of each pair of items."""
@@ -354,8 +455,9 @@ def _edit_distance(a, b):  # pragma: no cover - jitted
 
 
 @numba.njit(cache=True, parallel=True)
-def _score_cells(cells, g_start, g_end, lookup_start, lookup_n, dmat, within):  # pragma: no cover
-    """Mean triplet score of each cell; ``dmat`` holds d(i, x) of context-local indices."""
+def _score_cells(cells, within, g_start, g_end, lookup_start, lookup_n, dmat):  # pragma: no cover
+    """Mean triplet score of each cell (``within[k]``: a within-speaker cell, X is not A);
+    ``dmat`` holds d(i, x) of context-local indices."""
     n_cells = cells.shape[0]
     scores = np.empty(n_cells)
     counts = np.empty(n_cells, dtype=np.int64)
@@ -367,7 +469,7 @@ def _score_cells(cells, g_start, g_end, lookup_start, lookup_n, dmat, within):  
         count = 0
         for x in range(g_start[gx], g_end[gx]):
             for a in range(g_start[ga], g_end[ga]):
-                if within and a == x:
+                if within[k] and a == x:
                     continue
                 dax = dmat[base + a * n + x]
                 for b in range(g_start[gb], g_end[gb]):
@@ -407,9 +509,233 @@ class AbxResult:
     n_items: int
 
 
-def _encode(values: Sequence[str]) -> np.ndarray:
-    _, codes = np.unique(np.asarray(values, dtype=object).astype(str), return_inverse=True)
-    return codes.astype(np.int64)
+@dataclass(frozen=True)
+class _Layout:
+    """Items sorted by (context, speaker, phone), their groups and their contexts' blocks.
+
+    A group is a run of items with the same labels. The distance of items ``i`` and ``x``
+    (sorted positions) of context ``c`` lives at ``c_base[c] + (i - lo) * n + (x - lo)`` of a
+    flat table, ``lo = item_lo[c]`` and ``n = n_c[c]``: one square block per context.
+    """
+
+    order: np.ndarray
+    ctx: np.ndarray
+    g_start: np.ndarray
+    g_end: np.ndarray
+    g_ctx: np.ndarray
+    g_spk: np.ndarray
+    g_phone: np.ndarray
+    ctx_start: np.ndarray
+    item_lo: np.ndarray
+    n_c: np.ndarray
+    c_base: np.ndarray
+    phones: np.ndarray
+    speakers: np.ndarray
+    contexts: np.ndarray
+
+
+def _codes(values: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """``(labels, codes)``: the sorted distinct labels and each value's index among them."""
+    labels, codes = np.unique(np.asarray(values, dtype=str), return_inverse=True)
+    return labels, codes.reshape(-1).astype(np.int64)
+
+
+def _layout(items: Sequence[AbxItem]) -> _Layout:
+    """Sort the items and find their groups and context blocks (see :class:`_Layout`)."""
+    contexts, ctx = _codes([f"{it.prev_phone} {it.next_phone}" for it in items])
+    speakers, spk = _codes([it.speaker for it in items])
+    phones, phone = _codes([it.phone for it in items])
+    order = np.lexsort((phone, spk, ctx))
+    ctx, spk, phone = ctx[order], spk[order], phone[order]
+    n_items = len(order)
+    change = np.ones(n_items, dtype=bool)
+    change[1:] = (ctx[1:] != ctx[:-1]) | (spk[1:] != spk[:-1]) | (phone[1:] != phone[:-1])
+    g_start = np.flatnonzero(change).astype(np.int64)
+    g_end = np.append(g_start[1:], n_items).astype(np.int64)
+    g_ctx = ctx[g_start]
+    n_ctx = len(contexts)
+    item_lo = np.searchsorted(ctx, np.arange(n_ctx + 1)).astype(np.int64)
+    n_c = np.diff(item_lo)
+    return _Layout(
+        order=order,
+        ctx=ctx,
+        g_start=g_start,
+        g_end=g_end,
+        g_ctx=g_ctx,
+        g_spk=spk[g_start],
+        g_phone=phone[g_start],
+        ctx_start=np.searchsorted(g_ctx, np.arange(n_ctx + 1)).astype(np.int64),
+        item_lo=item_lo,
+        n_c=n_c,
+        c_base=np.concatenate([[0], np.cumsum(n_c * n_c)]).astype(np.int64),
+        phones=phones,
+        speakers=speakers,
+        contexts=contexts,
+    )
+
+
+def _mode_cells(layout: _Layout, mode: str) -> np.ndarray:
+    """The (A group, B group, X group) cells of ``mode``; ValueError when there is none."""
+    lay = layout
+    cells = _cells(
+        lay.g_start, lay.g_end, lay.g_ctx, lay.g_spk, lay.g_phone, lay.ctx_start, mode == "within"
+    )
+    if len(cells) == 0:
+        raise ValueError(f"the item file defines no {mode}-speaker ABX triplet")
+    return cells
+
+
+def _distance_table(
+    layout: _Layout, frames: Sequence[np.ndarray], need: np.ndarray, distance: str
+) -> np.ndarray:
+    """Every needed distance d(i, x) at its place in the flat table (NaN elsewhere).
+
+    Each unordered pair of items is computed once, as one frame matrix whose accumulated cost
+    gives both orders (:func:`audiorepro.metrics.dtw.partner_dtw`).
+    """
+    lay = layout
+    start, partners, flags = _partner_lists(need, lay.c_base, lay.item_lo)
+    sorted_frames = [frames[k] for k in lay.order]
+    lengths = np.array([len(f) for f in sorted_frames], dtype=np.int64)
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    stacked = np.concatenate(sorted_frames)
+    if distance == "levenshtein":
+        # frames are symbols, equal only when every value is: number the distinct rows
+        _, symbols = np.unique(stacked, axis=0, return_inverse=True)
+        pairs = np.stack([np.repeat(np.arange(len(lengths)), np.diff(start)), partners], axis=1)
+        d_ab = _edit_distances(symbols.reshape(-1).astype(np.int64), offsets, pairs)
+        d_ba = d_ab  # the edit distance is symmetric
+    else:
+        d_ab, d_ba = partner_dtw(stacked, offsets, start, partners, flags, distance)
+    dmat = np.full(len(need), np.nan)
+    _fill_distances(start, partners, d_ab, d_ba, lay.ctx, lay.c_base, lay.item_lo, dmat)
+    return dmat
+
+
+def _scores(
+    layout: _Layout, cells: dict[str, np.ndarray], dmat: np.ndarray
+) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """``{mode: (scores, counts)}``: the mean triplet score and the number of triplets of each
+    cell, the cells of every mode scored in one parallel pass."""
+    lay = layout
+    every = np.concatenate(list(cells.values()))
+    within = np.concatenate([np.full(len(c), mode == "within") for mode, c in cells.items()])
+    # Each cell reads its context's block; shift the group indices to context-local ones.
+    cell_ctx = lay.g_ctx[every[:, 0]]
+    local_start = lay.g_start - lay.item_lo[lay.g_ctx]
+    local_end = lay.g_end - lay.item_lo[lay.g_ctx]
+    scores, counts = _score_cells(
+        every, within, local_start, local_end, lay.c_base[cell_ctx], lay.n_c[cell_ctx], dmat
+    )
+    ends = np.cumsum([len(c) for c in cells.values()])
+    return {
+        mode: (scores[end - len(c) : end], counts[end - len(c) : end])
+        for (mode, c), end in zip(cells.items(), ends, strict=True)
+    }
+
+
+def _mode_result(
+    layout: _Layout, cells: np.ndarray, scores: np.ndarray, counts: np.ndarray
+) -> AbxResult:
+    """The ABX of one mode from its cells' scores: means over contexts, speaker pairs, then
+    phone pairs, with the per-cell and per-phone-pair tables."""
+    lay = layout
+    cell_ctx = lay.g_ctx[cells[:, 0]]
+    codes = {
+        "phone_1": lay.g_phone[cells[:, 0]],
+        "phone_2": lay.g_phone[cells[:, 1]],
+        "speaker_1": lay.g_spk[cells[:, 0]],
+        "speaker_2": lay.g_spk[cells[:, 2]],
+    }
+    # Means over the label codes, which sort as the labels do: grouping integers is faster than
+    # grouping strings, and the groups and the order of their values are the same.
+    by_speakers = (
+        pd.DataFrame({**codes, "score": scores}).groupby(list(codes), sort=True)["score"].mean()
+    )
+    by_pair = by_speakers.groupby(level=["phone_1", "phone_2"]).mean()
+    table = pd.DataFrame(
+        {
+            "phone_1": lay.phones[codes["phone_1"]],
+            "phone_2": lay.phones[codes["phone_2"]],
+            "speaker_1": lay.speakers[codes["speaker_1"]],
+            "speaker_2": lay.speakers[codes["speaker_2"]],
+            "context": lay.contexts[cell_ctx],
+            "score": scores,
+            "n_triplets": counts,
+        }
+    )
+    by_phone_pair = pd.DataFrame(
+        {
+            "phone_1": lay.phones[by_pair.index.get_level_values("phone_1")],
+            "phone_2": lay.phones[by_pair.index.get_level_values("phone_2")],
+            "score": by_pair.to_numpy(),
+        }
+    )
+    return AbxResult(
+        error=100.0 * (1.0 - float(by_pair.mean())),
+        cells=table,
+        by_phone_pair=by_phone_pair,
+        n_triplets=int(counts.sum()),
+        n_items=len(lay.order),
+    )
+
+
+def _abx_from_frames(
+    items: Sequence[AbxItem], frames: Sequence[np.ndarray], distance: str, modes: Sequence[str]
+) -> dict[str, AbxResult]:
+    """The ABX of each mode from items and their frames; the distances are computed once.
+
+    The across and within triplets need disjoint sets of distances (X of another speaker or of
+    the same one), so one table holds both and each pair's frame matrix is computed once.
+    """
+    layout = _layout(items)
+    cells = {mode: _mode_cells(layout, mode) for mode in modes}
+    need = np.zeros(int(layout.c_base[-1]), dtype=np.bool_)
+    for mode_cells in cells.values():
+        _mark_needed(
+            mode_cells,
+            layout.g_start,
+            layout.g_end,
+            layout.g_ctx,
+            layout.item_lo,
+            layout.c_base,
+            need,
+        )
+    dmat = _distance_table(layout, frames, need, distance)
+    scores = _scores(layout, cells, dmat)
+    return {mode: _mode_result(layout, cells[mode], *scores[mode]) for mode in modes}
+
+
+def _check_arguments(distance: str, modes: Sequence[str], frame_shift: float | None) -> None:
+    """ValueError naming a bad distance, mode or frame shift."""
+    if distance not in ABX_DISTANCES:
+        raise ValueError(f"distance must be one of {ABX_DISTANCES}, got {distance!r}")
+    if isinstance(modes, str) or not modes:
+        raise ValueError(f"modes must be a non-empty sequence of {MODES}, got {modes!r}")
+    for mode in modes:
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    if frame_shift is not None and not frame_shift > 0:
+        raise ValueError(f"frame_shift must be > 0 seconds or None, got {frame_shift!r}")
+
+
+def abx_modes(
+    features: Mapping[str, np.ndarray] | str | os.PathLike[str],
+    item_file: str | os.PathLike[str],
+    distance: str = "angular",
+    modes: Sequence[str] = MODES,
+    frame_shift: float | None = None,
+) -> dict[str, AbxResult]:
+    """The ABX of several modes in one pass: ``{mode: result}``, each equal to :func:`abx`.
+
+    The item file is read and its frames cut once, and every DTW distance that some mode needs
+    is computed once, so ``abx_modes(f, items)`` costs less than ``abx`` for each mode.
+    Arguments as :func:`abx_error`, with ``modes`` a sequence of ``"across"``/``"within"``
+    (repeats ignored); ValueError when a mode has no triplet.
+    """
+    _check_arguments(distance, modes, frame_shift)
+    items, frames = item_frames(features, item_file, frame_shift)
+    return _abx_from_frames(items, frames, distance, list(dict.fromkeys(modes)))
 
 
 def abx(
@@ -420,114 +746,7 @@ def abx(
     frame_shift: float | None = None,
 ) -> AbxResult:
     """ABX error with its per-cell and per-phone-pair breakdown; see :func:`abx_error`."""
-    if distance not in ABX_DISTANCES:
-        raise ValueError(f"distance must be one of {ABX_DISTANCES}, got {distance!r}")
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-    if frame_shift is not None and not frame_shift > 0:
-        raise ValueError(f"frame_shift must be > 0 seconds or None, got {frame_shift!r}")
-    items, frames = item_frames(features, item_file, frame_shift)
-    return _abx_from_frames(items, frames, distance, mode)
-
-
-def _abx_from_frames(
-    items: Sequence[AbxItem], frames: Sequence[np.ndarray], distance: str, mode: str
-) -> AbxResult:
-    within = mode == "within"
-    ctx = _encode([f"{it.prev_phone} {it.next_phone}" for it in items])
-    spk = _encode([it.speaker for it in items])
-    phone = _encode([it.phone for it in items])
-    order = np.lexsort((phone, spk, ctx))
-    ctx, spk, phone = ctx[order], spk[order], phone[order]
-    frames = [frames[k] for k in order]
-    n_items = len(order)
-
-    key = np.stack([ctx, spk, phone], axis=1)
-    change = np.ones(n_items, dtype=bool)
-    change[1:] = np.any(key[1:] != key[:-1], axis=1)
-    g_start = np.flatnonzero(change).astype(np.int64)
-    g_end = np.append(g_start[1:], n_items).astype(np.int64)
-    g_ctx, g_spk, g_phone = ctx[g_start], spk[g_start], phone[g_start]
-    n_ctx = int(ctx.max()) + 1
-    ctx_start = np.searchsorted(g_ctx, np.arange(n_ctx + 1)).astype(np.int64)
-
-    cells = _cells(g_start, g_end, g_ctx, g_spk, g_phone, ctx_start, within)
-    if len(cells) == 0:
-        raise ValueError(f"the item file defines no {mode}-speaker ABX triplet")
-
-    # Every needed d(i, x): i from the A/B groups, x from the X group of a cell. Items are
-    # sorted by context, so a context's items are contiguous; the distance of items i and x
-    # of context c lives at dmat[c_base + (i - c_lo) * n_c + (x - c_lo)].
-    item_ctx_lo = np.searchsorted(ctx, np.arange(n_ctx + 1)).astype(np.int64)
-    n_c = np.diff(item_ctx_lo)
-    c_base = np.concatenate([[0], np.cumsum(n_c * n_c)]).astype(np.int64)
-    need = np.zeros(int(c_base[-1]), dtype=np.bool_)
-    _mark_needed(cells, g_start, g_end, g_ctx, item_ctx_lo, c_base, need)
-    flat = np.flatnonzero(need)
-    c_of = np.searchsorted(c_base, flat, side="right") - 1
-    local = flat - c_base[c_of]
-    li, lj = local // n_c[c_of], local % n_c[c_of]
-    i_glob, j_glob = li + item_ctx_lo[c_of], lj + item_ctx_lo[c_of]
-    # Pair each needed (i, j) with its mirror (j, i) so that one frame matrix serves both.
-    mirror = need[c_base[c_of] + lj * n_c[c_of] + li]
-    first = (i_glob < j_glob) | ~mirror
-    pairs = np.stack([i_glob[first], j_glob[first]], axis=1)
-    both = (mirror[first] & (i_glob[first] != j_glob[first])).astype(np.bool_)
-
-    lengths = np.array([len(f) for f in frames], dtype=np.int64)
-    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-    stacked = np.ascontiguousarray(np.concatenate(frames))
-    if distance == "levenshtein":
-        # frames are symbols, equal only when every value is: number the distinct rows
-        _, symbols = np.unique(stacked, axis=0, return_inverse=True)
-        d_ij = _edit_distances(symbols.reshape(-1).astype(np.int64), offsets, pairs)
-        d_ji = d_ij  # the edit distance is symmetric
-    else:
-        d_ij, d_ji = pairwise_dtw_both(stacked, offsets, pairs, both, distance)
-    dmat = np.full(len(need), np.nan)
-    pc = ctx[pairs[:, 0]]
-    pl, pn = item_ctx_lo[pc], n_c[pc]
-    dmat[c_base[pc] + (pairs[:, 0] - pl) * pn + (pairs[:, 1] - pl)] = d_ij
-    dmat[
-        c_base[pc[both]] + (pairs[both, 1] - pl[both]) * pn[both] + (pairs[both, 0] - pl[both])
-    ] = d_ji[both]
-
-    # Each cell reads its context's block; shift the group indices to context-local ones.
-    cell_ctx = g_ctx[cells[:, 0]]
-    local_start = g_start - item_ctx_lo[g_ctx]
-    local_end = g_end - item_ctx_lo[g_ctx]
-    scores, counts = _score_cells(
-        cells, local_start, local_end, c_base[cell_ctx], n_c[cell_ctx], dmat, within
-    )
-
-    phones = np.unique(np.asarray([it.phone for it in items], dtype=object).astype(str))
-    speakers = np.unique(np.asarray([it.speaker for it in items], dtype=object).astype(str))
-    contexts = np.unique(
-        np.asarray([f"{it.prev_phone} {it.next_phone}" for it in items], dtype=object).astype(str)
-    )
-    table = pd.DataFrame(
-        {
-            "phone_1": phones[g_phone[cells[:, 0]]],
-            "phone_2": phones[g_phone[cells[:, 1]]],
-            "speaker_1": speakers[g_spk[cells[:, 0]]],
-            "speaker_2": speakers[g_spk[cells[:, 2]]],
-            "context": contexts[cell_ctx],
-            "score": scores,
-            "n_triplets": counts,
-        }
-    )
-    by_speakers = table.groupby(["phone_1", "phone_2", "speaker_1", "speaker_2"], sort=True)[
-        "score"
-    ].mean()
-    by_pair = by_speakers.groupby(level=["phone_1", "phone_2"]).mean()
-    error = 100.0 * (1.0 - float(by_pair.mean()))
-    return AbxResult(
-        error=error,
-        cells=table,
-        by_phone_pair=by_pair.rename("score").reset_index(),
-        n_triplets=int(counts.sum()),
-        n_items=n_items,
-    )
+    return abx_modes(features, item_file, distance, [mode], frame_shift)[mode]
 
 
 def abx_error(
