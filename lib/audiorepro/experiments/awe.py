@@ -14,8 +14,12 @@ composed of the corpus (:class:`~audiorepro.config.CorpusSpec`), the encoders
   :class:`~audiorepro.storage.RunStore`, keyed by what defines it, so a page that asks for a
   model another page already trained loads it instead of training it again;
 - :func:`table1_configs`, :func:`table2_configs` and :func:`sweep`: the paper's sweeps over the
-  phoneme encoder, as variants of one config;
+  phoneme encoder, as variants of one config, every setting once per seed; :func:`sweeps` runs
+  both tables and the chosen model's seeds side by side in worker processes, and
+  :func:`sweep_table`, :func:`sweep_curves` and :func:`curve_ends` summarise them;
 - :func:`evaluate`: acoustic (same-different) AP and cross-view AP of a split;
+  :func:`chance_levels`, the AP of a ranking that knows nothing; :func:`sign_stats`, the
+  cross-view AP ranked by |cos| and the share of a word's tokens opposite it;
 - :func:`dtw_baseline`: the MFCC + DTW same-different baseline (Table 3, first row) with chapter
   03's DTW (:func:`audiorepro.metrics.dtw.pairwise_dtw`);
 - :func:`projection` and :func:`nearest_word_table`, for the figures;

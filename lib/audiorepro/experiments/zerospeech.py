@@ -12,7 +12,8 @@ The pages of ``book/03_zerospeech`` call these one line at a time:
   :class:`~audiorepro.training.Trainer` (Adam, the paper's optimizer);
 - :func:`encode_files` turns test files into units, :func:`evaluate` measures the ABX error
   (:mod:`audiorepro.metrics.abx`) and the bitrate (:mod:`audiorepro.metrics.bitrate`);
-- :func:`ablation_rows` and :func:`run_row` train and score each row of Tables 1-3;
+- :func:`ablation_rows` and :func:`run_row` train and score each row of Tables 1-3, and
+  :func:`run_rows` every row with every seed, side by side in worker processes;
   :func:`summarize` and :func:`findings` read the ledger back into the page's tables, the
   latter setting our numbers beside :data:`PAPER`'s;
 - :func:`train_inverter` trains the codebook inverter on one target voice, :func:`resynthesize`
