@@ -10,10 +10,13 @@ import pytest
 
 from audiorepro.metrics.average_precision import (
     cross_view_ap,
+    cross_view_chance,
+    cross_view_positive_cosines,
     pairs_average_precision,
     reference_cross_view_ap,
     reference_same_different_ap,
     same_different_ap,
+    same_different_chance,
 )
 
 
@@ -107,6 +110,54 @@ def test_cross_view_matches_brute_force_tie_free(seed):
     assert ap == pytest.approx(brute_ap_sorted(flags), abs=1e-9)
     assert prb == pytest.approx(brute_prb_sorted(flags), abs=1e-9)
     assert reference_cross_view_ap(a, a_lab, w, w_lab) == pytest.approx(ap, abs=1e-9)
+
+
+def brute_pairs_cross_abs(a, a_lab, w, w_lab):
+    """Every (token, word) pair: (1 - |cos|, positive?)."""
+    return [(1.0 - abs(1.0 - d), f) for d, f in brute_pairs_cross(a, a_lab, w, w_lab)]
+
+
+def test_negative_share_and_abs_cos_ap_on_hand_made_embeddings():
+    # Two written words along the axes; of their four tokens, the second of each word points
+    # away from its word (cos < 0): 2 of 4 positive pairs.
+    w = np.array([[1.0, 0.0], [0.0, 1.0]])
+    w_lab = ["a", "b"]
+    a = np.array([[1.0, 0.1], [-1.0, 0.2], [0.1, 1.0], [0.3, -1.0]])
+    a_lab = ["a", "a", "b", "b"]
+    cosines = cross_view_positive_cosines(a, a_lab, w, w_lab)
+    assert cosines.shape == (4,) and list(cosines < 0) == [False, True, False, True]
+    assert float(np.mean(cosines < 0)) == 0.5
+    # By cos the two opposite tokens rank last; by |cos| every positive pair comes first.
+    flags = [f for _, f in sorted(brute_pairs_cross_abs(a, a_lab, w, w_lab))]
+    assert flags == [True] * 4 + [False] * 4
+    assert cross_view_ap(a, a_lab, w, w_lab, absolute=True) == pytest.approx(1.0)
+    by_cos = [f for _, f in sorted(brute_pairs_cross(a, a_lab, w, w_lab))]
+    assert cross_view_ap(a, a_lab, w, w_lab) == pytest.approx(brute_ap_sorted(by_cos))
+    assert cross_view_ap(a, a_lab, w, w_lab) < 0.8
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_abs_cos_cross_view_ap_matches_brute_force(seed):
+    rng = np.random.default_rng(seed)
+    a = rng.normal(size=(30, 4))
+    a_lab = rng.integers(0, 8, size=30)
+    w = rng.normal(size=(8, 4))
+    flags = [f for _, f in sorted(brute_pairs_cross_abs(a, a_lab, w, np.arange(8)))]
+    assert cross_view_ap(a, a_lab, w, np.arange(8), absolute=True) == pytest.approx(
+        brute_ap_sorted(flags), abs=1e-9
+    )
+    # |cos| does not see a token's sign: flipping tokens changes nothing.
+    signs = rng.choice([-1.0, 1.0], size=(30, 1))
+    assert cross_view_ap(signs * a, a_lab, w, np.arange(8), absolute=True) == pytest.approx(
+        cross_view_ap(a, a_lab, w, np.arange(8), absolute=True), abs=1e-12
+    )
+
+
+def test_chance_levels_are_the_shares_of_positive_pairs():
+    # 3 tokens x 3 words, one positive pair per token
+    assert cross_view_chance(["a", "a", "b"], ["a", "b", "c"]) == pytest.approx(1 / 3)
+    # 10 pairs of 5 labels, 2 of them of one word
+    assert same_different_chance(["a", "a", "b", "b", "c"]) == pytest.approx(0.2)
 
 
 def test_blocked_pass_matches_brute_force_over_many_blocks(monkeypatch):

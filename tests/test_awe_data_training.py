@@ -278,6 +278,125 @@ def test_findings_check_each_claim_on_ledger_records():
     assert "inconclusive" in table["finding"][1]
 
 
+def _sweep_records(cfg, xv, heads):
+    """Ledger records of Tables 1 and 2, one per seed of the given per-seed values."""
+    from audiorepro.reporting import config_hash_of
+
+    out = []
+    for tags, metric, per_seed in [
+        *(({"table": "1", "N": n, "pooling": p}, "crossview_ap", v) for (n, p), v in xv.items()),
+        *(({"table": "2", "h": h}, "acoustic_ap", v) for h, v in heads.items()),
+    ]:
+        for seed, value in zip(cfg.seeds, per_seed, strict=True):
+            out.append(
+                {
+                    "chapter": "04_awe",
+                    "page": "03_evaluate",
+                    "preset": "smoke",
+                    "seed": seed,
+                    "config_hash": config_hash_of(cfg),
+                    "metrics": {metric: value},
+                    "tags": tags,
+                }
+            )
+    return out
+
+
+def test_sweep_verdicts_have_three_outcomes_with_the_seed_spread_and_chance():
+    from audiorepro.config import CorpusSpec
+    from audiorepro.experiments.awe import Config, findings
+
+    cfg = Config(corpus=CorpusSpec("smoke"), sweep_layers=(1, 4, 8), sweep_heads=(1, 4, 8, 16, 32))
+    chance = {"crossview_ap": 0.01, "acoustic_ap": 0.02}  # floors 0.03 and 0.06
+    xv = {
+        (1, "avg"): [0.31, 0.29, 0.30],
+        (1, "rep"): [0.010, 0.011, 0.012],  # at chance: Avg beats Rep, as in the paper
+        (4, "avg"): [0.25, 0.35, 0.30],  # N = 4 vs N = 1: within the spread
+        (4, "rep"): [0.50, 0.51, 0.52],  # Rep beats Avg: contradicts
+        (8, "avg"): [0.010, 0.012, 0.011],  # fails, as in the paper
+        (8, "rep"): [0.012, 0.010, 0.011],  # both at chance: nothing to compare
+    }
+    heads = {
+        1: [0.30, 0.31, 0.32],
+        4: [0.03, 0.04, 0.05],  # below the floor
+        8: [0.48, 0.52, 0.50],
+        16: [0.49, 0.50, 0.51],
+        32: [0.60, 0.61, 0.62],
+    }
+    table = findings(_sweep_records(cfg, xv, heads), cfg, "smoke", chance=chance)
+    said = dict(zip(table["metric"], table["finding"], strict=True))
+    t1 = "Table 1 cross-view AP, N = {} {}"
+    assert said[t1.format(1, "Rep")].startswith("Avg beats Rep at N = 1: reproduces")
+    assert said[t1.format(1, "Avg")].startswith(
+        "N = 4 beats N = 1 (Avg): inconclusive (the difference is within the seed spread)"
+    )
+    assert said[t1.format(4, "Rep")].startswith("Avg beats Rep at N = 4: contradicts")
+    assert said[t1.format(4, "Avg")] == ""
+    assert said[t1.format(8, "Avg")].startswith("N = 4 beats N = 8 (Avg): reproduces")
+    assert "N = 8 fails (Avg): reproduces" in said[t1.format(8, "Avg")]
+    assert said[t1.format(8, "Rep")].startswith(
+        "Avg beats Rep at N = 8: inconclusive (neither compared run beats the chance floor"
+    )
+    assert "N = 8 fails (Rep): reproduces" in said[t1.format(8, "Rep")]
+    t2 = "Table 2 acoustic AP, h = {}"
+    assert said[t2.format(1)].startswith("h = 16 beats h = 1: reproduces")
+    assert said[t2.format(8)].startswith("h = 16 beats h = 8: inconclusive (the difference is")
+    assert said[t2.format(32)].startswith("h = 16 beats h = 32: contradicts")
+    assert said[t2.format(4)].startswith(
+        "h = 16 beats h = 4: inconclusive (the compared setting does not beat the chance floor"
+    )
+    assert said[t2.format(16)] == "Highest mean acoustic AP here: h = 32 (0.610)."
+    assert "3/3 seeds" in said[t2.format(1)]
+    # A deepest encoder that learned contradicts "N = 8 fails".
+    xv[(8, "avg")] = [0.20, 0.21, 0.22]
+    table = findings(_sweep_records(cfg, xv, heads), cfg, "smoke", chance=chance)
+    said = dict(zip(table["metric"], table["finding"], strict=True))
+    assert "N = 8 fails (Avg): contradicts" in said[t1.format(8, "Avg")]
+
+
+def test_sweeps_run_every_seed_once_per_run_and_workers_do_not_change_them(tmp_path):
+    from audiorepro.config import replace
+    from audiorepro.experiments.awe import (
+        sweep_curves,
+        sweep_table,
+        sweeps,
+        table1_configs,
+        table2_configs,
+    )
+    from audiorepro.storage import RunStore
+
+    cfg, data = _tiny_run(tmp_path)
+    cfg = replace(
+        cfg, seeds=(5, 6), sweep_layers=(1, 2), sweep_heads=(1, 2), table1_heads=2, sweep_epochs=2
+    )
+    # every setting of both tables, once per seed
+    assert [(c.model.phone_layers, c.model.phone_pooling, c.seed) for c in table1_configs(cfg)][
+        :4
+    ] == [(1, "avg", 5), (1, "avg", 6), (1, "rep", 5), (1, "rep", 6)]
+    assert len(table1_configs(cfg)) == 8 and len(table2_configs(cfg)) == 4
+    assert {c.train.num_epochs for c in table1_configs(cfg) + table2_configs(cfg)} == {2}
+    store = RunStore("04_awe", tmp_path / "runs")
+    serial = sweeps(cfg, data, workers=1, store=store)
+    # Table 2's h = 2 is Table 1's N = 1 Avg, and the chosen model is that run too.
+    assert len(store.runs("model")) == 8 + 2
+    assert serial["chosen"] == serial["2"][2:] == serial["1"][:2]
+    assert [r["seed"] for r in serial["1"]] == [5, 6] * 4
+    assert all(len(r["dev_curve"]) == 2 for r in serial["1"])
+    parallel = sweeps(cfg, data, workers=2, store=RunStore("04_awe", tmp_path / "other"))
+
+    def without_time(rows):
+        return [{k: v for k, v in r.items() if k != "seconds"} for r in rows]
+
+    for table in ("1", "2", "chosen"):
+        assert without_time(parallel[table]) == without_time(serial[table])
+    summary = sweep_table(serial["1"], "1")
+    assert list(summary.index) == ["N = 1 Avg", "N = 1 Rep", "N = 2 Avg", "N = 2 Rep"]
+    assert summary.loc["N = 1 Avg", "seeds"] == "5, 6" and " ± " in summary.iloc[0, 1]
+    curves = sweep_curves(serial["2"], "2")
+    mean = [(a + b) / 2 for a, b in zip(*(r["dev_curve"] for r in serial["2"][:2]), strict=True)]
+    assert curves["h = 1"] == pytest.approx(mean)
+
+
 def _tiny_run(tmp_path):
     """A tiny configuration (3 steps per epoch, 2 epochs) and its train/dev/test data."""
     from audiorepro.config import CorpusSpec

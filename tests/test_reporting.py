@@ -163,6 +163,42 @@ def test_finding_with_a_run_not_above_chance_is_inconclusive_whatever_the_gap():
     assert err.verdict == "inconclusive" and "compared setting" in err.reason
 
 
+def test_finding_where_one_side_may_fail_is_inconclusive_only_when_neither_learned():
+    # A failing worse side is the claim (a collapsed setting): it reproduces.
+    f = reporting.finding(
+        "A beats B", [30, 31, 32], [2.8, 2.9, 3.0], must_beat=8.7, both_must_learn=False
+    )
+    assert f.verdict == "reproduces"
+    # The paper's better setting failed while the other learned: it contradicts.
+    g = reporting.finding(
+        "A beats B", [2.8, 2.9, 3.0], [30, 31, 32], must_beat=8.7, both_must_learn=False
+    )
+    assert g.verdict == "contradicts"
+    both = reporting.finding(
+        "A beats B", [3, 4, 5], [2, 3, 4], must_beat=8.7, both_must_learn=False
+    )
+    assert both.reason == "neither compared run beats the chance floor 8.70"
+
+
+def test_fails_judges_a_setting_against_the_floor_beyond_the_spread():
+    # mean 1, std 0.1: below the floor 3 by more than the spread
+    f = reporting.fails("N = 8 fails", [0.9, 1.0, 1.1], 3.0, metric="AP", digits=1)
+    assert f.verdict == "reproduces" and f.reason == ""
+    assert f.sentence == "N = 8 fails: reproduces, AP 1.0 ± 0.1 against the floor 3.0 (3 seeds)."
+    assert reporting.fails("N = 8 fails", [9, 10, 11], 3.0).verdict == "contradicts"
+    within = reporting.fails("N = 8 fails", [1, 3, 5], 3.5)
+    assert (
+        within.verdict == "inconclusive" and within.reason == "the floor is within the seed spread"
+    )
+    one = reporting.fails("N = 8 fails", [1.0], 3.0)
+    assert one.verdict == "inconclusive" and "fewer than 2 seeds" in one.reason
+    assert reporting.fails("N = 8 fails", [], 3.0).reason == "not run"
+    # errors: failing is staying above the floor
+    assert reporting.fails("fails", [49, 50, 51], 40, higher_is_better=False).verdict == (
+        "reproduces"
+    )
+
+
 def test_finding_needs_seeds_and_values():
     one = reporting.finding("A beats B", [10], [5])
     assert one.verdict == "inconclusive" and "fewer than 2 seeds" in one.reason

@@ -35,7 +35,6 @@ from audiorepro.config import to_dict
 from audiorepro.experiments import zerospeech as zs
 
 cfg = zs.load_config(preset, {"seed": seed, "train.max_steps": max_steps})
-base = zs.ablation_rows(cfg)[0]
 model_cfg = cfg.model
 model_cfg
 
@@ -84,7 +83,7 @@ model_cfg
 
 # %%
 runs = {}
-for s in zs.row_seeds(cfg, base):
+for s in cfg.main_seeds:
     runs[s] = zs.train_vqvae(
         cfg, model_cfg, s, progress="lines" if s == cfg.seed else "none"
     )

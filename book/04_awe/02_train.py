@@ -20,7 +20,8 @@
 #   code meant to implement;
 # - train the chosen model (phoneme encoder with N = 4 layers and h = 16 heads) with Adam and
 #   the paper's plateau schedule, evaluating dev cross-view AP after every epoch;
-# - see what the paper's squared cosine distance does to cross-view AP;
+# - see what the paper's squared cosine distance does to cross-view AP, ranked by $\cos$ and
+#   by $|\cos|$;
 # - measure acoustic and cross-view AP on dev and test.
 
 # %% tags=["parameters"]
@@ -153,6 +154,36 @@ reporting.record_result(
 per_epoch.round(3)
 
 # %% [markdown]
+# Cross-view AP ranks pairs by $\cos$, so a written word that sits opposite its tokens
+# ($\cos < 0$), which the squared distance does not mind, is ranked last. Two measures on the
+# dev set separate "learned nothing" from "learned it with the wrong sign": the cross-view AP
+# with pairs ranked by $|\cos|$ instead (the squared distance's own ranking), and the share of
+# positive pairs (a token and its own written word) whose cosine is below 0
+# (`awe.sign_stats`).
+
+# %%
+signs = {}
+for distance, trained in (("cos", run), ("cos2", squared)):
+    signs[distance] = awe.sign_stats(trained.model, data["dev"])
+    reporting.record_result(
+        awe.CHAPTER,
+        "02_train",
+        signs[distance],
+        preset=preset,
+        seed=trained.seed,
+        config=to_dict(cfg),
+        tags={
+            "model": "chosen",
+            "distance": distance,
+            "epochs": len(trained.history.eval_steps),
+            "split": "dev",
+        },
+    )
+pd.DataFrame(signs).T.rename(
+    index={"cos": "1 - cos", "cos2": "1 - cos²"}
+).round(3)
+
+# %% [markdown]
 # ## Dev and test AP of the best dev model
 #
 # The model with the best dev cross-view AP is loaded back and scored on both splits:
@@ -182,5 +213,6 @@ pd.DataFrame(scores).T.round(3)
 # - built the acoustic and phoneme transformer encoders with masked mean pooling;
 # - trained them jointly with the eq. (4) loss, with the intended negative pairing, and the
 #   reset-to-best plateau schedule driven by dev cross-view AP;
-# - compared the paper's $1 - \cos^2$ with the code base's $1 - \cos$;
+# - compared the paper's $1 - \cos^2$ with the code base's $1 - \cos$, and measured how many
+#   spoken words sit opposite their written word under each;
 # - scored the best dev model on dev and test and recorded the numbers in the ledger.

@@ -325,6 +325,7 @@ def finding(
     higher_is_better: bool = True,
     chance: float | None = None,
     must_beat: float | None = None,
+    both_must_learn: bool = True,
     min_seeds: int = 2,
     digits: int = 2,
 ) -> Finding:
@@ -344,6 +345,9 @@ def finding(
         chance: the chance level of the metric, for the sentence and the default ``must_beat``.
         must_beat: the value every compared mean must beat (higher, or lower for errors) to
             count as having learned; e.g. three times chance mAP@10.
+        both_must_learn: False where a setting failing to learn is part of the paper's claim
+            (a phoneme encoder that collapses at depth 8): then only a comparison in which
+            neither run beats ``must_beat`` is inconclusive.
         min_seeds: fewer seeds on a side than this is inconclusive.
         digits: decimals in the sentence.
     """
@@ -374,7 +378,7 @@ def finding(
         learned = [(m > floor) if higher_is_better else (m < floor) for m in (ma, mb)]
         if not any(learned):
             reason = f"neither compared run beats the chance floor {floor:.{digits}f}"
-        elif not all(learned):
+        elif not all(learned) and both_must_learn:
             which = "the paper's better setting" if not learned[0] else "the compared setting"
             reason = f"{which} does not beat the chance floor {floor:.{digits}f}"
     if not reason and min(len(a), len(b)) < min_seeds:
@@ -387,6 +391,48 @@ def finding(
         verdict = "reproduces" if diff > 0 else "contradicts"
     sentence = f"{claim}: {verdict}" + (f" ({reason})" if reason else "") + f", {numbers}."
     return Finding(claim, verdict, reason, a, b, diff, spread, sentence)
+
+
+def fails(
+    claim: str,
+    runs: Sequence[float],
+    floor: float,
+    *,
+    metric: str = "",
+    higher_is_better: bool = True,
+    min_seeds: int = 2,
+    digits: int = 2,
+) -> Finding:
+    """Judge the paper's claim that a setting fails to learn: its per-seed ``runs`` stay at
+    ``floor`` (e.g. three times chance) or below it (above it for errors).
+
+    **reproduces** when the mean is on the failing side of ``floor`` by more than the seed
+    spread, **contradicts** when it is beyond the floor on the learning side by more than the
+    spread, and **inconclusive** within the spread, with fewer than ``min_seeds`` seeds, or
+    with no run. ``better`` of the :class:`Finding` holds the floor, ``worse`` the runs.
+    """
+    got = tuple(float(v) for v in runs if math.isfinite(float(v)))
+    what = f"{metric} " if metric else ""
+    if not got:
+        sentence = f"{claim}: inconclusive, not run."
+        return Finding(
+            claim, "inconclusive", "not run", (floor,), (), math.nan, math.nan, sentence
+        )
+    mean, spread = mean_std(got)
+    sign = 1.0 if higher_is_better else -1.0
+    margin = sign * (floor - mean)  # > 0: on the failing side of the floor
+    reason = ""
+    if len(got) < min_seeds:
+        reason = f"fewer than {min_seeds} seeds, so no spread to judge against"
+    elif abs(margin) <= spread:
+        reason = "the floor is within the seed spread"
+    verdict = "inconclusive" if reason else ("reproduces" if margin > 0 else "contradicts")
+    numbers = (
+        f"{what}{mean:.{digits}f} ± {spread:.{digits}f} against the floor "
+        f"{floor:.{digits}f} ({len(got)} seeds)"
+    )
+    sentence = f"{claim}: {verdict}" + (f" ({reason})" if reason else "") + f", {numbers}."
+    return Finding(claim, verdict, reason, (floor,), got, margin, spread, sentence)
 
 
 def values(

@@ -14,8 +14,12 @@ composed of the corpus (:class:`~audiorepro.config.CorpusSpec`), the encoders
   :class:`~audiorepro.storage.RunStore`, keyed by what defines it, so a page that asks for a
   model another page already trained loads it instead of training it again;
 - :func:`table1_configs`, :func:`table2_configs` and :func:`sweep`: the paper's sweeps over the
-  phoneme encoder, as variants of one config;
+  phoneme encoder, as variants of one config, every setting once per seed; :func:`sweeps` runs
+  both tables and the chosen model's seeds side by side in worker processes, and
+  :func:`sweep_table`, :func:`sweep_curves` and :func:`curve_ends` summarise them;
 - :func:`evaluate`: acoustic (same-different) AP and cross-view AP of a split;
+  :func:`chance_levels`, the AP of a ranking that knows nothing; :func:`sign_stats`, the
+  cross-view AP ranked by |cos| and the share of a word's tokens opposite it;
 - :func:`dtw_baseline`: the MFCC + DTW same-different baseline (Table 3, first row) with chapter
   03's DTW (:func:`audiorepro.metrics.dtw.pairwise_dtw`);
 - :func:`projection` and :func:`nearest_word_table`, for the figures;
@@ -32,7 +36,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -70,17 +74,22 @@ from audiorepro.features import load_audio, mfcc_features
 from audiorepro.losses.multiview import DISTANCES, MultiViewContrastiveLoss
 from audiorepro.metrics.average_precision import (
     cross_view_ap,
+    cross_view_chance,
+    cross_view_positive_cosines,
     pairs_average_precision,
     same_different_ap,
+    same_different_chance,
 )
 from audiorepro.metrics.dtw import pairwise_dtw
 from audiorepro.models.awe import AWEModelConfig, MultiViewAWE, num_parameters
+from audiorepro.parallel import default_workers, map_processes
 from audiorepro.paths import repo_root
 from audiorepro.reporting import PaperRow
 from audiorepro.repro import seed_everything
 from audiorepro.storage import (
     Run,
     RunStore,
+    config_hash,
     load_model_weights,
     read_json,
     save_model_weights,
@@ -281,6 +290,40 @@ def evaluate(
     }
 
 
+def sign_stats(
+    model: MultiViewAWE, segments: WordSegments, batch_size: int = 512
+) -> dict[str, float]:
+    """What the sign of the cosine does to a split's cross-view pairs: ``crossview_ap``
+    (pairs ranked by cos, as :func:`evaluate`), ``abs_crossview_ap`` (ranked by |cos|: a
+    written word and its antipode alike, as the squared distance 1 - cos² sees them) and
+    ``negative_share``, the share of positive pairs (a token and its own written word) whose
+    cosine is below 0."""
+    emb_x = embed_segments(model, segments, batch_size)
+    words, emb_c = embed_words(model, segments.word_phones, batch_size)
+    cosines = cross_view_positive_cosines(emb_x, segments.words, emb_c, words)
+    return {
+        "crossview_ap": float(cross_view_ap(emb_x, segments.words, emb_c, words)),
+        "abs_crossview_ap": float(
+            cross_view_ap(emb_x, segments.words, emb_c, words, absolute=True)
+        ),
+        "negative_share": float(np.mean(cosines < 0)),
+    }
+
+
+FLOOR_FACTOR = 3.0
+"""A compared run must reach this many times the chance AP to count as having learned."""
+
+
+def chance_levels(segments: WordSegments) -> dict[str, float]:
+    """The AP of a ranking that knows nothing, per metric of :func:`evaluate` on
+    ``segments``: the share of positive pairs (``acoustic_ap``: same-word token pairs;
+    ``crossview_ap``: token x word-type pairs of the same word)."""
+    return {
+        "acoustic_ap": same_different_chance(segments.words),
+        "crossview_ap": cross_view_chance(segments.words, sorted(segments.word_phones)),
+    }
+
+
 def acoustic_ap_on(
     model: MultiViewAWE, segments: WordSegments, indices: Sequence[int], batch_size: int = 512
 ) -> float:
@@ -324,13 +367,17 @@ def run_config(config: Config, data: Mapping[str, WordSegments]) -> dict[str, An
     section, the loss, the seed, the embedding batch (dev AP picks the best epoch) and the data
     identity. The chapter-level fields (sweeps, seeds list, baseline size) are left out, so that
     a sweep setting equal to the chosen model is the chosen model's run."""
+    return {**_run_fields(config, data), "data": data_digest(data)}
+
+
+def _run_fields(config: Config, data: Mapping[str, WordSegments]) -> dict[str, Any]:
+    """:func:`run_config` without the data identity (for runs on one and the same data)."""
     return {
         "model": to_dict(model_config(config, data)),
         "train": to_dict(config.train),
         "loss": {"margin": config.margin, "k": config.loss_k, "distance": config.distance},
         "seed": config.seed,
         "eval_batch_size": config.eval_batch_size,
-        "data": data_digest(data),
     }
 
 
@@ -462,42 +509,70 @@ def train(
     return store.cached("model", key, build, load)
 
 
+def _per_seed(config: Config, settings: Sequence[Mapping[str, Any]]) -> list[Config]:
+    """Each setting (dotted field changes) of a sweep applied to ``config`` with
+    ``sweep_epochs`` epochs, once per seed of ``config.seeds``, setting by setting."""
+    return [
+        replace(config, **{**setting, "train.num_epochs": config.sweep_epochs, "seed": s})
+        for setting in settings
+        for s in config.seeds
+    ]
+
+
 def table1_configs(config: Config) -> list[Config]:
     """Table 1's runs: phoneme encoders of ``sweep_layers`` depths, Avg and Rep pooling,
-    ``table1_heads`` heads, ``sweep_epochs`` epochs."""
-    return [
-        replace(
-            config,
-            **{
+    ``table1_heads`` heads, ``sweep_epochs`` epochs, each once per seed of ``seeds``."""
+    return _per_seed(
+        config,
+        [
+            {
                 "model.phone_layers": n,
                 "model.phone_pooling": p,
                 "model.phone_heads": config.table1_heads,
-                "train.num_epochs": config.sweep_epochs,
-            },
-        )
-        for n in config.sweep_layers
-        for p in ("avg", "rep")
-    ]
+            }
+            for n in config.sweep_layers
+            for p in ("avg", "rep")
+        ],
+    )
 
 
 def table2_configs(config: Config) -> list[Config]:
-    """Table 2's runs: ``sweep_heads`` heads at the chosen depth, Avg pooling."""
-    return [
-        replace(
-            config,
-            **{
-                "model.phone_pooling": "avg",
-                "model.phone_heads": h,
-                "train.num_epochs": config.sweep_epochs,
-            },
-        )
-        for h in config.sweep_heads
-    ]
+    """Table 2's runs: ``sweep_heads`` heads at the chosen depth, Avg pooling, ``sweep_epochs``
+    epochs, each once per seed of ``seeds``."""
+    return _per_seed(
+        config,
+        [{"model.phone_pooling": "avg", "model.phone_heads": h} for h in config.sweep_heads],
+    )
 
 
 def seed_configs(config: Config) -> list[Config]:
     """The chosen model once per seed of ``config.seeds``."""
     return [replace(config, seed=s) for s in config.seeds]
+
+
+def _sweep_row(data: Mapping[str, WordSegments], task: tuple[Any, ...]) -> dict[str, Any]:
+    """Train (or load) one sweep run and score it: a row of :func:`sweep` (one process)."""
+    config, split, store = task
+    run = train(config, data, store=store)
+    row: dict[str, Any] = {
+        "phone_layers": config.model.phone_layers,
+        "phone_pooling": config.model.phone_pooling,
+        "phone_heads": config.model.phone_heads,
+        "seed": config.seed,
+    }
+    row.update(evaluate(run.model, data[split], config.eval_batch_size))
+    row.update(
+        dev_crossview_ap=run.best_dev,
+        dev_curve=run.history.eval_metric("crossview_ap"),
+        epochs=run.history.final_epoch,
+        seconds=round(run.history.wall_time_s, 1),
+    )
+    return row
+
+
+def _cost(config: Config) -> int:
+    """A rough relative cost of a run (epochs x layers), to start the longest first."""
+    return config.train.num_epochs * (config.model.acoustic_layers + config.model.phone_layers)
 
 
 def sweep(
@@ -506,29 +581,61 @@ def sweep(
     *,
     split: str = "test",
     store: RunStore | None = None,
+    workers: int = 1,
 ) -> list[dict[str, Any]]:
     """Train (or load) one model per config and score it on ``split``.
 
-    Returns one row per config: ``phone_layers``, ``phone_pooling``, ``phone_heads``,
-    ``acoustic_ap`` and ``crossview_ap`` on ``split``, ``dev_crossview_ap`` (best), ``epochs``
-    and ``seconds`` (of the training).
+    Configs that define the same run (:func:`run_config`, and the same ``select``) are trained
+    and scored once. With ``workers`` > 1, up to that many runs train at once, one process
+    each (:func:`audiorepro.parallel.map_processes`), the longest first; every run seeds itself,
+    so the rows are those of one run after the other.
+
+    Returns one row per config: ``phone_layers``, ``phone_pooling``, ``phone_heads``, ``seed``,
+    ``acoustic_ap`` and ``crossview_ap`` on ``split``, ``dev_crossview_ap`` (best),
+    ``dev_curve`` (the dev cross-view AP after each epoch), ``epochs`` and ``seconds`` (of the
+    training).
     """
-    rows = []
-    for config in configs:
-        run = train(config, data, store=store)
-        row: dict[str, Any] = {
-            "phone_layers": config.model.phone_layers,
-            "phone_pooling": config.model.phone_pooling,
-            "phone_heads": config.model.phone_heads,
-        }
-        row.update(evaluate(run.model, data[split], config.eval_batch_size))
-        row.update(
-            dev_crossview_ap=run.best_dev,
-            epochs=run.history.final_epoch,
-            seconds=round(run.history.wall_time_s, 1),
-        )
-        rows.append(row)
-    return rows
+    keys = [config_hash({**_run_fields(c, data), "select": c.select}) for c in configs]
+    unique: dict[str, Config] = {}
+    for key, config in zip(keys, configs, strict=True):
+        unique.setdefault(key, config)
+    order = sorted(unique, key=lambda k: -_cost(unique[k]))
+    tasks = [(unique[k], split, store) for k in order]
+    scored = map_processes(_sweep_row, tasks, shared=data, workers=workers)
+    rows = dict(zip(order, scored, strict=True))
+    return [dict(rows[k]) for k in keys]
+
+
+def sweeps(
+    config: Config,
+    data: Mapping[str, WordSegments],
+    *,
+    workers: int | None = None,
+    split: str = "test",
+    store: RunStore | None = None,
+) -> dict[str, list[dict[str, Any]]]:
+    """Tables 1 and 2 and the chosen model, every seed, in one :func:`sweep`:
+    ``{"1": rows, "2": rows, "chosen": rows}``.
+
+    One pool trains them all, so a run two of them share (Table 2's ``table1_heads`` heads is
+    Table 1's middle row; Table 2's 16 heads is the chosen model when ``sweep_epochs`` equals
+    ``train.num_epochs``) is trained once. ``workers`` None: one per usable core on the CPU,
+    one on a GPU (:func:`audiorepro.parallel.default_workers`).
+    """
+    if workers is None:
+        workers = default_workers(str(resolve_device(config.train.device)))
+    groups = {
+        "1": table1_configs(config),
+        "2": table2_configs(config),
+        "chosen": seed_configs(config),
+    }
+    flat = [c for configs in groups.values() for c in configs]
+    rows = sweep(flat, data, split=split, store=store, workers=workers)
+    out, start = {}, 0
+    for name, configs in groups.items():
+        out[name] = rows[start : start + len(configs)]
+        start += len(configs)
+    return out
 
 
 def current(records: Sequence[Mapping[str, Any]], config: Config) -> list[Mapping[str, Any]]:
@@ -549,20 +656,89 @@ def sweep_tags(row: Mapping[str, Any], table: str) -> dict[str, Any]:
     return {"table": "2", "h": row["phone_heads"]}
 
 
+def setting_label(row: Mapping[str, Any], table: str) -> str:
+    """A sweep row's setting in words: ``"N = 4 Avg"`` (Table 1) or ``"h = 16"`` (Table 2)."""
+    if table == "1":
+        return f"N = {row['phone_layers']} {str(row['phone_pooling']).capitalize()}"
+    return f"h = {row['phone_heads']}"
+
+
+def _by_setting(
+    rows: Sequence[Mapping[str, Any]], table: str
+) -> dict[str, list[Mapping[str, Any]]]:
+    groups: dict[str, list[Mapping[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault(setting_label(row, table), []).append(row)
+    return groups
+
+
 def record_sweep(
     rows: Sequence[Mapping[str, Any]], table: str, *, page: str, preset: str, config: Config
 ) -> None:
-    """One ledger record per sweep row (seed ``config.seed``), tagged by :func:`sweep_tags`."""
+    """One ledger record per sweep row, with the row's seed and training time, tagged by
+    :func:`sweep_tags`; ``config`` is the chapter's configuration."""
     for row in rows:
         reporting.record_result(
             CHAPTER,
             page,
             {k: row[k] for k in SWEEP_METRICS},
             preset=preset,
-            seed=config.seed,
+            seed=row["seed"],
             config=to_dict(config),
+            wall_time_s=row["seconds"],
             tags=sweep_tags(row, table),
         )
+
+
+def sweep_table(rows: Sequence[Mapping[str, Any]], table: str, digits: int = 3) -> pd.DataFrame:
+    """One line per setting of a sweep (Table ``"1"`` or ``"2"``): its seeds, and the mean ±
+    std over them of the scored split's acoustic and cross-view AP and of the best dev
+    cross-view AP, and the epochs trained."""
+    out = []
+    for label, group in _by_setting(rows, table).items():
+        line: dict[str, Any] = {
+            "setting": label,
+            "seeds": ", ".join(str(r["seed"]) for r in group),
+        }
+        for metric in SWEEP_METRICS:
+            line[metric] = reporting.format_mean_std([r[metric] for r in group], digits)
+        line["epochs"] = ", ".join(sorted({str(r["epochs"]) for r in group}))
+        out.append(line)
+    return pd.DataFrame(out).set_index("setting")
+
+
+def sweep_curves(rows: Sequence[Mapping[str, Any]], table: str) -> dict[str, list[float]]:
+    """The dev cross-view AP after each epoch, mean over the seeds of each setting (a run
+    stopped early by the schedule counts until its last epoch)."""
+    curves = {}
+    for label, group in _by_setting(rows, table).items():
+        length = max(len(r["dev_curve"]) for r in group)
+        padded = np.full((len(group), length), np.nan)
+        for i, r in enumerate(group):
+            padded[i, : len(r["dev_curve"])] = r["dev_curve"]
+        curves[label] = np.nanmean(padded, axis=0).tolist()
+    return curves
+
+
+def curve_ends(curves: Mapping[str, Sequence[float]]) -> pd.DataFrame:
+    """How far each curve of :func:`sweep_curves` still rose at its end: the last value, the
+    gain of the last epoch, and that gain as a share of the rise since the first epoch (near
+    0: flat, a plateau; near 1 / epochs or above: still climbing)."""
+    out = []
+    for label, curve in curves.items():
+        first, last = curve[0], curve[-1]
+        gain = last - curve[-2] if len(curve) > 1 else float("nan")
+        rise = last - first
+        out.append(
+            {
+                "setting": label,
+                "epochs": len(curve),
+                "last": last,
+                "last-epoch gain": gain,
+                "share of the rise": gain / rise if rise > 0 else float("nan"),
+            }
+        )
+    return pd.DataFrame(out).set_index("setting")
 
 
 # ------------------------------------------------------------------------------- baselines
@@ -948,63 +1124,75 @@ PAPER_BEST_HEADS = 16
 """Table 2's best number of heads (and the chosen model's)."""
 
 
-def findings(
-    records: Sequence[Mapping[str, Any]],
-    config: Config,
-    preset: str,
-    *,
-    on_dtw_pairs: Sequence[float] | None = None,
-) -> pd.DataFrame:
-    """The paper-vs-ours table of chapter 04, every value and finding from ledger ``records``.
+def _t1(n: int, pooling: str) -> dict[str, Any]:
+    return {"table": "1", "N": n, "pooling": pooling}
 
-    Findings (each by :func:`audiorepro.reporting.finding`, so single-seed sweeps are
-    inconclusive): Avg beats Rep at every depth; the middle depth beats the others (Avg;
-    the deepest one collapses in the paper); h = 16 beats the other head counts; the transformer
-    beats MFCC + DTW (on the baseline's own pairs when ``on_dtw_pairs``, the chosen models'
-    acoustic AP on that subset, is given; DTW has no seed, so one value suffices there);
-    acoustic AP exceeds cross-view AP. Only the records of ``config`` and its seeds count
-    (:func:`current`), so a row of an older preset or another setting never shows.
-    """
-    records = current(records, config)
 
-    def ours(metric: str, tags: Mapping[str, Any]) -> list[float]:
-        return reporting.values(records, chapter=CHAPTER, preset=preset, metric=metric, tags=tags)
+_Ours = Callable[[str, Mapping[str, Any]], list[float]]
+"""Our per-seed values of a metric for a setting's ledger tags."""
+_Says = Callable[..., str]
+"""The verdict sentence on a claim, from :func:`audiorepro.reporting.finding`."""
 
-    def says(claim: str, metric: str, better: Any, worse: Any, **kw: Any) -> str:
-        better = ours(metric, better) if isinstance(better, Mapping) else better
-        return reporting.finding(
-            claim, better, ours(metric, worse), metric=metric, digits=3, **kw
-        ).sentence
 
-    def t1(n: int, p: str) -> dict[str, Any]:
-        return {"table": "1", "N": n, "pooling": p}
-
+def _table1_rows(
+    config: Config, ours: _Ours, says: _Says, floors: Mapping[str, float]
+) -> list[PaperRow]:
+    """Table 1's paper-vs-ours rows: on each Rep row, Avg beats Rep at that depth; on each
+    Avg row but the middle one, the middle depth beats it; on the deepest rows, that depth
+    fails (at or below the floor). A failing run is part of these claims, so only a
+    comparison of two failing runs is inconclusive for want of learning."""
+    metric, floor = "crossview_ap", floors.get("crossview_ap")
     depths = list(config.sweep_layers)
-    middle = depths[len(depths) // 2]
+    middle, deepest = depths[len(depths) // 2], depths[-1]
     rows = []
     for n in depths:
         for p in ("avg", "rep"):
+            texts = []
             if p == "rep":
-                text = says(f"Avg beats Rep at N = {n}", "crossview_ap", t1(n, "avg"), t1(n, p))
+                claim = f"Avg beats Rep at N = {n}"
+                texts.append(says(claim, metric, _t1(n, "avg"), _t1(n, p), **_floor(floor)))
             elif n != middle:
-                text = says(
-                    f"N = {middle} beats N = {n} (Avg)", "crossview_ap", t1(middle, p), t1(n, p)
+                claim = f"N = {middle} beats N = {n} (Avg)"
+                texts.append(says(claim, metric, _t1(middle, p), _t1(n, p), **_floor(floor)))
+            if n == deepest and len(depths) > 1 and floor is not None:
+                claim = f"N = {n} fails ({p.capitalize()})"
+                found = reporting.fails(
+                    claim, ours(metric, _t1(n, p)), floor, metric=metric, digits=3
                 )
-            else:
-                text = ""
+                texts.append(found.sentence)
             rows.append(
                 PaperRow(
                     f"Table 1 cross-view AP, N = {n} {p.capitalize()}",
-                    "crossview_ap",
+                    metric,
                     PAPER["Table 1"].get((n, p)),
                     CHAPTER,
-                    t1(n, p),
+                    _t1(n, p),
                     digits=3,
-                    finding=text,
+                    finding=" ".join(texts),
                     source="Table 1",
                 )
             )
-    best_h = PAPER_BEST_HEADS
+    return rows
+
+
+def _floor(floor: float | None) -> dict[str, Any]:
+    """The keywords of a Table 1 comparison: the floor, and that one failing run may be the
+    paper's point."""
+    return {} if floor is None else {"must_beat": floor, "both_must_learn": False}
+
+
+def _table2_rows(
+    config: Config, ours: _Ours, says: _Says, floors: Mapping[str, float]
+) -> list[PaperRow]:
+    """Table 2's rows: on each head count but the paper's best, h = 16 beats it; on the best
+    row, which head count has the highest mean here."""
+    best_h, floor = PAPER_BEST_HEADS, floors.get("acoustic_ap")
+    means = {
+        h: float(np.mean(v))
+        for h in config.sweep_heads
+        if (v := ours("acoustic_ap", {"table": "2", "h": h}))
+    }
+    rows = []
     for h in config.sweep_heads:
         text = ""
         if h != best_h and best_h in config.sweep_heads:
@@ -1013,7 +1201,11 @@ def findings(
                 "acoustic_ap",
                 {"table": "2", "h": best_h},
                 {"table": "2", "h": h},
+                must_beat=floor,
             )
+        elif h == best_h and means:
+            top = max(means, key=means.get)
+            text = f"Highest mean acoustic AP here: h = {top} ({means[top]:.3f})."
         rows.append(
             PaperRow(
                 f"Table 2 acoustic AP, h = {h}",
@@ -1026,6 +1218,49 @@ def findings(
                 source="Table 2",
             )
         )
+    return rows
+
+
+def findings(
+    records: Sequence[Mapping[str, Any]],
+    config: Config,
+    preset: str,
+    *,
+    chance: Mapping[str, float] | None = None,
+    on_dtw_pairs: Sequence[float] | None = None,
+) -> pd.DataFrame:
+    """The paper-vs-ours table of chapter 04, every value and finding from ledger ``records``.
+
+    Findings (each by :func:`audiorepro.reporting.finding` over the seeds, so a claim
+    reproduces or contradicts only beyond the seed spread): Avg beats Rep at every depth; the
+    middle depth beats the others (Avg); the deepest one fails to learn
+    (:func:`audiorepro.reporting.fails`; both poolings collapse in the paper); h = 16 beats
+    the other head counts; the transformer beats MFCC + DTW (on the baseline's own pairs when
+    ``on_dtw_pairs``, the chosen models' acoustic AP on that subset, is given; DTW has no
+    seed, so one value suffices there); acoustic AP exceeds cross-view AP.
+
+    ``chance`` (:func:`chance_levels` of the scored split) sets the floor a run must beat to
+    count as having learned, :data:`FLOOR_FACTOR` times chance: a Table 2 comparison with a
+    run below it is inconclusive; in Table 1, where a failing encoder is the paper's claim,
+    only a comparison of two runs below it is, and the floor is what "fails" means. Without
+    ``chance`` there is no floor and no "fails" finding. Only the records of ``config`` and
+    its seeds count (:func:`current`), so a row of an older preset or another setting never
+    shows.
+    """
+    records = current(records, config)
+    floors = {m: FLOOR_FACTOR * v for m, v in (chance or {}).items()}
+
+    def ours(metric: str, tags: Mapping[str, Any]) -> list[float]:
+        return reporting.values(records, chapter=CHAPTER, preset=preset, metric=metric, tags=tags)
+
+    def says(claim: str, metric: str, better: Any, worse: Any, **kw: Any) -> str:
+        better = ours(metric, better) if isinstance(better, Mapping) else better
+        return reporting.finding(
+            claim, better, ours(metric, worse), metric=metric, digits=3, **kw
+        ).sentence
+
+    rows = _table1_rows(config, ours, says, floors)
+    rows += _table2_rows(config, ours, says, floors)
     chosen, dtw = {"model": "chosen"}, {"model": "mfcc-dtw"}
     pairs = "on the same pairs" if on_dtw_pairs is not None else "(whole test set)"
     beats_dtw = says(
@@ -1082,8 +1317,11 @@ __all__ = [
     "PRESETS",
     "AWERun",
     "Config",
+    "FLOOR_FACTOR",
     "acoustic_ap_on",
+    "chance_levels",
     "corpus_root",
+    "curve_ends",
     "current",
     "data_digest",
     "dtw_baseline",
@@ -1109,8 +1347,13 @@ __all__ = [
     "seed_configs",
     "segment_features",
     "segments_data",
+    "setting_label",
+    "sign_stats",
     "sweep",
+    "sweep_curves",
+    "sweep_table",
     "sweep_tags",
+    "sweeps",
     "table1_configs",
     "table2_configs",
     "train",

@@ -12,7 +12,8 @@ The pages of ``book/03_zerospeech`` call these one line at a time:
   :class:`~audiorepro.training.Trainer` (Adam, the paper's optimizer);
 - :func:`encode_files` turns test files into units, :func:`evaluate` measures the ABX error
   (:mod:`audiorepro.metrics.abx`) and the bitrate (:mod:`audiorepro.metrics.bitrate`);
-- :func:`ablation_rows` and :func:`run_row` train and score each row of Tables 1-3;
+- :func:`ablation_rows` and :func:`run_row` train and score each row of Tables 1-3, and
+  :func:`run_rows` every row with every seed, side by side in worker processes;
   :func:`summarize` and :func:`findings` read the ledger back into the page's tables, the
   latter setting our numbers beside :data:`PAPER`'s;
 - :func:`train_inverter` trains the codebook inverter on one target voice, :func:`resynthesize`
@@ -35,6 +36,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -95,6 +97,7 @@ from audiorepro.metrics.bitrate import bitrate, bitrate_from_submission
 from audiorepro.models.inverter import CodebookInverter, InverterConfig
 from audiorepro.models.kmeans import KMeans, kmeans
 from audiorepro.models.vqvae import VQVAE, VQVAEConfig
+from audiorepro.parallel import default_workers, map_processes
 from audiorepro.paths import data_dir, repo_root, results_dir
 from audiorepro.repro import seed_everything, single_thread
 from audiorepro.storage import (
@@ -114,6 +117,7 @@ __all__ = [
     "AblationRow",
     "Config",
     "PaperResult",
+    "RowResult",
     "SpeechData",
     "TrainSection",
     "TrainedInverter",
@@ -147,7 +151,7 @@ __all__ = [
     "read_item_file",
     "relative_time_abx",
     "resynthesize",
-    "row_seeds",
+    "run_rows",
     "run_row",
     "score_submission",
     "score_units",
@@ -221,7 +225,10 @@ class Config:
         help="inverter training (segment_frames: code frames)",
     )
     seed: int = field(0, help="seed of single runs")
-    main_seeds: tuple[int, ...] = field((0, 1, 2), help="seeds of the main rows (mean ± std)")
+    main_seeds: tuple[int, ...] = field(
+        (0, 1, 2),
+        help="seeds of every row of Tables 1-3 (mean ± std: each row enters a finding)",
+    )
     max_train_files: int | None = field(None, help="use only this many training files")
     codebook_sizes: tuple[int, ...] = field((64, 128, 256, 512), help="K of Table 2")
     conv_codebook_size: int = field(256, help="K of the convolutional baseline (Table 2)")
@@ -1111,28 +1118,27 @@ class AblationRow:
     table: str
     model: VQVAEConfig
     paper: PaperResult | None
-    main: bool = False
 
 
 def ablation_rows(config: Config) -> list[AblationRow]:
-    """The rows of Tables 1-3 that the preset asks for; main rows run with every main seed.
+    """The rows of Tables 1-3 that the preset asks for; each runs with every seed of
+    ``config.main_seeds``, since each enters a finding (:func:`findings`).
 
     Each row's model is ``config.model`` with the row's changes (``audiorepro.config.replace``).
     """
     base, k0 = config.model, config.model.codebook_size
 
-    def row(key, label, table, paper_key, main=False, **changes) -> AblationRow:
+    def row(key, label, table, paper_key, **changes) -> AblationRow:
         model = replace(base, **changes) if changes else base
-        return AblationRow(key, label, table, model, PAPER.get(paper_key), main)
+        return AblationRow(key, label, table, model, PAPER.get(paper_key))
 
     rows = [
-        row("base", f"TrfVQVAE MFCC K={k0}", "1, 2, 3", ("mfcc", k0), main=True),
+        row("base", f"TrfVQVAE MFCC K={k0}", "1, 2, 3", ("mfcc", k0)),
         row(
             "logmel",
             f"TrfVQVAE log-Mel K={k0}",
             "1",
             ("logmel", k0),
-            main=True,
             input_dim=FEATURES["logmel"],
         ),
         row(
@@ -1140,7 +1146,6 @@ def ablation_rows(config: Config) -> list[AblationRow]:
             f"Conv VQVAE K={config.conv_codebook_size}",
             "2",
             ("conv", config.conv_codebook_size),
-            main=True,
             encoder="conv",
             codebook_size=config.conv_codebook_size,
         ),
@@ -1154,24 +1159,18 @@ def ablation_rows(config: Config) -> list[AblationRow]:
         )
     for p in config.jitters:
         rows.append(row(f"jitter{p:g}", f"+ temp jitter p={p:g}", "3", ("jitter", p), jitter=p))
-    for i, (lam, p) in enumerate(config.combos):
+    for lam, p in config.combos:
         rows.append(
             row(
                 f"combo{lam:g}_{p:g}",
                 f"+ smooth λ={lam:g} + jitter p={p:g}",
                 "3",
                 ("combo", (lam, p)),
-                main=i == 0,  # the paper's submitted system; the others run one seed
                 smoothing=lam,
                 jitter=p,
             )
         )
     return rows
-
-
-def row_seeds(config: Config, row: AblationRow) -> tuple[int, ...]:
-    """Every main seed for a main row, the single ``config.seed`` otherwise."""
-    return config.main_seeds if row.main else (config.seed,)
 
 
 def run_row(
@@ -1189,6 +1188,60 @@ def run_row(
     metrics["kmeans_abx_across"] = baseline["abx_across"]
     metrics["kmeans_bitrate"] = baseline["bitrate"]
     return trained, metrics
+
+
+@dataclass(frozen=True)
+class RowResult:
+    """One (row, seed) of Tables 1-3: its metrics (:func:`run_row`) and the seconds its
+    training (when not loaded from the run store), evaluation and baseline took."""
+
+    key: str
+    seed: int
+    metrics: dict[str, float]
+    seconds: float
+
+
+def _baseline_of(row: AblationRow, seed: int) -> tuple[Any, ...]:
+    """What a row's k-means baseline depends on besides the configuration (rows that share it
+    share one fit, :func:`kmeans_baseline`)."""
+    m = row.model
+    return (m.input_dim, m.feature_norm, m.codebook_size, m.stride, seed)
+
+
+def _run_jobs(config: Config, task: tuple[Any, ...]) -> list[RowResult]:
+    """:func:`run_row` of each (row, seed) of one group, in one process."""
+    jobs, language = task
+    out = []
+    for row, seed in jobs:
+        start = time.perf_counter()
+        _, metrics = run_row(config, row, seed, language)
+        out.append(RowResult(row.key, seed, metrics, time.perf_counter() - start))
+    return out
+
+
+def run_rows(
+    config: Config,
+    rows: Sequence[AblationRow],
+    language: str = "english",
+    workers: int | None = None,
+) -> dict[tuple[str, int], RowResult]:
+    """:func:`run_row` of every row with every seed of ``config.main_seeds``:
+    ``{(row key, seed): RowResult}``.
+
+    With ``workers`` > 1 up to that many processes train at once
+    (:func:`audiorepro.parallel.map_processes`; None: one per usable core on the CPU, one on a
+    GPU). The (row, seed) pairs that share a k-means baseline go to one process, so it is
+    fitted once; every run seeds itself, so the results are those of one run after another.
+    """
+    if workers is None:
+        workers = default_workers("cuda" if torch.cuda.is_available() else "cpu")
+    groups: dict[tuple[Any, ...], list[tuple[AblationRow, int]]] = {}
+    for seed in config.main_seeds:
+        for row in rows:
+            groups.setdefault(_baseline_of(row, seed), []).append((row, seed))
+    tasks = [(jobs, language) for jobs in sorted(groups.values(), key=len, reverse=True)]
+    done = map_processes(_run_jobs, tasks, shared=config, workers=workers)
+    return {(r.key, r.seed): r for results in done for r in results}
 
 
 def current(records: Sequence[Mapping[str, Any]], config: Config) -> list[Mapping[str, Any]]:

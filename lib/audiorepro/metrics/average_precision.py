@@ -298,37 +298,15 @@ def same_different_ap(
     return ap
 
 
-def cross_view_ap(
+def _cross_view_pairs(
     acoustic_emb: Any,
     acoustic_labels: Sequence[Any] | np.ndarray,
     word_emb: Any,
     word_labels: Sequence[Any] | np.ndarray,
-    metric: str = "cosine",
-    return_prb: bool = False,
-) -> float | tuple[float, float]:
-    """Cross-view average precision over all M x N (acoustic, written word) pairs.
-
-    The paper's §3.2.4 and agwe-recipe's ``cross_view``: acoustic segment ``i`` and written
-    word ``j`` form a positive pair iff ``acoustic_labels[i] == word_labels[j]``; pairs are
-    ranked by cosine distance with the tie policy of the module docstring.
-
-    Args:
-        acoustic_emb: (M, D) acoustic embeddings f(x).
-        acoustic_labels: (M,) their word labels.
-        word_emb: (N, D) written-word (phone-sequence) embeddings g(c), normally one per unique
-            word of the evaluated split.
-        word_labels: (N,) their labels.
-        metric: ``"cosine"``.
-        return_prb: also return the precision-recall breakeven.
-
-    Returns:
-        AP, or ``(AP, PRB)``.
-
-    Raises:
-        ValueError: mismatched dimensions or label counts, a NaN/inf/all-zero row (named), no
-            positive pair, or an unknown metric.
-    """
-    _check_metric(metric)
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Checked unit rows and the positive pairs of a cross-view evaluation:
+    ``(a (M, D), w (N, D), a_codes (M,), w_codes (N,), pi, pj)``, where acoustic row ``pi[k]``
+    and word row ``pj[k]`` carry the same label."""
     a = _normalized(acoustic_emb, "acoustic_emb")
     w = _normalized(word_emb, "word_emb")
     if a.shape[1] != w.shape[1]:
@@ -354,19 +332,66 @@ def cross_view_ap(
     )
     if not pi.size:
         raise ValueError("no acoustic label occurs among word_labels: no positive pair")
+    return a, w, a_codes, w_codes, pi, pj
+
+
+def cross_view_ap(
+    acoustic_emb: Any,
+    acoustic_labels: Sequence[Any] | np.ndarray,
+    word_emb: Any,
+    word_labels: Sequence[Any] | np.ndarray,
+    metric: str = "cosine",
+    return_prb: bool = False,
+    absolute: bool = False,
+) -> float | tuple[float, float]:
+    """Cross-view average precision over all M x N (acoustic, written word) pairs.
+
+    The paper's §3.2.4 and agwe-recipe's ``cross_view``: acoustic segment ``i`` and written
+    word ``j`` form a positive pair iff ``acoustic_labels[i] == word_labels[j]``; pairs are
+    ranked by cosine distance with the tie policy of the module docstring.
+
+    Args:
+        acoustic_emb: (M, D) acoustic embeddings f(x).
+        acoustic_labels: (M,) their word labels.
+        word_emb: (N, D) written-word (phone-sequence) embeddings g(c), normally one per unique
+            word of the evaluated split.
+        word_labels: (N,) their labels.
+        metric: ``"cosine"``.
+        return_prb: also return the precision-recall breakeven.
+        absolute: rank pairs by ``1 - |cos|`` instead of ``1 - cos``: a written word and its
+            antipode count as the same, as they do for the squared distance ``1 - cos²``.
+
+    Returns:
+        AP, or ``(AP, PRB)``.
+
+    Raises:
+        ValueError: mismatched dimensions or label counts, a NaN/inf/all-zero row (named), no
+            positive pair, or an unknown metric.
+    """
+    _check_metric(metric)
+    a, w, a_codes, w_codes, pi, pj = _cross_view_pairs(
+        acoustic_emb, acoustic_labels, word_emb, word_labels
+    )
+    m, n = a.shape[0], w.shape[0]
     ws = w * -_SCALE
-    hint = _keys(np.einsum("ij,ij->i", a[pi], ws[pj]))
+
+    def keys(scaled: np.ndarray) -> np.ndarray:
+        if absolute:  # -2^40 |cos|: the key of the distance 1 - |cos|
+            np.negative(np.abs(scaled, out=scaled), out=scaled)
+        return _keys(scaled)
+
+    hint = keys(np.einsum("ij,ij->i", a[pi], ws[pj]))
 
     def blocks() -> Iterator[_Block]:
         rows = max(1, _BLOCK_ELEMENTS // n)
         for start in range(0, m, rows):
             stop = min(m, start + rows)
-            keys = _keys(a[start:stop] @ ws.T)  # (rows, n) -> flat
+            block_keys = keys(a[start:stop] @ ws.T)  # (rows, n) -> flat
 
             def is_pos(idx, start=start):
                 return a_codes[start + idx // n] == w_codes[idx % n]
 
-            yield keys, is_pos
+            yield block_keys, is_pos
 
     with threadpool_limits(limits=1, user_api="blas"):
         p, below, equal, total = _exact_stats(blocks, hint, int(pi.size))
@@ -374,6 +399,43 @@ def cross_view_ap(
     if return_prb:
         return ap, _prb_from_stats(p, below, equal, total)
     return ap
+
+
+def cross_view_positive_cosines(
+    acoustic_emb: Any,
+    acoustic_labels: Sequence[Any] | np.ndarray,
+    word_emb: Any,
+    word_labels: Sequence[Any] | np.ndarray,
+) -> np.ndarray:
+    """The cosine of every positive cross-view pair (a token and its own written word), (P,)
+    float64, in acoustic-row order.
+
+    Under the squared distance ``1 - cos²`` a word may sit opposite its tokens; the share of
+    these cosines below 0 says how often it does, which the cosine-ranked
+    :func:`cross_view_ap` punishes and ``absolute=True`` does not.
+    """
+    a, w, _, _, pi, pj = _cross_view_pairs(acoustic_emb, acoustic_labels, word_emb, word_labels)
+    return np.einsum("ij,ij->i", a[pi], w[pj])
+
+
+def cross_view_chance(
+    acoustic_labels: Sequence[Any] | np.ndarray, word_labels: Sequence[Any] | np.ndarray
+) -> float:
+    """The share of positive pairs among the M x N cross-view pairs: the AP of a ranking that
+    knows nothing (in expectation, up to a term that vanishes as the pairs grow)."""
+    a_lab, w_lab = np.asarray(acoustic_labels), np.asarray(word_labels)
+    words, counts = np.unique(w_lab, return_counts=True)
+    per_token = dict(zip(words.tolist(), counts.tolist(), strict=True))
+    positives = sum(per_token.get(label, 0) for label in a_lab.tolist())
+    return positives / (a_lab.size * w_lab.size)
+
+
+def same_different_chance(labels: Sequence[Any] | np.ndarray) -> float:
+    """The share of same-label pairs among all N(N-1)/2 pairs: the same-different AP of a
+    ranking that knows nothing (in expectation, up to a term that vanishes as N grows)."""
+    _, counts = np.unique(np.asarray(labels), return_counts=True)
+    n = int(counts.sum())
+    return float((counts * (counts - 1)).sum() / (n * (n - 1)))
 
 
 def pairs_average_precision(
@@ -453,8 +515,11 @@ __all__ = [
     "METRICS",
     "QUANT_BITS",
     "cross_view_ap",
+    "cross_view_chance",
+    "cross_view_positive_cosines",
     "pairs_average_precision",
     "reference_cross_view_ap",
     "reference_same_different_ap",
     "same_different_ap",
+    "same_different_chance",
 ]
