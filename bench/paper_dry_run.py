@@ -97,7 +97,8 @@ def awe_chapter(out: Path) -> str:
         awe.CHAPTER, "03_evaluate", {"acoustic_ap": baseline["ap"]}, preset=preset,
         seed=cfg.seed, config=to_dict(cfg), tags={"model": "mfcc-dtw"},
     )  # fmt: skip
-    findings = awe.findings(reporting.read_ledger(), cfg, preset)
+    chance = awe.chance_levels(test)
+    findings = awe.findings(reporting.read_ledger(), cfg, preset, chance=chance)
     params = sum(p.numel() for p in run.model.parameters())
     return f"model {params / 1e6:.1f}M parameters, {len(findings)} findings rows"
 

@@ -27,7 +27,7 @@
 from typing import Optional
 
 preset: str = "embedded"  # smoke | embedded | paper
-seed: Optional[int] = None  # seed of the single-seed rows; None: preset's
+seed: Optional[int] = None  # surprise language, submission; None: preset's
 max_steps: Optional[int] = None  # cap on optimizer steps; None: preset's
 workers: Optional[int] = None  # runs at once; None: one per core (GPU: 1)
 

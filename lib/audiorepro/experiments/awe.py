@@ -723,7 +723,7 @@ def sweep_curves(rows: Sequence[Mapping[str, Any]], table: str) -> dict[str, lis
 def curve_ends(curves: Mapping[str, Sequence[float]]) -> pd.DataFrame:
     """How far each curve of :func:`sweep_curves` still rose at its end: the last value, the
     gain of the last epoch, and that gain as a share of the rise since the first epoch (near
-    0: flat, a plateau; near 1 / epochs or above: still climbing)."""
+    0: flat, a plateau; 1 / (epochs - 1) or above: still climbing as fast as on average)."""
     out = []
     for label, curve in curves.items():
         first, last = curve[0], curve[-1]
