@@ -503,3 +503,25 @@ def test_mixed_channels_degrade_each_speaker_and_are_not_reused_as_clean(corpus,
     settings = zc.corpus_settings("zerospeech2019", "smoke", 0, other)
     assert not matches(zc.read_marker(out), settings)
     assert matches(zc.read_marker(out), zc.corpus_settings("zerospeech2019", "smoke", 0, SMOKE))
+
+
+def test_score_units_scores_both_modes_as_two_single_mode_calls(corpus) -> None:
+    """score_units' within error (one abx_modes call for both modes) is the error a separate
+    within-speaker abx call gives, and its across error the across call's."""
+    from audiorepro.experiments.zerospeech import score_units
+    from audiorepro.metrics.abx import abx
+
+    lang_dir = corpus[0] / "english"
+    rng = np.random.default_rng(0)
+    names = sorted(p.stem for p in (lang_dir / "test").glob("*.wav"))
+    shift = 0.04
+    vectors = {
+        n: rng.normal(size=(int(sf.info(str(lang_dir / "test" / f"{n}.wav")).duration / shift) + 3, 4))
+        for n in names
+    }  # fmt: skip
+    codes = {n: rng.integers(0, 8, size=len(v)) for n, v in vectors.items()}
+    metrics = score_units(codes, vectors, lang_dir, shift, within=True)
+    item = lang_dir / zc.ITEM_FILE
+    assert metrics["abx_across"] == abx(vectors, item, "angular", "across", shift).error
+    assert metrics["abx_within"] == abx(vectors, item, "angular", "within", shift).error
+    assert "abx_within" not in score_units(codes, vectors, lang_dir, shift)

@@ -92,7 +92,7 @@ from audiorepro.features import (
     spectral_convergence,
 )
 from audiorepro.losses.inverter import inverter_loss
-from audiorepro.metrics.abx import abx, abx_error, relative_time_item_file
+from audiorepro.metrics.abx import abx, abx_error, abx_modes, relative_time_item_file
 from audiorepro.metrics.bitrate import bitrate, bitrate_from_submission
 from audiorepro.models.inverter import CodebookInverter, InverterConfig
 from audiorepro.models.kmeans import KMeans, kmeans
@@ -564,8 +564,10 @@ def score_units(
     ``frame_shift`` s apart), bitrate (b/s) of the ``codes`` ``{file: (T',)}`` over the files of
     ``bitrate_filelist.txt``, and the codes used and perplexity over all files: the metrics of
     :func:`evaluate`, for any units (the VQ-VAE's, k-means')."""
-    shift = frame_shift
-    result = abx(vectors, Path(lang_dir) / item_file, "angular", "across", frame_shift=shift)
+    modes = ["across", "within"] if within else ["across"]
+    # one parse of the item file, each DTW distance once for both modes
+    scored = abx_modes(vectors, Path(lang_dir) / item_file, "angular", modes, frame_shift)
+    result = scored["across"]
     entries = read_bitrate_filelist(Path(lang_dir) / "bitrate_filelist.txt")
     names = [n[: -len(".txt")] for n, _ in entries]
     rate = bitrate([codes[n] for n in names], sum(d for _, d in entries))
@@ -580,9 +582,7 @@ def score_units(
         "n_triplets": float(result.n_triplets),
     }
     if within:
-        metrics["abx_within"] = abx(
-            vectors, Path(lang_dir) / item_file, "angular", "within", frame_shift=shift
-        ).error
+        metrics["abx_within"] = scored["within"].error
     return metrics
 
 
