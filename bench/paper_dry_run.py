@@ -6,9 +6,16 @@ sizes that make a CPU run feasible (:data:`OVERRIDES`: epochs, number of seeds, 
 Each chapter goes through its experiments functions as its pages do (train, evaluate, record,
 findings) and must leave ledger rows; the script exits 1 if a chapter fails or records nothing.
 
-Chapters done: 03 (Transformer VQ-VAE, the ZeroSpeech 2019 release layout) and 04 (multi-view AWE, the Switchboard word lists + npz features of
-``audiorepro.data.recipes.switchboard``). Everything goes to ``--out`` (a temporary folder by
-default): data, run store, ledger::
+Chapters: 01 (PaSST-N + RoBERTa-large, the ClothoV2 / AudioCaps / WavCaps distributed layouts),
+02 (the PaSST, ATST-Frame and MobileNetV3 teachers, stage 2, the λ sweep), 03 (Transformer VQ-VAE,
+the ZeroSpeech 2019 release layout) and 04 (multi-view AWE, the Switchboard word lists + npz
+features of ``audiorepro.data.recipes.switchboard``). Chapters 01-02 find their pretrained weights
+as a researcher's machine would: the released AudioSet checkpoints under their published file
+names in ``$AUDIOREPRO_CHECKPOINTS`` (written here with random weights in the released key
+layouts, :func:`write_released_checkpoints`) and ``roberta-large`` in the Hugging Face hub cache
+(random weights of the published configuration, :func:`write_text_model`), loaded offline.
+Everything goes to ``--out`` (a temporary folder by default): data, checkpoints, hub cache, run
+store, ledger::
 
     PYTHONPATH=lib python bench/paper_dry_run.py [--out DIR] [--chapters 04]
 """
@@ -27,6 +34,31 @@ from typing import Any
 
 #: The only changes to the paper presets: sizes, never the models or the method.
 OVERRIDES: dict[str, dict[str, Any]] = {
+    "01_retrieval": {
+        "train.batch_size": 2,  # paper: 64
+        "train.num_epochs": 1,  # paper: 16
+        "max_train_items": 2,  # captions per corpus; paper: all
+        "max_eval_items": 6,  # paper: all 5,225 evaluation captions
+        "eval_batch_size": 4,  # paper: 64
+        "finetune_epochs": 2,  # paper: 5 (two epoch ends: the validation selection runs)
+        "ablation_epochs": 1,  # paper: 16
+        "seeds": [0],  # paper: 0, 1, 2
+        "corpus_combinations": ["clotho", "audiocaps+wavcaps+clotho"],  # paper: all seven
+        "snippet_lengths_s": [5.0, 10.0],  # paper: 2, 5, 10, 15
+    },
+    "02_distillation": {
+        "retrieval.train.batch_size": 2,  # paper: 64
+        "retrieval.train.num_epochs": 1,  # paper: 16 (chapter 01)
+        "retrieval.max_train_items": 2,
+        "retrieval.max_eval_items": 6,
+        "retrieval.eval_batch_size": 4,
+        "retrieval.seeds": [0],
+        "mobilenet_batch_size": 2,  # paper: 32
+        "stage1_steps": 2,  # paper: 20 epochs (not chapter 01's recipe: PaSST trains its own)
+        "finetune_epochs": 1,  # paper: 20
+        "seeds": [0],  # paper: 0, 1, 2
+        "lambdas": [0.0, 1.0],  # paper: 0, 0.5, 1, 2
+    },
     "03_zerospeech": {
         "train.max_steps": 2,  # paper: 100 epochs
         "inverter_train.max_steps": 2,  # paper: 100 epochs
@@ -44,16 +76,183 @@ OVERRIDES: dict[str, dict[str, Any]] = {
 }
 
 
+#: The published configuration of each text model a ``paper`` preset names (its ``config.json``
+#: on the Hugging Face hub), written with random weights by :func:`write_text_model`.
+TEXT_MODELS: dict[str, dict[str, Any]] = {
+    "roberta-large": dict(
+        model_type="roberta", vocab_size=50265, hidden_size=1024, num_hidden_layers=24,
+        num_attention_heads=16, intermediate_size=4096, max_position_embeddings=514,
+        type_vocab_size=1, layer_norm_eps=1e-5, pad_token_id=1, bos_token_id=0, eos_token_id=2,
+    ),
+}  # fmt: skip
+
+
 def use_folder(out: Path) -> None:
-    """Point the data, runs, ledger and checkpoints at folders under ``out``."""
+    """Point the data, runs, ledger, checkpoints and the Hugging Face hub cache (offline) at
+    folders under ``out``."""
     for name, sub in (
         ("AUDIOREPRO_DATA", "data"),
         ("AUDIOREPRO_RUNS", "runs"),
         ("AUDIOREPRO_RESULTS", "results"),
         ("AUDIOREPRO_CHECKPOINTS", "checkpoints"),
+        ("HF_HOME", "huggingface"),
     ):
         (out / sub).mkdir(parents=True, exist_ok=True)
         os.environ[name] = str(out / sub)
+    os.environ["HF_HUB_OFFLINE"] = "1"  # as on the CI machine: nothing is downloaded
+
+
+def write_text_model(repo_id: str, captions: Sequence[str]) -> Path:
+    """``repo_id`` as a download of it sits in the Hugging Face hub cache
+    (``$HF_HOME/hub/models--<repo>/snapshots/<revision>/`` and ``refs/main``), so that
+    ``from_pretrained(repo_id)`` loads it offline: the published configuration
+    (:data:`TEXT_MODELS`) with random weights, and a byte-level BPE tokenizer in the model's
+    file layout (``vocab.json``, ``merges.txt``, ``<s>`` ``<pad>`` ``</s>`` ``<unk>``
+    ``<mask>``) trained on ``captions`` (the published vocabulary is a download too)."""
+    import torch
+    from tokenizers import ByteLevelBPETokenizer
+    from transformers import AutoConfig, AutoModel, RobertaTokenizerFast
+
+    revision = "0" * 40
+    cache = Path(os.environ["HF_HOME"]) / "hub" / f"models--{repo_id.replace('/', '--')}"
+    snapshot = cache / "snapshots" / revision
+    if (snapshot / "config.json").is_file():
+        return snapshot
+    snapshot.mkdir(parents=True, exist_ok=True)
+    bpe = ByteLevelBPETokenizer()
+    specials = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
+    bpe.train_from_iterator(list(captions), vocab_size=1000, special_tokens=specials)
+    bpe.save_model(str(snapshot))
+    tokenizer = RobertaTokenizerFast(
+        vocab_file=str(snapshot / "vocab.json"), merges_file=str(snapshot / "merges.txt")
+    )
+    tokenizer.save_pretrained(snapshot)
+    fields = dict(TEXT_MODELS[repo_id])
+    config = AutoConfig.for_model(fields.pop("model_type"), **fields)
+    torch.manual_seed(0)
+    AutoModel.from_config(config, add_pooling_layer=False).save_pretrained(snapshot)
+    (cache / "refs").mkdir(exist_ok=True)
+    (cache / "refs" / "main").write_text(revision)
+    return snapshot
+
+
+def write_released_checkpoints(model_cfgs: Sequence[Any]) -> list[Path]:
+    """The released AudioSet checkpoint of each audio encoder in ``model_cfgs`` (those with
+    ``audio_pretrained: audioset``), under its published file name in
+    ``$AUDIOREPRO_CHECKPOINTS``: the paper-size encoder with random weights and a 527-class
+    head, in the family's released key layout (``save_released_layout``), a PaSST with its
+    release's time encoding (10 s, 20 s for S20)."""
+    import torch
+    from torch import nn
+
+    from audiorepro.config import replace
+    from audiorepro.models.audio_encoders import (
+        AUDIOSET,
+        build_audio_encoder,
+        released_checkpoint,
+        save_released_layout,
+    )
+    from audiorepro.models.passt import PASST_CONFIGS
+    from audiorepro.paths import checkpoints_dir
+
+    written: dict[str, Path] = {}
+    for cfg in model_cfgs:
+        if cfg.audio_pretrained != AUDIOSET:
+            continue
+        path = checkpoints_dir() / released_checkpoint(cfg).file_name
+        if str(path) in written or path.is_file():
+            continue
+        changes: dict[str, Any] = {"audio_pretrained": None}
+        if cfg.audio_encoder == "passt":
+            changes["snippet_s"] = PASST_CONFIGS[cfg.passt_variant]["img_size"][1] / 100
+        torch.manual_seed(0)
+        encoder, _, _ = build_audio_encoder(replace(cfg, **changes))
+        inner = getattr(encoder, "encoder", encoder)
+        width = int(inner.num_features)
+        if cfg.audio_encoder == "mobilenet":
+            width = int(inner.classifier[2].out_features)
+        save_released_layout(encoder, cfg, path, head=nn.Linear(width, 527))
+        written[str(path)] = path
+    return list(written.values())
+
+
+def _caption_data(cfg: Any) -> Any:
+    """Chapter 01's data under ``paper``: the smoke audio-caption corpora written where the
+    preset reads the real downloads (``<data>/real/{clotho,audiocaps,wavcaps}``, in their
+    distributed layouts) and loaded by the recipes; the text model's hub snapshot is written
+    first, its tokenizer trained on these captions."""
+    from audiorepro.data.embedded.audio_caption import generate_audio_caption_corpora
+    from audiorepro.experiments import retrieval
+
+    root = cfg.corpus.resolve(Path(os.environ["AUDIOREPRO_DATA"]) / "real")
+    if not (root / "clotho").is_dir():
+        generate_audio_caption_corpora(root, "smoke", 0)
+    data = retrieval.load_data(cfg)
+    items = retrieval.all_items(data.pretrain, data.validation, data.evaluation)
+    write_text_model(cfg.model.text_model, [i.caption for i in items])
+    return data
+
+
+def retrieval_chapter(out: Path) -> str:
+    """Chapter 01 under ``paper``: the smoke audio-caption corpora in the ClothoV2, AudioCaps and
+    WavCaps layouts, PaSST-N (and CNN14, PaSST-S20) from released-layout AudioSet files,
+    RoBERTa-large from the hub cache, then pages 02-04's experiments: pretraining, fine-tuning
+    with and without caption augmentation (validation selection), the four ablations, the
+    findings and the mechanism checks."""
+    from audiorepro import reporting
+    from audiorepro.experiments import retrieval
+
+    preset = "paper"
+    cfg = retrieval.load_config(preset, OVERRIDES["01_retrieval"])
+    data = _caption_data(cfg)
+    write_released_checkpoints(
+        [cfg.model]
+        + [
+            retrieval.ablation_config(cfg, kind, setting).model
+            for kind, settings in retrieval.ablation_settings(cfg).items()
+            for setting in settings
+        ]
+    )
+    runs = retrieval.evaluate_stages(cfg, data, preset=preset, page="03_finetune")
+    retrieval.run_ablations(cfg, data, preset=preset, page="04_evaluate")
+    records = reporting.read_ledger()
+    _, floor = retrieval.chance_floor(data)
+    findings = retrieval.findings(records, cfg, preset, must_beat=floor)
+    checks = retrieval.mechanism_checks(cfg, data)
+    model = runs["pretrain", cfg.seeds[0]][0]
+    params = sum(p.numel() for p in model.parameters())
+    return (
+        f"dual encoder {params / 1e6:.1f}M parameters, {len(findings)} findings rows, "
+        f"{len(checks)} mechanism checks"
+    )
+
+
+def distillation_chapter(out: Path) -> str:
+    """Chapter 02 under ``paper``: chapter 01's corpora, text model and checkpoints plus the
+    ATST-Frame and MobileNetV3 (mn40_as_ext) releases, then pages 01-04's experiments: every
+    stage-1 teacher (PaSST its own, §4.5's recipe differing from chapter 01's), the ensemble
+    and its soft targets, stage 2 of every student, the λ sweep, the findings."""
+    from audiorepro import reporting
+    from audiorepro.experiments import distillation
+
+    preset = "paper"
+    cfg = distillation.load_config(preset, OVERRIDES["02_distillation"])
+    rcfg = cfg.retrieval
+    data = _caption_data(rcfg)
+    write_released_checkpoints([distillation.teacher_config(cfg, t).model for t in cfg.teachers])
+    if not distillation.own_passt_teacher(cfg):
+        raise RuntimeError("the paper preset's PaSST teacher should be chapter 02's own")
+    distillation.evaluate_teachers(cfg, data, preset=preset, page="01_teachers")
+    seed = cfg.seeds[0]
+    items = distillation.finetune_items(cfg, data)
+    ensemble = distillation.teacher_ensemble(cfg, seed, data, items)
+    distillation.target_summary(cfg, seed, data, ensemble)
+    distillation.evaluate_models(cfg, data, preset=preset, page="03_distill")
+    distillation.evaluate_sweep(cfg, data, preset=preset, page="04_evaluate")
+    records = reporting.read_ledger()
+    chance = distillation.chance_levels(data, cfg)
+    findings = distillation.findings(records, cfg, preset, chance)
+    return f"{len(cfg.teachers)} teachers, {len(findings)} findings rows"
 
 
 def awe_chapter(out: Path) -> str:
@@ -174,6 +373,8 @@ def zerospeech_chapter(out: Path) -> str:
 
 
 CHAPTERS: dict[str, Callable[[Path], str]] = {
+    "01_retrieval": retrieval_chapter,
+    "02_distillation": distillation_chapter,
     "03_zerospeech": zerospeech_chapter,
     "04_awe": awe_chapter,
 }

@@ -315,3 +315,35 @@ def test_cut_time_encoding_on_load_equals_the_full_model_on_short_inputs(tmp_pat
     longer = small_model(img_size=(32, 150))  # cannot grow an encoding
     with pytest.raises(CheckpointError, match="time_new_pos_embed"):
         load_passt_checkpoint(longer, tmp_path / "full.pt", cut_time_pos_embed=True)
+
+
+def test_scaled_time_patchout_keeps_the_variants_share_of_dropped_time_patches():
+    from audiorepro.models.passt import scaled_time_patchout
+
+    assert scaled_time_patchout("s20", 2000) == 80  # its own 20 s input: Table 2's 80
+    assert scaled_time_patchout("s20", 1000) == 40
+    assert scaled_time_patchout("s20", 500) == 20
+    assert scaled_time_patchout("s20", 200) == 8
+    assert scaled_time_patchout("n", 1000) == 15  # PaSST-N at 10 s: Table 2's 15
+    with pytest.raises(ValueError, match="unknown PaSST variant"):
+        scaled_time_patchout("xl", 1000)
+
+
+def test_every_paper_snippet_length_gets_a_patchout_that_leaves_time_patches():
+    """Paper (a) Figure 1 runs PaSST-S20 on 2-15 s snippets; its own patchout (80 time
+    patches) would leave none of a 2 s snippet's 20 and stop the ablation."""
+    from audiorepro.experiments import retrieval
+    from audiorepro.models.passt import PASST_CONFIGS, PatchEmbed
+
+    cfg = retrieval.load_config("paper")
+    with pytest.raises(ValueError, match="must leave patches"):
+        passt("s20", img_size=(128, 200), s_patchout_t=80)
+    for seconds in cfg.snippet_lengths_s:
+        model = retrieval.ablation_config(cfg, "snippet_s", str(seconds)).model
+        assert model.passt_variant == "s20" and model.snippet_s == seconds
+        variant = PASST_CONFIGS["s20"]
+        grid = PatchEmbed((128, model.snippet_frames), 16, variant["stride"], 1, 8).grid_size
+        assert 0 < model.s_patchout_t < grid[1]
+        assert model.s_patchout_t == round(80 * seconds / 20)
+    # the main model, PaSST-N at 10 s, keeps the variant's own (Table 2's 15)
+    assert cfg.model.s_patchout_t is None and cfg.model.passt_variant == "n"

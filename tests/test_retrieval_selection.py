@@ -114,6 +114,25 @@ def test_one_epoch_is_not_evaluated_and_best_is_final(smoke, tmp_path, monkeypat
         best, _ = load_tensors(path / "model.safetensors")
         final, _ = load_tensors(path / "final.safetensors")
         assert equal_states(best, final)
+        assert (path / "model.safetensors").samefile(path / "final.safetensors")  # one file
+
+
+@pytest.mark.parametrize(("values", "one_file"), [({4: 0.5, 8: 0.3}, False), ({4: 0.3, 8: 0.5}, True)])
+def test_best_weights_are_a_second_file_only_when_they_are_not_the_final_ones(
+    smoke, tmp_path, monkeypatch, values, one_file
+):
+    cfg, data = smoke
+    monkeypatch.setattr(retrieval, "evaluate", scripted := Scripted(values))
+    store = RunStore(CHAPTER, tmp_path / "runs")
+    model = run_training(
+        "t", cfg, 5, data, items=data.training_items(["clotho"], 16), num_epochs=2, lr=1e-3,
+        progress="none", run_store=store, callbacks=[scripted],
+    )  # fmt: skip
+    assert model.train_history["best_step"] == max(values, key=values.get)
+    (run,) = store.runs("t")
+    best, final = run.path / "model.safetensors", run.path / "final.safetensors"
+    assert best.samefile(final) is one_file
+    assert equal_states(load_tensors(best)[0], load_tensors(final)[0]) is one_file
 
 
 def test_evaluation_points_count_epoch_ends_and_the_last_step(smoke):

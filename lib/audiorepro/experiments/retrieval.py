@@ -44,7 +44,7 @@ from audiorepro.features import load_audio
 from audiorepro.metrics.retrieval import retrieval_metrics
 from audiorepro.models.audio_encoders import FRAMES_PER_SECOND
 from audiorepro.models.dual_encoder import DualEncoder, DualEncoderConfig, build_dual_encoder
-from audiorepro.models.passt import PASST_CONFIGS
+from audiorepro.models.passt import PASST_CONFIGS, scaled_time_patchout
 from audiorepro.models.text import TextEncoder
 from audiorepro.paths import data_dir, repo_root
 from audiorepro.reporting import PaperRow
@@ -955,8 +955,13 @@ def trained_model(
                 history["clips_per_s"] = steps * config.train.batch_size / result.wall_time_s
             save_text_caches()
             final = trained_state(model)
-            save_tensors(selection.best_state(final), folder / WEIGHT_FILES["best"])
             save_tensors(final, folder / WEIGHT_FILES["final"])
+            kept = selection.keep.best_step
+            best_is_final = kept is None or (result is not None and kept == result.final_step)
+            if best_is_final:  # one file on disk (a paper-size run's weights are GBs)
+                os.link(folder / WEIGHT_FILES["final"], folder / WEIGHT_FILES["best"])
+            else:
+                save_tensors(selection.best_state(final), folder / WEIGHT_FILES["best"])
             write_json(folder / "history.json", history)
             return {}
 
@@ -1182,7 +1187,9 @@ def ablation_config(config: Config, kind: str, setting: str) -> Config:
     """``config`` with one factor changed. ``setting``: ``passt``/``cnn14``/``cnn10``,
     ``pretrained``/``random``, ``+``-joined corpora, or a snippet length in seconds (with a
     PaSST main model and ``snippet_variant`` set, every snippet length runs on that variant,
-    PaSST-S20 in the paper)."""
+    PaSST-S20 in the paper; a PaSST whose time patchout is the variant's own drops the same
+    share of each snippet's time patches as the variant does of its input,
+    :func:`~audiorepro.models.passt.scaled_time_patchout`)."""
     if kind == "audio_encoder":
         return replace(config, **{"model.audio_encoder": setting})
     if kind == "text_encoder":
@@ -1193,8 +1200,13 @@ def ablation_config(config: Config, kind: str, setting: str) -> Config:
         return replace(config, pretrain_corpora=corpora_order(config, setting))
     if kind == "snippet_s":
         changes: dict[str, Any] = {"model.snippet_s": float(setting)}
-        if config.snippet_variant is not None and config.model.audio_encoder == "passt":
-            changes["model.passt_variant"] = config.snippet_variant
+        if config.model.audio_encoder == "passt":
+            if config.snippet_variant is not None:
+                changes["model.passt_variant"] = config.snippet_variant
+            if config.model.s_patchout_t is None:  # the variant's, scaled to the snippet
+                variant = changes.get("model.passt_variant", config.model.passt_variant)
+                frames = int(round(float(setting) * FRAMES_PER_SECOND))
+                changes["model.s_patchout_t"] = scaled_time_patchout(variant, frames)
         return replace(config, **changes)
     raise ValueError(f"unknown ablation {kind!r}; known: {', '.join(ABLATIONS)}")
 

@@ -370,6 +370,20 @@ PASST_CONFIGS: dict[str, dict] = {
 }
 
 
+def scaled_time_patchout(name: str, frames: int) -> int:
+    """Variant ``name``'s structured time patchout for inputs of ``frames`` log-mel frames: the
+    same share of the time patches dropped as on the variant's own input length, rounded.
+
+    PaSST-S20 drops 80 of the time patches of its 20 s input; at 10 s that is 40, at 2 s 8
+    (its 80 would leave none of a 2 s snippet's 20). Paper (a) runs PaSST-S20 on 2-15 s
+    snippets (§3.4, Figure 1) without saying how its patchout changed; this rule is ours.
+    """
+    if name not in PASST_CONFIGS:
+        raise ValueError(f"unknown PaSST variant {name!r}; known: {sorted(PASST_CONFIGS)}")
+    cfg = PASST_CONFIGS[name]
+    return int(round(cfg["s_patchout_t"] * frames / cfg["img_size"][1]))
+
+
 def passt(name: str, **overrides) -> PaSST:
     """PaSST variant ``name`` (a key of :data:`PASST_CONFIGS`) with constructor overrides.
 
