@@ -2,7 +2,8 @@
 
 The corpus is written in the real corpus's distributed layout where the ``paper`` preset looks
 for it (under ``$AUDIOREPRO_DATA``), the models are the paper's sizes, and the only overrides are
-sizes that make a CPU run feasible (:data:`OVERRIDES`: epochs, number of seeds, the DTW subset).
+sizes that make a CPU run feasible (:data:`OVERRIDES`: epochs or steps, batch, captions per
+corpus, number of seeds, the number of ablation settings and λ values, the DTW subset).
 Each chapter goes through its experiments functions as its pages do (train, evaluate, record,
 findings) and must leave ledger rows; the script exits 1 if a chapter fails or records nothing.
 
@@ -15,15 +16,17 @@ names in ``$AUDIOREPRO_CHECKPOINTS`` (written here with random weights in the re
 layouts, :func:`write_released_checkpoints`) and ``roberta-large`` in the Hugging Face hub cache
 (random weights of the published configuration, :func:`write_text_model`), loaded offline.
 Everything goes to ``--out`` (a temporary folder by default): data, checkpoints, hub cache, run
-store, ledger::
+store, ledger; a chapter's runs are deleted once it has passed (``--keep-runs`` keeps them:
+chapters 01 and 02 leave about 20 GB each)::
 
-    PYTHONPATH=lib python bench/paper_dry_run.py [--out DIR] [--chapters 04]
+    PYTHONPATH=lib python bench/paper_dry_run.py [--out DIR] [--chapters 04] [--keep-runs]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -102,13 +105,16 @@ def use_folder(out: Path) -> None:
     os.environ["HF_HUB_OFFLINE"] = "1"  # as on the CI machine: nothing is downloaded
 
 
-def write_text_model(repo_id: str, captions: Sequence[str]) -> Path:
+def write_text_model(
+    repo_id: str, captions: Sequence[str], sizes: dict[str, Any] | None = None
+) -> Path:
     """``repo_id`` as a download of it sits in the Hugging Face hub cache
     (``$HF_HOME/hub/models--<repo>/snapshots/<revision>/`` and ``refs/main``), so that
     ``from_pretrained(repo_id)`` loads it offline: the published configuration
     (:data:`TEXT_MODELS`) with random weights, and a byte-level BPE tokenizer in the model's
     file layout (``vocab.json``, ``merges.txt``, ``<s>`` ``<pad>`` ``</s>`` ``<unk>``
-    ``<mask>``) trained on ``captions`` (the published vocabulary is a download too)."""
+    ``<mask>``) trained on ``captions`` (the published vocabulary is a download too).
+    ``sizes`` replaces configuration fields (the tests' small model)."""
     import torch
     from tokenizers import ByteLevelBPETokenizer
     from transformers import AutoConfig, AutoModel, RobertaTokenizerFast
@@ -127,7 +133,9 @@ def write_text_model(repo_id: str, captions: Sequence[str]) -> Path:
         vocab_file=str(snapshot / "vocab.json"), merges_file=str(snapshot / "merges.txt")
     )
     tokenizer.save_pretrained(snapshot)
-    fields = dict(TEXT_MODELS[repo_id])
+    if repo_id not in TEXT_MODELS:
+        raise ValueError(f"no published configuration for {repo_id!r}; known: {list(TEXT_MODELS)}")
+    fields = TEXT_MODELS[repo_id] | (sizes or {})
     config = AutoConfig.for_model(fields.pop("model_type"), **fields)
     torch.manual_seed(0)
     AutoModel.from_config(config, add_pooling_layer=False).save_pretrained(snapshot)
@@ -385,6 +393,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=None, help="default: a temporary folder")
     parser.add_argument("--chapters", default=",".join(CHAPTERS), help=f"of {', '.join(CHAPTERS)}")
+    parser.add_argument(
+        "--keep-runs",
+        action="store_true",
+        help="keep each chapter's run store (chapters 01-02's paper-size runs take about 20 GB "
+        "each; by default a chapter's runs are deleted once it has passed)",
+    )
     args = parser.parse_args(argv)
     chapters = [c.strip() for c in args.chapters.split(",") if c.strip()]
     unknown = [c for c in chapters if c not in CHAPTERS]
@@ -408,6 +422,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         ok = bool(rows) and all(r["preset"] == "paper" for r in rows)
         if not ok:
             failed.append(chapter)
+        elif not args.keep_runs:
+            shutil.rmtree(Path(os.environ["AUDIOREPRO_RUNS"]) / chapter, ignore_errors=True)
         print(
             f"{chapter}: {'ok' if ok else 'FAILED'} in {time.perf_counter() - start:.0f} s, "
             f"{len(rows)} ledger rows under preset paper, {summary}",

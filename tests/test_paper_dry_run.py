@@ -18,7 +18,7 @@ def test_paper_presets_of_chapters_03_and_04_run_end_to_end(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(REPO / "lib"), "OMP_NUM_THREADS": "2"}
     proc = subprocess.run(
         [sys.executable, str(REPO / "bench/paper_dry_run.py"), "--out", str(tmp_path),
-         "--chapters", "03_zerospeech,04_awe"],
+         "--chapters", "03_zerospeech,04_awe", "--keep-runs"],
         capture_output=True, text=True, env=env, timeout=600,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -59,3 +59,56 @@ def test_unknown_chapter_is_an_error():
         capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO / "lib")},
     )  # fmt: skip
     assert proc.returncode == 2 and "07_nothing" in proc.stderr
+
+
+def test_the_paper_text_model_loads_offline_from_the_hub_cache_layout(tmp_path):
+    """``write_text_model`` leaves roberta-large where a download would be: the chapter's
+    ``TextEncoder("roberta-large")`` finds it with the hub offline (small sizes here)."""
+    script = f"""
+import sys
+from pathlib import Path
+sys.path.insert(0, {str(REPO / "bench")!r})
+import paper_dry_run as dry
+dry.use_folder(Path({str(tmp_path)!r}))
+sizes = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)
+snapshot = dry.write_text_model("roberta-large", ["a dog barks", "rain on a roof"] * 20, sizes)
+from audiorepro.models.text import TextEncoder
+text = TextEncoder("roberta-large", pretrained=True)
+print(snapshot.parent.parent.name, text.dim, tuple(text(["A dog barks!", "rain"]).shape),
+      text.tokenizer.convert_ids_to_tokens(text.tokenizer("a dog").input_ids)[0],
+      text.model.config.vocab_size)
+"""
+    env = {**os.environ, "PYTHONPATH": str(REPO / "lib")}
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split() == ["models--roberta-large", "32", "(2,", "32)", "<s>", "50265"]
+    hub = tmp_path / "huggingface/hub/models--roberta-large"
+    assert (hub / "refs/main").read_text() == "0" * 40
+    files = {p.name for p in (hub / "snapshots" / ("0" * 40)).iterdir()}
+    assert {"config.json", "vocab.json", "merges.txt", "model.safetensors"} <= files
+
+
+@pytest.mark.slow
+def test_released_layouts_of_the_paper_encoders_load_into_the_paper_configs(tmp_path, monkeypatch):
+    """Every released AudioSet file chapters 01-02's paper presets name, written by the dry
+    run from a paper-size encoder, loads (strictly) through ``audio_pretrained: audioset``."""
+    sys.path.insert(0, str(REPO / "bench"))
+    import paper_dry_run as dry
+
+    from audiorepro.experiments import distillation, retrieval
+    from audiorepro.models.audio_encoders import build_audio_encoder
+
+    monkeypatch.setenv("AUDIOREPRO_CHECKPOINTS", str(tmp_path))
+    cfg = distillation.load_config("paper")
+    models = [distillation.teacher_config(cfg, t).model for t in cfg.teachers] + [
+        retrieval.ablation_config(cfg.retrieval, kind, setting).model
+        for kind in ("audio_encoder", "snippet_s")
+        for setting in retrieval.ablation_settings(cfg.retrieval)[kind]
+    ]
+    written = dry.write_released_checkpoints(models)
+    assert sorted(p.name for p in written) == sorted([
+        "passt-s-f128-p16-s16-ap.468.pt", "passt-s-f128-20sec-p16-s10-ap.474-swa.pt",
+        "Cnn14_mAP=0.431.pth", "atst_as2M.ckpt", "mn40_as_ext_mAP_487.pt",
+    ])  # fmt: skip
+    for model in models:  # PaSST-S20 at 2-15 s snippets: the 20 s time encoding is cut
+        build_audio_encoder(model)

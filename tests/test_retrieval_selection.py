@@ -117,7 +117,9 @@ def test_one_epoch_is_not_evaluated_and_best_is_final(smoke, tmp_path, monkeypat
         assert (path / "model.safetensors").samefile(path / "final.safetensors")  # one file
 
 
-@pytest.mark.parametrize(("values", "one_file"), [({4: 0.5, 8: 0.3}, False), ({4: 0.3, 8: 0.5}, True)])
+@pytest.mark.parametrize(
+    ("values", "one_file"), [({4: 0.5, 8: 0.3}, False), ({4: 0.3, 8: 0.5}, True)]
+)
 def test_best_weights_are_a_second_file_only_when_they_are_not_the_final_ones(
     smoke, tmp_path, monkeypatch, values, one_file
 ):
