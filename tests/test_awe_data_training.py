@@ -518,3 +518,42 @@ def test_a_killed_run_resumes_from_its_last_checkpoint_bit_for_bit(tmp_path):
     for a, b in zip(whole.model.parameters(), resumed.model.parameters(), strict=True):
         assert torch.equal(a, b)
     assert not staging.exists()  # published: the checkpoints are gone
+
+
+def test_the_corpus_as_a_segments_table_gives_the_chapters_tokens_exactly(tmp_path):
+    """The `audiorepro awe` path (a segments table of wavs, read_segments, segments_data) cuts
+    the same frames as the chapter's Switchboard-layout loader, token for token."""
+    from audiorepro.config import CorpusSpec, replace
+    from audiorepro.data.recipes.switchboard import load_vocab
+    from audiorepro.data.recordings import read_segments
+    from audiorepro.experiments import awe
+
+    cfg = awe.load_config("smoke")
+    data = awe.load_data(cfg)
+    vocab = load_vocab(awe.corpus_root(cfg) / "vocab.json")
+    for split in ("train", "test"):
+        table = awe.corpus_segments_table(cfg, data[split], tmp_path / f"{split}.tsv")
+        header, first = table.read_text().splitlines()[:2]
+        assert header.split("\t") == ["path", "word", "speaker", "start", "end"]
+        assert first.split("\t")[0].endswith(".wav")
+        rows = read_segments(table)
+        pron = {r.word: vocab.pronunciation(r.word) for r in rows}
+        seg = awe.segments_data(
+            rows, pron, vocab.phones_to_ids, split=split, feature_dim=cfg.model.feature_dim
+        )
+        assert awe.compare_segments(data[split], seg) == {
+            "tokens": (len(data[split]), len(data[split])),
+            "same_words": True, "same_speakers": True, "same_phones": True,
+            "same_frame_counts": True, "max_abs_feature_diff": 0.0,
+        }  # fmt: skip
+    # one token cut a frame short is seen
+    shorter = replace(seg, feats=[f[:-1] for f in seg.feats])
+    assert awe.compare_segments(data["test"], shorter)["same_frame_counts"] is False
+    shifted = replace(seg, feats=[f + 0.5 for f in seg.feats])
+    assert awe.compare_segments(data["test"], shifted)["max_abs_feature_diff"] == pytest.approx(
+        0.5
+    )
+    # a corpus without audio (the real Switchboard word lists) cannot be cut
+    no_audio = replace(cfg, corpus=CorpusSpec("paper", root=str(tmp_path / "swbd")))
+    with pytest.raises(FileNotFoundError, match="no audio"):
+        awe.corpus_segments_table(no_audio, data["test"], tmp_path / "x.tsv")

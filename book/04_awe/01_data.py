@@ -18,7 +18,8 @@
 #   the paper's §3.1) and apply the paper's selection rules, counting what they drop;
 # - look at the two views of one word: its MFCC + Δ + ΔΔ frames and its ARPAbet phones;
 # - see how many word types the dev and test sets share with training, which is what makes
-#   cross-view discrimination of unseen words possible at all.
+#   cross-view discrimination of unseen words possible at all;
+# - read the same words as a segments table of wavs, as the `audiorepro awe` commands do.
 
 # %% tags=["parameters"]
 from typing import Optional
@@ -108,6 +109,56 @@ fig = plotting.histogram(
     title="token lengths",
 )
 
+# %% [markdown]
+# ## The same words as anyone's recordings
+#
+# The `audiorepro awe` commands (README, "Your own recordings") take a segments table instead
+# of the Switchboard layout: one row per word token, `path word speaker start end`, times in
+# seconds, audio at any sample rate. The generated corpus can be written as one, because each
+# conversation side is a wav in its `audio/` folder and each key names the token's frames.
+# Read back through the commands' own functions (`read_segments`, then `segments_data`, which
+# computes the MFCCs from the wav), the test split should give the tokens loaded above: same
+# words, speakers and phones, same frames. The real Switchboard word lists come as features
+# only, so under `paper` there is nothing to compare.
+
+# %%
+import tempfile
+from pathlib import Path
+
+from audiorepro.data.recipes.switchboard import load_vocab
+from audiorepro.data.recordings import read_segments
+
+root = awe.corpus_root(cfg)
+if (root / "audio").is_dir():
+    table = awe.corpus_segments_table(
+        cfg, data["test"], Path(tempfile.mkdtemp()) / "test_segments.tsv"
+    )
+    print("\n".join(table.read_text().splitlines()[:3]))
+    rows = read_segments(table)
+    vocab = load_vocab(root / "vocab.json")
+    from_table = awe.segments_data(
+        rows,
+        {r.word: vocab.pronunciation(r.word) for r in rows},
+        vocab.phones_to_ids,
+        split="test",
+        feature_dim=cfg.model.feature_dim,
+        min_frames=cfg.min_frames,
+    )
+    agreement = pd.Series(
+        awe.compare_segments(data["test"], from_table), name="test split"
+    )
+else:
+    agreement = pd.Series(
+        {"tokens": "no audio in this corpus"}, name="test split"
+    )
+agreement
+
+# %% [markdown]
+# When every check is true and the largest feature difference is 0, a model trained with
+# `audiorepro awe train` on a table of one's own recordings sees its words through exactly the
+# features this chapter's models see (`tests/test_awe_data_training.py` holds the two paths to
+# that on the smoke corpus).
+
 # %%
 reporting.record_result(
     awe.CHAPTER,
@@ -137,4 +188,6 @@ reporting.record_result(
 # - loaded the three splits in the Switchboard layout and applied the paper's selection,
 #   with its counts of dropped segments;
 # - looked at one word as MFCC frames and as a phone sequence, the two views the model embeds;
-# - seen that dev and test include word types absent from training.
+# - seen that dev and test include word types absent from training;
+# - read the test split again as a segments table of wavs, the input of the `audiorepro awe`
+#   commands, and compared its tokens with the Switchboard-layout ones.

@@ -28,7 +28,9 @@ composed of the corpus (:class:`~audiorepro.config.CorpusSpec`), the encoders
   turn the rows of a segments table into :class:`~audiorepro.data.awe.WordSegments`,
   :func:`lexicon_ids` gives their pronunciations, :func:`train_on_segments` trains through the
   chapter's own training step into a run folder, :func:`embed_table` and :func:`embeddings_ap`
-  embed a table and score the embeddings.
+  embed a table and score the embeddings; :func:`corpus_segments_table` writes a split of the
+  chapter's own corpus as such a table and :func:`compare_segments` checks that both paths
+  give the same tokens.
 """
 
 from __future__ import annotations
@@ -64,6 +66,7 @@ from audiorepro.data.awe import (
 )
 from audiorepro.data.embedded.lexicon import SWITCHBOARD_SYMBOLS
 from audiorepro.data.recordings import (
+    SEGMENT_COLUMNS,
     RecordingsError,
     Segment,
     cmudict_lexicon,
@@ -934,6 +937,60 @@ def segments_data(
     )
 
 
+def corpus_segments_table(
+    config: Config, segments: WordSegments, path: str | os.PathLike[str]
+) -> Path:
+    """Write a split of the chapter's generated word corpus as a segments table, the input of
+    the ``audiorepro awe`` commands: one row per token, ``path`` the absolute path of its
+    conversation side's wav (``<corpus>/audio/<side>.wav``), ``start``/``end`` its frames in
+    seconds. Read back with :func:`~audiorepro.data.recordings.read_segments` and
+    :func:`segments_data`, the tokens have the frames of ``segments`` (the side's features are
+    computed the same way, CMVN over the whole side).
+
+    Raises:
+        FileNotFoundError: the corpus has no ``audio/`` folder (the real Switchboard word
+            lists come as features only).
+    """
+    from audiorepro.data.embedded.word_corpus import AUDIO_DIR
+    from audiorepro.data.recipes.switchboard import parse_key
+
+    audio = corpus_root(config).resolve() / AUDIO_DIR
+    if not audio.is_dir():
+        raise FileNotFoundError(f"{audio}: the corpus has no audio to cut segments from")
+    lines = ["\t".join(SEGMENT_COLUMNS)]
+    for key, speaker in zip(segments.keys, segments.speakers, strict=True):
+        k = parse_key(key)
+        times = [f"{frame / 100:.2f}" for frame in (k.start, k.end)]  # 10 ms frames
+        lines.append("\t".join([str(audio / f"{k.side}.wav"), k.word, speaker, *times]))
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def compare_segments(a: WordSegments, b: WordSegments) -> dict[str, Any]:
+    """How far two loadings of the same tokens agree: token count, whether words, speakers,
+    phone sequences and frame counts are equal token by token, and the largest absolute
+    difference of their features (``nan`` when the frame counts differ)."""
+    same_frames = len(a) == len(b) and all(
+        x.shape == y.shape for x, y in zip(a.feats, b.feats, strict=True)
+    )
+    return {
+        "tokens": (len(a), len(b)),
+        "same_words": a.words == b.words,
+        "same_speakers": a.speakers == b.speakers,
+        "same_phones": len(a) == len(b)
+        and all(np.array_equal(x, y) for x, y in zip(a.phones, b.phones, strict=True)),
+        "same_frame_counts": same_frames,
+        "max_abs_feature_diff": max(
+            (float(np.abs(x - y).max()) for x, y in zip(a.feats, b.feats, strict=True)),
+            default=0.0,
+        )
+        if same_frames
+        else float("nan"),
+    }
+
+
 def hold_out(
     rows: Sequence[Segment], fraction: float, seed: int
 ) -> tuple[list[Segment], list[Segment]]:
@@ -1347,6 +1404,8 @@ __all__ = [
     "seed_configs",
     "segment_features",
     "segments_data",
+    "corpus_segments_table",
+    "compare_segments",
     "setting_label",
     "sign_stats",
     "sweep",
