@@ -116,17 +116,14 @@ fig = plotting.histogram(
 # of the Switchboard layout: one row per word token, `path word speaker start end`, times in
 # seconds, audio at any sample rate. The generated corpus can be written as one, because each
 # conversation side is a wav in its `audio/` folder and each key names the token's frames.
-# Read back through the commands' own functions (`read_segments`, then `segments_data`, which
-# computes the MFCCs from the wav), the test split should give the tokens loaded above: same
-# words, speakers and phones, same frames. The real Switchboard word lists come as features
-# only, so under `paper` there is nothing to compare.
+# Read back through the commands' own functions (`awe.read_segments`, then
+# `awe.segments_data`, which computes the MFCCs from the wav), the test split should give the
+# tokens loaded above: same words, speakers and phones, same frames. The real Switchboard word
+# lists come as features only, so under `paper` there is nothing to compare.
 
 # %%
 import tempfile
 from pathlib import Path
-
-from audiorepro.data.recipes.switchboard import load_vocab
-from audiorepro.data.recordings import read_segments
 
 root = awe.corpus_root(cfg)
 if (root / "audio").is_dir():
@@ -134,8 +131,8 @@ if (root / "audio").is_dir():
         cfg, data["test"], Path(tempfile.mkdtemp()) / "test_segments.tsv"
     )
     print("\n".join(table.read_text().splitlines()[:3]))
-    rows = read_segments(table)
-    vocab = load_vocab(root / "vocab.json")
+    rows = awe.read_segments(table)
+    vocab = awe.corpus_vocab(cfg)
     from_table = awe.segments_data(
         rows,
         {r.word: vocab.pronunciation(r.word) for r in rows},

@@ -65,6 +65,7 @@ from audiorepro.data.awe import (
     prepare_split,
 )
 from audiorepro.data.embedded.lexicon import SWITCHBOARD_SYMBOLS
+from audiorepro.data.recipes.switchboard import WordVocab, load_vocab
 from audiorepro.data.recordings import (
     SEGMENT_COLUMNS,
     RecordingsError,
@@ -968,6 +969,11 @@ def corpus_segments_table(
     return path
 
 
+def corpus_vocab(config: Config) -> WordVocab:
+    """The ``vocab.json`` of the chapter's corpus: word and phone ids, pronunciations."""
+    return load_vocab(corpus_root(config) / "vocab.json")
+
+
 def compare_segments(a: WordSegments, b: WordSegments) -> dict[str, Any]:
     """How far two loadings of the same tokens agree: token count, whether words, speakers,
     phone sequences and frame counts are equal token by token, and the largest absolute
@@ -1405,6 +1411,8 @@ __all__ = [
     "segment_features",
     "segments_data",
     "corpus_segments_table",
+    "corpus_vocab",
+    "read_segments",
     "compare_segments",
     "setting_label",
     "sign_stats",
