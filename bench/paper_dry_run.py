@@ -158,29 +158,26 @@ def write_released_checkpoints(model_cfgs: Sequence[Any]) -> list[Path]:
         AUDIOSET,
         build_audio_encoder,
         released_checkpoint,
+        released_head_inputs,
         save_released_layout,
     )
     from audiorepro.models.passt import PASST_CONFIGS
     from audiorepro.paths import checkpoints_dir
 
-    written: dict[str, Path] = {}
+    written: dict[Path, Path] = {}
     for cfg in model_cfgs:
         if cfg.audio_pretrained != AUDIOSET:
             continue
         path = checkpoints_dir() / released_checkpoint(cfg).file_name
-        if str(path) in written or path.is_file():
+        if path in written or path.is_file():
             continue
         changes: dict[str, Any] = {"audio_pretrained": None}
         if cfg.audio_encoder == "passt":
             changes["snippet_s"] = PASST_CONFIGS[cfg.passt_variant]["img_size"][1] / 100
         torch.manual_seed(0)
         encoder, _, _ = build_audio_encoder(replace(cfg, **changes))
-        inner = getattr(encoder, "encoder", encoder)
-        width = int(inner.num_features)
-        if cfg.audio_encoder == "mobilenet":
-            width = int(inner.classifier[2].out_features)
-        save_released_layout(encoder, cfg, path, head=nn.Linear(width, 527))
-        written[str(path)] = path
+        head = nn.Linear(released_head_inputs(encoder, cfg), 527)
+        written[path] = save_released_layout(encoder, cfg, path, head=head)
     return list(written.values())
 
 

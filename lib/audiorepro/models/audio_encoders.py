@@ -37,6 +37,7 @@ __all__ = [
     "AUDIO_ENCODERS",
     "FRAMES_PER_SECOND",
     "RELEASED_CHECKPOINTS",
+    "released_head_inputs",
     "STAGE0",
     "AudioEncoderConfig",
     "MelBinPool",
@@ -429,6 +430,16 @@ def _head_tensors(head: nn.Linear, prefix: str, in_features: int, where: str) ->
     return tensors
 
 
+def released_head_inputs(encoder: nn.Module, cfg: AudioEncoderConfig) -> int:
+    """How many inputs the class projection of ``cfg``'s released file takes (the ``head`` of
+    :func:`save_released_layout`): MobileNet's hidden layer ``classifier.2`` width, else the
+    encoder's ``num_features``."""
+    model = _unwrap(encoder)
+    if cfg.audio_encoder == "mobilenet":
+        return int(model.classifier[2].out_features)
+    return int(model.num_features)
+
+
 def save_released_layout(
     encoder: nn.Module,
     cfg: AudioEncoderConfig,
@@ -490,7 +501,7 @@ def save_released_layout(
         obj = {"state_dict": renamed}
     elif family == "mobilenet":
         if head is not None:
-            hidden = model.classifier[2].out_features
+            hidden = released_head_inputs(model, cfg)
             state |= _head_tensors(head, "classifier.5.", hidden, "MobileNet (classifier.2)")
         obj = state
     else:
