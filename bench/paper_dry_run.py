@@ -17,7 +17,7 @@ layouts, :func:`write_released_checkpoints`) and ``roberta-large`` in the Huggin
 (random weights of the published configuration, :func:`write_text_model`), loaded offline.
 Everything goes to ``--out`` (a temporary folder by default): data, checkpoints, hub cache, run
 store, ledger; a chapter's runs are deleted once it has passed (``--keep-runs`` keeps them:
-chapters 01 and 02 leave about 20 GB each)::
+chapter 01 left 19 GB)::
 
     PYTHONPATH=lib python bench/paper_dry_run.py [--out DIR] [--chapters 04] [--keep-runs]
 """
@@ -393,7 +393,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--keep-runs",
         action="store_true",
-        help="keep each chapter's run store (chapters 01-02's paper-size runs take about 20 GB "
+        help="keep each chapter's run store (chapters 01-02's paper-size runs take 10-20 GB "
         "each; by default a chapter's runs are deleted once it has passed)",
     )
     args = parser.parse_args(argv)
