@@ -154,6 +154,16 @@ def test_ablation_configs():
     assert ablation_config(cfg, "snippet_s", "5.0").model.passt_variant == "n"
 
 
+def test_the_audio_encoder_ablation_has_its_own_equal_budget():
+    from audiorepro.experiments.retrieval import ablation_steps
+
+    cfg = Config(ablation_steps=200, audio_encoder_steps=80)
+    assert ablation_steps(cfg, "audio_encoder") == 80  # PaSST and CNN14 alike
+    assert {ablation_steps(cfg, k) for k in ("text_encoder", "corpora", "snippet_s")} == {200}
+    assert ablation_steps(Config(ablation_steps=200), "audio_encoder") == 200
+    assert ablation_steps(Config(ablation_steps=None), "corpora") is None  # ablation_epochs
+
+
 def test_a_corpora_setting_in_another_order_is_the_main_configuration():
     """The ablation trains the main system's corpora once: the order of a setting's names
     follows ``pretrain_corpora``, so its runs are the reference runs of the other ablations."""
@@ -202,6 +212,10 @@ def test_mechanism_checks_measure_each_ablation_cause(smoke):
     }
     # a random transformer's first-token state hardly depends on the caption
     assert mean["random"] > 0.95 > mean["pretrained"]
+    # standardised (smoke's text_norm: batch), the random one's captions spread out
+    assert cfg.model.text_norm == "batch"
+    after = [float(m.split("; ")[1].split()[0]) for m in spread.measured]
+    assert len(after) == 2 and all(v < 0.5 for v in after)
     params = checks[checks.finding == "PaSST beats CNN14"].measured
     assert len(params) == 2 and all(int(p.replace(",", "")) > 0 for p in params)
     assert set(checks.finding) >= {

@@ -8,6 +8,7 @@ import soundfile as sf
 import torch
 from torch import nn
 
+from audiorepro.config import ConfigError
 from audiorepro.data.retrieval import (
     SILENCE_LOG_MEL,
     CaptionDataset,
@@ -17,7 +18,7 @@ from audiorepro.data.retrieval import (
     collate_captions,
     log_mel_features,
 )
-from audiorepro.models.dual_encoder import DualEncoder
+from audiorepro.models.dual_encoder import DualEncoder, DualEncoderConfig, FeatureStandardizer
 from audiorepro.models.text import (
     TextEncoder,
     TextEncoderError,
@@ -125,6 +126,60 @@ def test_dual_encoder_snippets_projection_and_loss():
     loss = model(feats, lengths, ["a b", "c d", "e f"], torch.tensor([0, 1, 2]))
     loss.backward()
     assert loss.ndim == 0 and audio.proj.weight.grad is not None
+
+
+def test_feature_standardizer_batch_statistics_in_training_running_ones_after():
+    torch.manual_seed(0)
+    scale, shift = torch.tensor([5.0, 0.1, 2.0]), torch.tensor([10.0, -3.0, 0.0])
+    x = torch.randn(256, 3) * scale + shift
+    norm = FeatureStandardizer(3).train()
+    y = norm(x)
+    torch.testing.assert_close(y.mean(0), torch.zeros(3), atol=1e-5, rtol=0)
+    torch.testing.assert_close(y.var(0, unbiased=False), torch.ones(3), atol=2e-3, rtol=0)
+    for _ in range(100):  # the features do not move: the running statistics converge
+        norm(x)
+    e = norm.eval()(x)
+    # the running variance is the unbiased one: a factor 256/255
+    torch.testing.assert_close(e, y, atol=3e-3, rtol=5e-3)
+    assert not any(p.requires_grad for p in norm.parameters())  # no scale or shift
+    # a training batch of one is standardised by the running statistics, which stay put
+    before = norm.running_mean.clone()
+    one = norm.train()(x[:1])
+    torch.testing.assert_close(one, e[:1])
+    torch.testing.assert_close(norm.running_mean, before)
+
+
+class OffsetWords(BagOfWords):
+    """A frozen encoder's look: every caption near one common direction."""
+
+    def forward(self, captions):
+        return 100.0 + 0.01 * super().forward(captions)
+
+
+def _mean_cosine(x):
+    x = torch.nn.functional.normalize(x, dim=-1)
+    return float((x @ x.T)[~torch.eye(len(x), dtype=torch.bool)].mean())
+
+
+def test_text_norm_batch_removes_the_common_direction_of_frozen_features():
+    captions = [f"w{i} w{i + 1} w{2 * i}" for i in range(32)]
+    torch.manual_seed(0)
+    plain = DualEncoder(MeanEncoder(), OffsetWords(), audio_dim=5, text_dim=6, embed_dim=7)
+    torch.manual_seed(0)
+    normed = DualEncoder(MeanEncoder(), OffsetWords(), audio_dim=5, text_dim=6, embed_dim=7,
+                         text_norm="batch")  # fmt: skip
+    with torch.no_grad():
+        assert _mean_cosine(plain.encode_text(captions)) > 0.99
+        assert _mean_cosine(normed.train().encode_text(captions)) < 0.5
+    # none keeps the state dict of every earlier run; batch adds only running statistics
+    assert not any(k.startswith("text_norm") for k in plain.state_dict())
+    assert {k for k in normed.state_dict() if k.startswith("text_norm")} == {
+        "text_norm.running_mean", "text_norm.running_var", "text_norm.num_batches_tracked",
+    }  # fmt: skip
+    with pytest.raises(ValueError, match="text_norm must be one of none, batch"):
+        DualEncoder(MeanEncoder(), BagOfWords(), audio_dim=5, text_dim=6, text_norm="layer")
+    with pytest.raises(ConfigError, match="text_norm: expected none | batch, got 'layer'"):
+        DualEncoderConfig(text_norm="layer")
 
 
 def _items(tmp_path, durations, sr=32000):
