@@ -59,12 +59,14 @@ retrieval.stage_table(records, config, preset)
 # %% [markdown]
 # ## Ablations
 #
-# Each ablation changes one factor of a shorter training run and repeats it for every seed.
-# Every run takes the same number of optimizer steps (`ablation_steps`) on the same crops,
-# starting from the same stage-0 weights of its encoder, so the settings differ in that one
-# factor only (a larger corpus is therefore seen less often, not for longer). The reference
-# setting (PaSST, pretrained text encoder, all corpora, the preset's snippet length) is shared
-# by all four.
+# Each ablation changes one factor of a training run and repeats it for every seed. Within
+# an ablation every run takes the same number of optimizer steps on the same crops, starting
+# from the same stage-0 weights of its encoder, so the settings differ in that one factor
+# only (a larger corpus is therefore seen less often, not for longer). The text-encoder,
+# corpus and snippet ablations take `ablation_steps`; PaSST vs CNN14 takes
+# `audio_encoder_steps`, fewer where a CNN14 step costs several PaSST steps, on both sides.
+# The reference setting (PaSST, pretrained text encoder, all corpora, the preset's snippet
+# length) is shared by the three ablations of one budget.
 
 # %%
 retrieval.run_ablations(config, data, preset=preset, page="04_evaluate")
@@ -97,7 +99,10 @@ retrieval.ablation_table(records, config, preset, "audio_encoder")
 #
 # The paper only compares pretrained sentence encoders of different sizes; a randomly
 # initialised encoder of the same architecture shows how much of the result comes from the
-# text encoder's pretraining at all.
+# text encoder's pretraining at all. Both encoders are frozen here, and their features are
+# standardised before the projection (`model.text_norm: batch`): a random transformer puts
+# every caption near one direction, which a projection trained for a few hundred steps
+# cannot undo, while their differences from the mean still tell captions apart.
 
 # %%
 retrieval.ablation_table(records, config, preset, "text_encoder")
@@ -146,9 +151,10 @@ retrieval.findings(records, config, preset, must_beat=floor)
 # below are computed from the corpus and the models: whether a paraphrase changes anything in
 # the frozen text encoder's space (if a caption and its paraphrase already embed almost
 # identically, swapping them gives the audio side nothing new to learn); how far apart two
-# different captions lie in the pretrained and in the random text encoder (a frozen random
-# transformer maps every caption to nearly one direction, so its side of the ablation cannot
-# leave chance, and training it from scratch is beyond this budget); the size of each audio
+# different captions lie in the pretrained and in the random text encoder, as they come and
+# as the projection sees them after standardisation (a frozen random transformer maps every
+# caption to nearly one direction; without the standardisation its side of the ablation
+# stayed at chance); the size of each audio
 # encoder at this scale (the paper's PaSST-N and CNN14 have 86 and 82 million parameters, its
 # Table 2; our tiny PaSST is the smaller one); how much data each pretraining-corpus setting
 # holds and how much of it one ablation budget sees; how many snippets the evaluation clips
@@ -161,7 +167,7 @@ retrieval.mechanism_checks(config, data)
 # %% [markdown]
 # The embedded runs are small: a PaSST of 64 dimensions after a minute of stage-0 tagging, a
 # frozen MiniLM instead of a fine-tuned roberta-large, two thousand clips instead of 400,000,
-# and ablation runs of a few dozen steps. The absolute numbers are far below the paper's, and
+# and ablation runs of a few hundred steps. The absolute numbers are far below the paper's, and
 # stage 0 tags the same event classes the captions are written from, so its head start is
 # larger than AudioSet's on real captions. Only the direction of each finding is comparable,
 # and a difference within the spread over seeds is reported as inconclusive.
