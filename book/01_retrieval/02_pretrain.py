@@ -40,7 +40,10 @@ config
 # (`snippet_s`), each snippet is embedded (the mean of PaSST's cls and dist tokens), and the
 # snippets that contain real audio are averaged (§3.4). Captions are lower-cased, stripped of
 # punctuation, tokenised, and embedded as the first token's hidden state (§2.2, §2.5). Linear
-# projections map both into the shared space (§2.3):
+# projections map both into the shared space (§2.3). Where the text encoder is frozen
+# (`smoke`, `embedded`), its features are first standardised with running per-dimension
+# statistics (`model.text_norm: batch`, not in the paper): the same linear function class, but
+# a projection that no longer has to undo the direction all captions share:
 #
 # ```{literalinclude} ../../lib/audiorepro/models/dual_encoder.py
 # :pyobject: DualEncoder.encode_audio
