@@ -137,6 +137,26 @@ def test_paper_preset_trains_every_teacher_20_epochs_and_passt_of_its_own():
         Config(passt_stage1="both")
 
 
+def test_mobilenet_can_have_stage1_steps_of_its_own():
+    from audiorepro.experiments import distillation
+
+    class Captions:  # what _stage1_run asks of the data
+        def training_items(self, corpora, max_items):
+            return []
+
+    cfg = Config(stage1_steps=100)
+    for name in ("atst", "mobilenet"):  # None: the shared stage1_steps
+        assert distillation._stage1_run(cfg, name, Captions())["max_steps"] == 100
+    cfg = dataclasses.replace(cfg, mobilenet_stage1_steps=300)
+    assert distillation._stage1_run(cfg, "mobilenet", Captions())["max_steps"] == 300
+    assert distillation._stage1_run(cfg, "atst", Captions())["max_steps"] == 100
+    assert distillation.stage1_steps(cfg, "passt") == 100
+    embedded = load_preset(Config, PRESETS, "embedded")
+    assert distillation.stage1_steps(embedded, "mobilenet") >= embedded.stage1_steps
+    with pytest.raises(ConfigError, match="mobilenet_stage1_steps"):
+        load_preset(Config, PRESETS, "embedded", mobilenet_stage1_steps="many")
+
+
 def test_teacher_configs_swap_only_the_audio_encoder():
     rcfg = load_preset(retrieval.Config, retrieval.PRESETS, "paper")
     dcfg = Config(retrieval=rcfg)

@@ -113,6 +113,7 @@ __all__ = [
     "mechanisms",
     "soft_targets",
     "stage0_table",
+    "stage1_steps",
     "stage1_teacher",
     "stage2_config",
     "store",
@@ -170,6 +171,11 @@ class Config:
         None,
         help="Stage-1 optimizer steps of ATST and MobileNet, cosine spanning them (None: "
         "stage1_epochs).",
+    )
+    mobilenet_stage1_steps: int | None = field(
+        None,
+        help="MobileNet's stage-1 optimizer steps when they differ from stage1_steps (None: "
+        "stage1_steps). Its steps take half the crops of the others' (batch 32).",
     )
     stage1_max_train_items: int | None = field(
         None, help="Stage-1 captions per corpus for ATST and MobileNet (None: chapter 01's)."
@@ -301,9 +307,17 @@ def _stage1_run(config: Config, name: str, data: RetrievalData) -> dict[str, Any
             tcfg.pretrain_corpora, config.stage1_max_train_items or tcfg.max_train_items
         ),
         num_epochs=config.stage1_epochs or tcfg.train.num_epochs,
-        max_steps=config.stage1_steps,
+        max_steps=stage1_steps(config, name),
         lr=tcfg.train.lr,
     )
+
+
+def stage1_steps(config: Config, name: str) -> int | None:
+    """The stage-1 optimizer steps of model ``name`` (``None``: ``stage1_epochs``):
+    ``mobilenet_stage1_steps`` for MobileNet when set, else ``stage1_steps``."""
+    if name == "mobilenet" and config.mobilenet_stage1_steps is not None:
+        return config.mobilenet_stage1_steps
+    return config.stage1_steps
 
 
 def stage1_entry(config: Config, name: str, seed: int, data: RetrievalData) -> Run:
