@@ -91,3 +91,68 @@ def test_kmeans_units_average_then_quantise():
     np.testing.assert_array_equal(vectors["S001_0001"], fitted.centroids[codes["S001_0001"]])
     again, _, _ = zs.kmeans_units(train, test, k=8, stride=4, seed=0)
     np.testing.assert_array_equal(again["S001_0001"], codes["S001_0001"])
+
+
+def _runs_by_loop(codes):
+    runs = frames = single = 0
+    for seq in codes.values():
+        seq = list(seq)
+        i = 0
+        while i < len(seq):
+            j = i
+            while j + 1 < len(seq) and seq[j + 1] == seq[i]:
+                j += 1
+            runs += 1
+            single += j == i
+            i = j + 1
+        frames += len(seq)
+    return runs, frames, single
+
+
+def test_code_runs_hand_values_and_files_do_not_join():
+    codes = {"a": np.array([3, 3, 1, 1, 1, 2]), "b": np.array([2, 2]), "c": np.array([], int)}
+    stats = zs.code_runs(codes)
+    # a: runs 3,3 / 1,1,1 / 2; b: 2,2 (the 2 ending a does not continue into b)
+    assert stats == {"runs": 4.0, "frames": 8.0, "mean_run": 2.0, "single_share": 0.25}
+    assert zs.code_runs({"x": np.array([5])})["single_share"] == 1.0
+
+
+def test_code_runs_match_a_loop_on_random_sequences():
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        codes = {f"f{i}": rng.integers(0, 3, rng.integers(0, 30)) for i in range(5)}
+        codes["last"] = rng.integers(0, 3, 7)  # at least one frame
+        runs, frames, single = _runs_by_loop(codes)
+        stats = zs.code_runs(codes)
+        assert (stats["runs"], stats["frames"]) == (runs, frames)
+        assert stats["mean_run"] == pytest.approx(frames / runs)
+        assert stats["single_share"] == pytest.approx(single / runs)
+
+
+def test_code_runs_reject_bad_input():
+    with pytest.raises(ValueError, match="no code frames"):
+        zs.code_runs({"a": np.array([], int)})
+    with pytest.raises(ValueError, match="b: codes must be one sequence"):
+        zs.code_runs({"b": np.zeros((2, 3), int)})
+
+
+def test_unit_runs_report_milliseconds_per_row_over_seeds(monkeypatch):
+    from types import SimpleNamespace
+
+    cfg = zs.load_config("smoke", main_seeds=(0, 1))
+    rows = zs.ablation_rows(cfg)[:1]
+    per_seed = {0: {"u": np.array([1, 1, 2, 2])}, 1: {"u": np.array([1, 2, 3, 3])}}
+    monkeypatch.setattr(zs, "language_dir", lambda config, language: None)
+    monkeypatch.setattr(zs, "load_features", lambda lang_dir, split, feature: {})
+    monkeypatch.setattr(
+        zs, "train_vqvae", lambda config, model, seed, language: SimpleNamespace(model=seed)
+    )
+    monkeypatch.setattr(zs, "encode_files", lambda model, feats: (per_seed[model], {}))
+    table = zs.unit_runs(cfg, rows)
+    ms = rows[0].model.stride * 10  # one code frame
+    # seed 0: 2 runs of 2 frames; seed 1: runs 1, 1, 2 -> 4/3 frames, 2 of 3 single
+    row = table.loc[rows[0].key]
+    assert row["seeds"] == 2
+    assert row["run_ms"] == pytest.approx(round((2 + 4 / 3) / 2 * ms, 1))
+    assert row["run_ms_std"] == pytest.approx(round(np.std([2 * ms, 4 / 3 * ms], ddof=1), 1))
+    assert row["single_share"] == pytest.approx(round(1 / 3, 3))

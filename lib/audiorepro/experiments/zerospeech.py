@@ -128,6 +128,7 @@ __all__ = [
     "abx_items",
     "ablation_rows",
     "current",
+    "code_runs",
     "code_segments",
     "encode_files",
     "encode_units",
@@ -164,6 +165,7 @@ __all__ = [
     "train_inverter",
     "train_units",
     "train_vqvae",
+    "unit_runs",
 ]
 
 CHAPTER = "03_zerospeech"
@@ -522,6 +524,62 @@ def encode_files(
                 codes[name] = c[i, :n].numpy().astype(np.int64)
                 vectors[name] = e[i, :n].numpy().astype(np.float32)
     return codes, vectors
+
+
+def code_runs(codes: Mapping[str, np.ndarray]) -> dict[str, float]:
+    """How often the units change, over files ``{id: codes (T',)}``: ``runs`` (maximal runs of
+    one repeated code, counted within each file), ``frames`` (code frames), ``mean_run``
+    (frames per run) and ``single_share`` (the share of runs one frame long). Temporal
+    smoothing and jitter are meant to lengthen the runs (paper §3.3-3.4)."""
+    runs = frames = single = 0
+    for name, seq in codes.items():
+        seq = np.asarray(seq)
+        if seq.ndim != 1:
+            raise ValueError(f"{name}: codes must be one sequence (T',), got shape {seq.shape}")
+        if len(seq) == 0:
+            continue
+        bounds = np.flatnonzero(seq[1:] != seq[:-1]) + 1  # where a new run starts
+        lengths = np.diff(np.concatenate(([0], bounds, [len(seq)])))
+        runs += len(lengths)
+        frames += len(seq)
+        single += int((lengths == 1).sum())
+    if runs == 0:
+        raise ValueError("no code frames: every sequence is empty")
+    return {
+        "runs": float(runs),
+        "frames": float(frames),
+        "mean_run": frames / runs,
+        "single_share": single / runs,
+    }
+
+
+def unit_runs(
+    config: Config, rows: Sequence[AblationRow], language: str = "english"
+) -> pd.DataFrame:
+    """:func:`code_runs` of the test units of each row's model for every seed of
+    ``config.main_seeds`` (trained if missing, else read from the run store), as mean ± std
+    over seeds: ``run_ms`` (the mean run of one code in milliseconds), ``single_share`` (runs
+    one code frame long), with ``seeds``. Indexed by row key."""
+    lang_dir = language_dir(config, language)
+    out = []
+    for row in rows:
+        test = load_features(lang_dir, "test", feature_of(row.model.input_dim))
+        per_seed = []
+        for seed in config.main_seeds:
+            trained = train_vqvae(config, row.model, seed, language=language)
+            codes, _ = encode_files(trained.model, test)
+            stats = code_runs(codes)
+            ms = stats["mean_run"] * row.model.stride * HOP_S * 1000
+            per_seed.append((ms, stats["single_share"]))
+        (ms, ms_std), (single, single_std) = (
+            reporting.mean_std([v[i] for v in per_seed]) for i in (0, 1)
+        )
+        out.append({
+            "row": row.key, "label": row.label, "seeds": len(per_seed),
+            "run_ms": round(ms, 1), "run_ms_std": round(ms_std, 1),
+            "single_share": round(single, 3), "single_share_std": round(single_std, 3),
+        })  # fmt: skip
+    return pd.DataFrame(out).set_index("row")
 
 
 def code_segments(codes: np.ndarray, frame_shift: float) -> list[tuple[str, float, float]]:
