@@ -113,7 +113,13 @@ def test_code_runs_hand_values_and_files_do_not_join():
     codes = {"a": np.array([3, 3, 1, 1, 1, 2]), "b": np.array([2, 2]), "c": np.array([], int)}
     stats = zs.code_runs(codes)
     # a: runs 3,3 / 1,1,1 / 2; b: 2,2 (the 2 ending a does not continue into b)
-    assert stats == {"runs": 4.0, "frames": 8.0, "mean_run": 2.0, "single_share": 0.25}
+    assert stats == {
+        "runs": 4.0,
+        "frames": 8.0,
+        "mean_run": 2.0,
+        "single_share": 0.25,
+        "empty_files": 1.0,
+    }
     assert zs.code_runs({"x": np.array([5])})["single_share"] == 1.0
 
 

@@ -529,14 +529,16 @@ def encode_files(
 def code_runs(codes: Mapping[str, np.ndarray]) -> dict[str, float]:
     """How often the units change, over files ``{id: codes (T',)}``: ``runs`` (maximal runs of
     one repeated code, counted within each file), ``frames`` (code frames), ``mean_run``
-    (frames per run) and ``single_share`` (the share of runs one frame long). Temporal
+    (frames per run), ``single_share`` (the share of runs one frame long) and ``empty_files``
+    (files without a code frame, counted, not scored). Temporal
     smoothing and jitter are meant to lengthen the runs (paper §3.3-3.4)."""
-    runs = frames = single = 0
+    runs = frames = single = empty = 0
     for name, seq in codes.items():
         seq = np.asarray(seq)
         if seq.ndim != 1:
             raise ValueError(f"{name}: codes must be one sequence (T',), got shape {seq.shape}")
         if len(seq) == 0:
+            empty += 1
             continue
         bounds = np.flatnonzero(seq[1:] != seq[:-1]) + 1  # where a new run starts
         lengths = np.diff(np.concatenate(([0], bounds, [len(seq)])))
@@ -550,6 +552,7 @@ def code_runs(codes: Mapping[str, np.ndarray]) -> dict[str, float]:
         "frames": float(frames),
         "mean_run": frames / runs,
         "single_share": single / runs,
+        "empty_files": float(empty),
     }
 
 
@@ -569,6 +572,11 @@ def unit_runs(
             trained = train_vqvae(config, row.model, seed, language=language)
             codes, _ = encode_files(trained.model, test)
             stats = code_runs(codes)
+            if stats["empty_files"]:
+                print(
+                    f"{row.key}, seed {seed}: {int(stats['empty_files'])} test files have no "
+                    "code frame and are not counted"
+                )
             ms = stats["mean_run"] * row.model.stride * HOP_S * 1000
             per_seed.append((ms, stats["single_share"]))
         (ms, ms_std), (single, single_std) = (
