@@ -8,7 +8,7 @@ import shutil
 import pytest
 import torch
 
-from audiorepro.config import ConfigError, load_preset
+from audiorepro.config import ConfigError, load_preset, replace
 from audiorepro.data.retrieval import (
     RetrievalDataError,
     caption_items,
@@ -162,6 +162,52 @@ def test_the_audio_encoder_ablation_has_its_own_equal_budget():
     assert {ablation_steps(cfg, k) for k in ("text_encoder", "corpora", "snippet_s")} == {200}
     assert ablation_steps(Config(ablation_steps=200), "audio_encoder") == 200
     assert ablation_steps(Config(ablation_steps=None), "corpora") is None  # ablation_epochs
+
+
+class _Corpora:
+    """What :func:`ablation_budget` reads of the data: captions per corpus."""
+
+    sizes = {"clotho": 100, "audiocaps": 150, "wavcaps": 50}
+
+    def training_items(self, corpora, max_items=None):
+        return [None] * sum(min(self.sizes[c], max_items or 10**9) for c in corpora)
+
+
+def test_the_ablation_budget_by_hand():
+    from audiorepro.experiments.retrieval import ablation_budget
+
+    data = _Corpora()  # 300 captions, batches of 10: 30 steps an epoch, 60 in two
+    cfg = replace(
+        Config(ablation_epochs=None, ablation_steps=None, audio_encoder_steps=8),
+        **{"train.batch_size": 10, "train.num_epochs": 2},
+    )
+    assert ablation_budget(cfg, "text_encoder", 300, data) == (2, None)  # the pretraining's
+    assert ablation_budget(cfg, "snippet_s", 295, data) == (2, None)  # 30 steps an epoch too
+    assert ablation_budget(cfg, "corpora", 100, data) == (2, 60)  # clotho: the main's 60 steps
+    assert ablation_budget(cfg, "corpora", 400, data) == (2, 60)
+    assert ablation_budget(cfg, "audio_encoder", 300, data) == (2, 8)
+    assert ablation_budget(replace(cfg, ablation_epochs=3), "corpora", 100, data) == (3, None)
+    assert ablation_budget(replace(cfg, ablation_steps=50), "corpora", 100, data) == (2, 50)
+    capped = replace(cfg, ablation_max_train_items=20)  # 60 captions: 6 steps an epoch
+    assert ablation_budget(capped, "corpora", 20, data) == (2, 12)
+
+
+def test_with_the_pretraining_budget_the_reference_ablation_is_the_pretraining_run(smoke):
+    from audiorepro.experiments.retrieval import pretrain_entry, run_ablation
+
+    cfg, data = smoke
+    cfg = replace(
+        cfg, ablation_epochs=None, ablation_steps=None, ablation_max_train_items=None,
+        ablation_max_audio_s=None, **{"train.batch_size": 8},
+    )  # fmt: skip
+    seed = 23  # a run no other test trains
+    assert not pretrain_entry(cfg, seed, data).complete
+    reference = run_ablation(cfg, data, "text_encoder", "pretrained", seed)
+    assert pretrain_entry(cfg, seed, data).complete  # the ablation trained the main run
+    main_steps = reference["train_steps"]
+    clotho = run_ablation(cfg, data, "corpora", "clotho", seed)
+    assert len(data.training_items(["clotho"])) != len(data.training_items(cfg.pretrain_corpora))
+    assert clotho["train_steps"] == main_steps  # fewer captions, the same steps
 
 
 def test_a_corpora_setting_in_another_order_is_the_main_configuration():

@@ -526,6 +526,26 @@ def test_config_validation_names_the_field():
         Trainer(make_mlp(), ce_loss, Blobs(), TrainConfig(batch_size=4, warmup_steps=100))
 
 
+@pytest.mark.parametrize(
+    ("impl", "flag", "value"),
+    [("for-loop", "foreach", False), ("foreach", "foreach", True), ("fused", "fused", True)],
+)
+def test_optimizer_impl_picks_the_torch_implementation_and_trains_the_same(impl, flag, value):
+    config = dataclasses.replace(BASE, grad_accum_steps=1, max_grad_norm=None, optimizer_impl=impl)
+    model, reference = make_mlp(), make_mlp()
+    trainer = Trainer(model, ce_loss, Blobs(), config, progress="none")
+    assert trainer.optimizer.param_groups[0][flag] is value
+    trainer.fit()
+    Trainer(
+        reference, ce_loss, Blobs(), dataclasses.replace(config, optimizer_impl="for-loop"),
+        progress="none",
+    ).fit()  # fmt: skip
+    for a, b in zip(model.parameters(), reference.parameters(), strict=True):
+        assert torch.allclose(a, b, atol=1e-5)  # the same update, other float order
+    with pytest.raises(ConfigError, match="optimizer_impl.*fused"):
+        TrainConfig(optimizer_impl="fast")
+
+
 def test_device_and_precision_resolution_on_this_machine():
     assert resolve_device("auto") == "cpu"
     assert resolve_device("cpu") == "cpu"

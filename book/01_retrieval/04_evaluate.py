@@ -63,10 +63,12 @@ retrieval.stage_table(records, config, preset)
 # an ablation every run takes the same number of optimizer steps on the same crops, starting
 # from the same stage-0 weights of its encoder, so the settings differ in that one factor
 # only (a larger corpus is therefore seen less often, not for longer). The text-encoder,
-# corpus and snippet ablations take `ablation_steps`; PaSST vs CNN14 takes
-# `audio_encoder_steps`, fewer where a CNN14 step costs several PaSST steps, on both sides.
-# The reference setting (PaSST, pretrained text encoder, all corpora, the preset's snippet
-# length) is shared by the three ablations of one budget.
+# corpus and snippet ablations take `ablation_steps`, or with `ablation_epochs: null` (this
+# preset) the main pretraining's own budget; PaSST vs CNN14 takes `audio_encoder_steps`,
+# fewer where a CNN14 step costs several PaSST steps, on both sides. The reference setting
+# (PaSST, pretrained text encoder, all corpora, the preset's snippet length) is shared by the
+# three ablations of one budget; at the pretraining's budget it is the main pretraining run
+# of page 02 itself, not trained again.
 
 # %%
 retrieval.run_ablations(config, data, preset=preset, page="04_evaluate")

@@ -108,6 +108,7 @@ from audiorepro.storage import (
     write_json,
 )
 from audiorepro.training import TrainConfig, Trainer
+from audiorepro.training.optimizers import adam_factory
 
 __all__ = [
     "CHAPTER",
@@ -466,7 +467,7 @@ def fit_vqvae(
         dataset,
         loop,
         collate_fn=collate_segments,
-        optimizer_factory=lambda m, c: torch.optim.Adam(m.parameters(), lr=c.lr),
+        optimizer_factory=adam_factory,
         out_dir=out_dir,
         callbacks=callbacks,
         progress=progress,
@@ -814,7 +815,7 @@ def train_inverter(
             PairDataset(items),
             replace(train_cfg, checkpoint_every=min(per_epoch, CHECKPOINT_STEPS)),
             collate_fn=collate_pairs,
-            optimizer_factory=lambda m, c: torch.optim.Adam(m.parameters(), lr=c.lr),
+            optimizer_factory=adam_factory,
             out_dir=runs.staging(runs.run("inverter", key)),
             callbacks=callbacks,
             progress=progress,
