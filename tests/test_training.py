@@ -272,6 +272,40 @@ def test_a_corrupt_newest_checkpoint_resumes_from_the_previous_valid_one(tmp_pat
     assert not list(root.iterdir())  # corrupt ones included
 
 
+def test_a_finished_run_keeps_no_optimizer_state_and_resumes_as_finished(tmp_path):
+    """The last checkpoint of a run that ended its schedule has the weights but no optimizer
+    or scheduler state (nothing will step from it); a capped run's keeps them, to go on."""
+    config = dataclasses.replace(BASE, checkpoint_every=6)
+    ref_model, _, ref = uninterrupted(config, tmp_path / "ref")
+    root = tmp_path / "ref" / "checkpoints"
+    components = {
+        p.name: json.loads((p / ckpt.MANIFEST).read_text())["components"]
+        for p in list_checkpoints(root)
+    }
+    assert "optimizer" in components["step_00000012"] and "scheduler" in components["step_00000012"]
+    assert "optimizer" not in components["step_00000018"]
+    assert "scheduler" not in components["step_00000018"]
+    assert not (root / "step_00000018" / "optimizer.safetensors").exists()
+    model = make_mlp(seed=3)
+    again = Trainer(model, ce_loss, Blobs(), config, out_dir=tmp_path / "ref", progress="none")
+    result = again.fit(resume=True)
+    assert result.resumed_step == 18 and result.losses == ref.losses
+    assert_same_state(ref_model, model)  # the finished weights, no step taken
+    # A run capped before its schedule's end keeps them, and a larger cap continues it.
+    capped = dataclasses.replace(config, max_steps=9)
+    Trainer(make_mlp(), ce_loss, Blobs(), capped, out_dir=tmp_path / "cap", progress="none").fit()
+    last = list_checkpoints(tmp_path / "cap" / "checkpoints")[-1]
+    assert last.name == "step_00000009"
+    assert "optimizer" in json.loads((last / ckpt.MANIFEST).read_text())["components"]
+    # Raising the epochs of a finished run cannot go on without its optimizer: a clear error.
+    longer = dataclasses.replace(config, num_epochs=4)
+    trainer = Trainer(make_mlp(), ce_loss, Blobs(), longer, out_dir=tmp_path / "ref",
+                      progress="none")  # fmt: skip
+    with pytest.warns(UserWarning, match="num_epochs"):
+        with pytest.raises(ckpt.CheckpointError, match="step_00000018.*no optimizer state"):
+            trainer.fit(resume=True)
+
+
 class FrozenStem(nn.Module):
     """A frozen random 'pretrained' stem (rebuilt from its seed) under a trainable head."""
 
