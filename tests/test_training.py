@@ -282,7 +282,9 @@ def test_a_finished_run_keeps_no_optimizer_state_and_resumes_as_finished(tmp_pat
         p.name: json.loads((p / ckpt.MANIFEST).read_text())["components"]
         for p in list_checkpoints(root)
     }
-    assert "optimizer" in components["step_00000012"] and "scheduler" in components["step_00000012"]
+    assert (
+        "optimizer" in components["step_00000012"] and "scheduler" in components["step_00000012"]
+    )
     assert "optimizer" not in components["step_00000018"]
     assert "scheduler" not in components["step_00000018"]
     assert not (root / "step_00000018" / "optimizer.safetensors").exists()
