@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -178,6 +179,58 @@ def test_finding_where_one_side_may_fail_is_inconclusive_only_when_neither_learn
         "A beats B", [3, 4, 5], [2, 3, 4], must_beat=8.7, both_must_learn=False
     )
     assert both.reason == "neither compared run beats the chance floor 8.70"
+
+
+def test_finding_with_a_run_whose_loss_stayed_near_chance_is_inconclusive():
+    ceiling = 3.47  # ln 64 - ln 2
+    trained = ([1.0, 1.2, 1.4], [3.2, 3.3, 3.4])  # means 1.2 and 3.3: both below
+    f = reporting.finding(
+        "A beats B", [30, 31, 32], [20, 21, 22], must_beat=8.7, losses=trained,
+        loss_ceiling=ceiling,
+    )  # fmt: skip
+    assert f.verdict == "reproduces"
+    g = reporting.finding(
+        "A beats B", [10, 11, 12], [18, 19, 20], must_beat=8.7,
+        losses=([3.7, 3.8, 3.75], [3.9, 3.85, 4.0]), loss_ceiling=ceiling,
+    )  # fmt: skip
+    assert g.verdict == "inconclusive"  # a contradiction by the metric alone
+    assert g.reason == (
+        "the paper's better setting and the compared setting did not bring the training loss "
+        "well below chance (mean training losses 3.75 and 3.92, ceiling 3.47)"
+    )
+    # one side at the ceiling exactly is not below it; a side without losses is not judged
+    h = reporting.finding(
+        "A beats B", [30, 31, 32], [20, 21, 22], losses=([3.47] * 3, [1.0] * 3),
+        loss_ceiling=ceiling,
+    )  # fmt: skip
+    assert h.verdict == "inconclusive" and h.reason.startswith("the paper's better setting did")
+    e = reporting.finding(
+        "A beats B", [30, 31, 32], [20, 21, 22], losses=([], [1.0] * 3), loss_ceiling=ceiling
+    )
+    assert e.verdict == "reproduces"
+    # the chance floor is reported first: a run at chance says more than its loss
+    c = reporting.finding(
+        "A beats B", [30, 31, 32], [2, 3, 4], must_beat=8.7, losses=([1.0] * 3, [4.1] * 3),
+        loss_ceiling=ceiling,
+    )  # fmt: skip
+    assert "chance floor" in c.reason
+    with pytest.raises(ValueError, match="both losses and loss_ceiling"):
+        reporting.finding("A beats B", [1, 2], [1, 2], loss_ceiling=3.0)
+
+
+def test_paper_rows_judge_the_recorded_losses(tmp_path):
+    path = tmp_path / "ledger.jsonl"
+    for seed in range(3):
+        for side, (m, loss) in {"a": (0.10 + seed / 100, 3.8), "b": (0.20, 1.0)}.items():
+            record_result("c", "p", {"m": m, "loss": loss}, preset="smoke", seed=seed,
+                          tags={"s": side}, path=path)  # fmt: skip
+    row = PaperRow("A", "m", None, "c", {"s": "a"}, scale=100, claim="A beats B",
+                   versus={"s": "b"}, loss_metric="loss", loss_ceiling=3.47)  # fmt: skip
+    table = paper_vs_ours([row], preset="smoke", path=path)
+    assert table["finding"][0].startswith("A beats B: inconclusive (the paper's better setting ")
+    plain = paper_vs_ours([dataclasses.replace(row, loss_metric=None, loss_ceiling=None)],
+                          preset="smoke", path=path)  # fmt: skip
+    assert plain["finding"][0].startswith("A beats B: contradicts")
 
 
 def test_fails_judges_a_setting_against_the_floor_beyond_the_spread():

@@ -78,9 +78,13 @@ records = reporting.read_ledger()
 # ### Did every run learn?
 #
 # A comparison between runs that learned nothing tests nothing. For every row compared below:
-# its steps, its last training loss beside ln(batch), the loss of a model that cannot tell
-# the batch's clips apart, and its throughput. The verdicts further down also require every
-# compared run to reach three times the chance mAP@10 of the evaluation split.
+# its steps, its training loss over the last tenth of its steps beside ln(batch), the loss of
+# a model that cannot tell the batch's clips apart, and its throughput. The verdicts further
+# down require every compared run to reach three times the chance mAP@10 of the evaluation
+# split and to bring that loss below ln(batch) - ln 2 (the paired entry at least twice as
+# likely as a uniform guess); a comparison with a run that misses either is inconclusive.
+# (The last step alone would mislead: an epoch's last batch can be a few captions, whose
+# chance loss is far below ln(batch).)
 
 # %%
 chance, floor = retrieval.chance_floor(data)
