@@ -4,9 +4,18 @@ Table 2 analogue with the stage-1 ensemble and the training-caption top-1."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
-from audiorepro.experiments.distillation import CHAPTER, Config, findings, mechanisms, table2
+from audiorepro.experiments.distillation import (
+    CHAPTER,
+    Config,
+    findings,
+    loss_ceiling,
+    mechanisms,
+    table2,
+)
 from audiorepro.reporting import config_hash_of
 
 CHANCE = {"mAP@10": 0.01, "R@1": 0.002, "R@5": 0.01, "R@10": 0.02, "train_top1": 0.005}
@@ -100,6 +109,42 @@ def test_nothing_learned_is_inconclusive_whatever_the_difference():
         findings(records, config, "smoke", {**CHANCE, "mAP@10": 0.001})
         .set_index("metric")["finding"]["passt, distilled"]
         .startswith("distillation fine-tuning improves passt: reproduces")
+    )
+
+
+def test_a_run_whose_late_loss_stayed_near_chance_makes_the_finding_inconclusive():
+    """Above 3 × chance but hardly trained: the verdict also needs each compared run's late
+    NT-Xent loss (a distilled run's L_sup part) below ln(batch) - ln 2, at that model's batch;
+    the table and the mechanism checks agree."""
+    config = Config(teachers=("passt", "mobilenet"), sweep_models=(), mobilenet_batch_size=8)
+    passt, mobilenet = loss_ceiling(config, "passt"), loss_ceiling(config, "mobilenet")
+    assert passt == pytest.approx(math.log(config.retrieval.train.batch_size / 2))
+    assert mobilenet == pytest.approx(math.log(4))  # its own batch of 8
+    records = [
+        *runs(stage1("passt"), [0.20, 0.21, 0.22], late_loss=passt - 0.5),
+        *runs(distilled("passt"), [0.30, 0.31, 0.32], late_loss=passt + 0.1),
+        # a loss that passes at PaSST's batch but not at MobileNet's smaller one
+        *runs(stage1("mobilenet"), [0.20, 0.21, 0.22], late_loss=mobilenet + 0.1),
+        *runs(distilled("mobilenet"), [0.33, 0.34, 0.35], late_loss=mobilenet - 0.5),
+        *runs({"model": "ensemble", "stage": "distilled", "lam": 1.0}, [0.40, 0.41, 0.42]),
+    ]
+    records = [r | {"config_hash": config_hash_of(config)} for r in records]
+    table = findings(records, config, "smoke", CHANCE).set_index("metric")["finding"]
+    assert (
+        "passt: inconclusive (the paper's better setting did not bring the training loss"
+        in (table["passt, distilled"])
+    )
+    assert (
+        "mobilenet: inconclusive (the compared setting did not bring"
+        in (table["mobilenet, distilled"])
+    )
+    # the ensemble has no loss; its best member (mobilenet) passes: judged by mAP@10
+    assert table["ensemble of the distilled models"].startswith(
+        "the ensemble beats the best single distilled model (mobilenet): reproduces"
+    )
+    checks = mechanisms(records, config, "smoke", CHANCE).set_index("claim")
+    assert checks.loc["distillation fine-tuning improves passt", "verdict"].startswith(
+        "inconclusive (the paper's better setting did not bring the training loss"
     )
 
 

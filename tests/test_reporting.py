@@ -208,6 +208,10 @@ def test_finding_with_a_run_whose_loss_stayed_near_chance_is_inconclusive():
         "A beats B", [30, 31, 32], [20, 21, 22], losses=([], [1.0] * 3), loss_ceiling=ceiling
     )
     assert e.verdict == "reproduces"
+    n = reporting.finding(
+        "A beats B", [30, 31, 32], [20, 21, 22], losses=([], [4.0] * 3), loss_ceiling=ceiling
+    )
+    assert n.reason.startswith("the compared setting did") and "losses none and 4.00" in n.reason
     # the chance floor is reported first: a run at chance says more than its loss
     c = reporting.finding(
         "A beats B", [30, 31, 32], [2, 3, 4], must_beat=8.7, losses=([1.0] * 3, [4.1] * 3),

@@ -401,7 +401,7 @@ def finding(
             if math.isfinite(m) and m >= loss_ceiling
         ]
         if high:
-            shown = " and ".join(f"{m:.2f}" for m in means)
+            shown = " and ".join(f"{m:.2f}" if math.isfinite(m) else "none" for m in means)
             reason = (
                 f"{' and '.join(high)} did not bring the training loss well below chance "
                 f"(mean training losses {shown}, ceiling {loss_ceiling:.2f})"

@@ -83,6 +83,7 @@ from audiorepro.storage import Run, RunStore
 from audiorepro.training.loop import Trainer
 
 __all__ = [
+    "loss_ceiling",
     "CHAPTER",
     "MUST_BEAT_CHANCE",
     "PAPER",
@@ -1106,6 +1107,30 @@ def _floor(chance: Mapping[str, float]) -> float:
     return MUST_BEAT_CHANCE * 100 * chance["mAP@10"]
 
 
+def loss_ceiling(config: Config, name: str) -> float:
+    """The late NT-Xent loss (``late_loss``; a distilled run's L_sup part) the runs of teacher
+    ``name`` must stay below for a finding on them to count: ln(batch) - ln 2 at the batch
+    size that model trains with (:func:`retrieval.loss_ceiling`; MobileNet's is its own)."""
+    return retrieval.loss_ceiling(teacher_config(config, name))
+
+
+def _judge(
+    records: Sequence[Mapping[str, Any]], config: Config, preset: str, claim: Mapping[str, Any],
+    chance: Mapping[str, float],
+) -> reporting.Finding:  # fmt: skip
+    """The verdict on one of :func:`claims`: mAP@10 beyond the seed spread, every compared run
+    above 3 × chance and its late loss below :func:`loss_ceiling` (an ensemble has no loss and
+    is judged by its mAP@10 alone)."""
+    get = functools.partial(reporting.values, records, chapter=CHAPTER, preset=preset)
+    losses = tuple(get(metric="late_loss", tags=t) for t in (claim["tags"], claim["versus"]))
+    return reporting.finding(
+        claim["claim"], get(metric="mAP@10", tags=claim["tags"], scale=100),
+        get(metric="mAP@10", tags=claim["versus"], scale=100), metric="mAP@10",
+        must_beat=_floor(chance), digits=2, losses=losses,
+        loss_ceiling=loss_ceiling(config, claim["model"]),
+    )  # fmt: skip
+
+
 def findings(
     records: Sequence[Mapping[str, Any]],
     config: Config,
@@ -1115,7 +1140,7 @@ def findings(
     """The paper-vs-ours table: each model before and after distillation, both ensembles, beside
     Table 2, with a verdict on each of :func:`claims`: reproduces, contradicts or inconclusive,
     the latter also when a compared run does not beat 3 × chance mAP@10 (``chance`` from
-    :func:`chance_levels`).
+    :func:`chance_levels`) or keeps its late loss at or above :func:`loss_ceiling`.
     Only the records of ``config`` count (:func:`current`)."""
     records = current(records, config)
     paper = PAPER["Table 2"]
@@ -1124,6 +1149,10 @@ def findings(
         must_beat=_floor(chance),
     )  # fmt: skip
     by_kind = {(c["tags"]["model"], c["kind"]): c for c in claims(records, config, preset)}
+
+    def judged(name: str) -> dict[str, Any]:
+        return {"loss_metric": "late_loss", "loss_ceiling": loss_ceiling(config, name)}
+
     rows = []
     for name in config.teachers:
         rows.append(
@@ -1132,13 +1161,14 @@ def findings(
         c = by_kind[name, "distill"]
         rows.append(
             row(f"{name}, distilled", paper=paper[name, "distilled"], tags=c["tags"],
-                claim=c["claim"], versus=c["versus"])
+                claim=c["claim"], versus=c["versus"], **judged(name))
         )  # fmt: skip
         if (name, "lambda") in by_kind:
             c = by_kind[name, "lambda"]
             rows.append(
                 row(f"{name}, distilled (λ = {config.lam:g}) vs λ = 0", paper=None,
-                    tags=c["tags"], claim=c["claim"], versus=c["versus"], source="")
+                    tags=c["tags"], claim=c["claim"], versus=c["versus"], source="",
+                    **judged(name))
             )  # fmt: skip
     rows.append(
         row("ensemble of the stage-1 models", paper=None, tags=_tags("ensemble", "stage1"),
@@ -1147,7 +1177,7 @@ def findings(
     c = by_kind["ensemble", "ensemble"]
     rows.append(
         row("ensemble of the distilled models", paper=paper["ensemble", "distilled"],
-            tags=c["tags"], claim=c["claim"], versus=c["versus"])
+            tags=c["tags"], claim=c["claim"], versus=c["versus"], **judged(c["model"]))
     )  # fmt: skip
     return reporting.paper_vs_ours(rows, preset=preset, records=records)
 
@@ -1258,16 +1288,10 @@ def mechanisms(
     the best member leads. Columns: claim, verdict, check, measured, reading.
     Only the records of ``config`` count (:func:`current`)."""
     records = current(records, config)
-    get = functools.partial(
-        reporting.values, records, chapter=CHAPTER, preset=preset, metric="mAP@10", scale=100
-    )
     mean = functools.partial(_mean, records, preset)
     rows = []
     for c in claims(records, config, preset):
-        found = reporting.finding(
-            c["claim"], get(tags=c["tags"]), get(tags=c["versus"]), metric="mAP@10",
-            must_beat=_floor(chance),
-        )  # fmt: skip
+        found = _judge(records, config, preset, c, chance)
         if found.verdict == "reproduces":
             continue
         if c["kind"] == "distill":

@@ -839,16 +839,18 @@ def evaluate_and_record(
 def throughput(model: DualEncoder) -> dict[str, float]:
     """Training speed of the run that produced ``model``: ``steps_per_s`` and ``clips_per_s``
     (optimizer steps and training clips per second), and its ``train_steps``, ``final_loss``
-    (the last step's batch) and ``late_loss`` (the mean over the last tenth of its steps, at
-    least one: what the findings judge, less noisy than one batch); empty for a model without
-    a training history."""
+    (the last step's batch) and ``late_loss`` (the mean NT-Xent over the last tenth of its
+    steps, at least one: what the findings judge, less noisy than one batch; for a distilled
+    run its ``loss_sup`` part); empty for a model without a training history."""
     history = getattr(model, "train_history", None) or {}
     out = {k: float(history[k]) for k in ("steps_per_s", "clips_per_s") if k in history}
     if history.get("final_step"):
         out["train_steps"] = float(history["final_step"])
     losses = history.get("losses")
     if losses:
-        late = losses[-max(1, len(losses) // 10) :]
+        # A stage-2 run's loss adds L_dist: its NT-Xent part, L_sup, is what ln(batch) bounds.
+        contrastive = (history.get("step_metrics") or {}).get("loss_sup") or losses
+        late = contrastive[-max(1, len(contrastive) // 10) :]
         out["final_loss"] = float(losses[-1])
         out["late_loss"] = math.fsum(late) / len(late)
     return out
