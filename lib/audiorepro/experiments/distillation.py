@@ -83,7 +83,6 @@ from audiorepro.storage import Run, RunStore
 from audiorepro.training.loop import Trainer
 
 __all__ = [
-    "loss_ceiling",
     "CHAPTER",
     "MUST_BEAT_CHANCE",
     "PAPER",
@@ -111,6 +110,7 @@ __all__ = [
     "lambda_sweep",
     "load_audio",
     "load_data",
+    "loss_ceiling",
     "mechanisms",
     "soft_targets",
     "stage0_table",

@@ -69,7 +69,6 @@ __all__ = [
     "Training",
     "WEIGHT_FILES",
     "ablation_budget",
-    "loss_ceiling",
     "ablation_config",
     "ablation_steps",
     "ablation_settings",
@@ -92,6 +91,7 @@ __all__ = [
     "items_digest",
     "load_audio",
     "load_data",
+    "loss_ceiling",
     "load_trained_state",
     "manifest_counts",
     "mechanism_checks",
@@ -1460,10 +1460,12 @@ def mechanism_checks(config: Config, data: RetrievalData) -> pd.DataFrame:
         items = data.training_items(combo.split("+"), config.ablation_max_train_items)
         clips = len({i.key for i in items})
         epochs, steps = ablation_budget(config, "corpora", len(items), data)
-        seen = ""
-        if steps is not None or config.ablation_epochs is None:
-            steps = steps or epochs * -(-len(items) // config.train.batch_size)
-            seen = f", the ablation budget sees {steps * config.train.batch_size / len(items):.2f} epochs"
+        if steps is None:  # whole epochs
+            steps = epochs * steps_per_epoch(config.train.trainer_config(
+                len(items), seed=0, num_epochs=epochs, lr=config.train.lr), len(items))  # fmt: skip
+        seen = (
+            f", the ablation budget sees {steps * config.train.batch_size / len(items):.2f} epochs"
+        )
         rows.append({
             "finding": "adding corpora to ClothoV2 helps",
             "check": f"training data of {combo}",
