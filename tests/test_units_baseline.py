@@ -162,3 +162,31 @@ def test_unit_runs_report_milliseconds_per_row_over_seeds(monkeypatch):
     assert row["run_ms"] == pytest.approx(round((2 + 4 / 3) / 2 * ms, 1))
     assert row["run_ms_std"] == pytest.approx(round(np.std([2 * ms, 4 / 3 * ms], ddof=1), 1))
     assert row["single_share"] == pytest.approx(round(1 / 3, 3))
+
+
+def test_frames_abx_scores_the_frames_as_the_model_standardises_them():
+    """Angular ABX ignores one common scale: with ``input_scale="global"`` the score is that
+    of the frames minus the training mean; ``dimension`` divides each dimension by its
+    training standard deviation. ``input_geometry`` tabulates the three."""
+    from audiorepro.metrics.abx import abx
+
+    cfg = zs.load_config("smoke")
+    lang = zs.language_dir(cfg)
+    item = lang / "abx/byCtxt_acSpkr.item"
+    test = zs.load_features(lang, "test", "mfcc")
+    train = np.concatenate(zs.load_data(cfg, "english", "mfcc").feats).astype(np.float64)
+    mean, std = train.mean(0), train.std(0)
+
+    def score(feats):
+        return abx(feats, item, "angular", "across", frame_shift=zs.HOP_S).error
+
+    centred = score({k: v - mean for k, v in test.items()})
+    scaled = score({k: (v - mean) / std for k, v in test.items()})
+    # float32 statistics in the library, float64 here: a near-tie may flip (one triplet)
+    assert zs.frames_abx(cfg, "mfcc", input_scale="global") == pytest.approx(centred, abs=0.5)
+    assert zs.frames_abx(cfg, "mfcc", input_scale="dimension") == pytest.approx(scaled, abs=0.5)
+    assert zs.frames_abx(cfg, "mfcc") == pytest.approx(score(test), abs=1e-9)
+    assert abs(centred - scaled) > 5  # the two geometries differ on real frames
+    table = zs.input_geometry(cfg)
+    assert list(table.columns) == ["raw", "global", "dimension"]
+    assert table.loc["mfcc", "global"] == pytest.approx(centred, abs=0.5)

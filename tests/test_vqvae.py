@@ -19,6 +19,7 @@ from audiorepro.models.vqvae import (
     TransformerLayer,
     VectorQuantizerEMA,
     VQVAEConfig,
+    input_statistics,
     temporal_jitter,
 )
 
@@ -140,6 +141,41 @@ def test_vqvae_config_rejects_bad_values():
         VQVAEConfig(jitter=0.5)
     with pytest.raises(ValueError, match="encoder must be one of"):
         VQVAEConfig(encoder="lstm")
+    with pytest.raises(ValueError, match="input_scale must be one of"):
+        VQVAEConfig(input_scale="utterance")
+
+
+def test_input_statistics_by_hand():
+    frames = np.array([[0.0, 0.0], [2.0, 4.0]])  # means 1, 2; standard deviations 1, 2
+    mean, std = input_statistics(frames, "dimension")
+    np.testing.assert_allclose(mean, [1.0, 2.0])
+    np.testing.assert_allclose(std, [1.0, 2.0])
+    mean, std = input_statistics(frames, "global")
+    np.testing.assert_allclose(mean, [1.0, 2.0])
+    np.testing.assert_allclose(std, [math.sqrt(2.5)] * 2, rtol=1e-6)  # RMS of 1 and 2
+    with pytest.raises(ValueError, match="input_scale must be one of"):
+        input_statistics(frames, "utterance")
+    with pytest.raises(ValueError, match=r"expected frames \(N, F\)"):
+        input_statistics(np.zeros((0, 3)), "global")
+
+
+def test_global_input_scale_keeps_the_frames_geometry():
+    """One scale for every dimension: the normalised frames are the centred raw frames times
+    one number, so their angles, hence a cosine ABX on them, are those of the centred frames;
+    per-dimension scaling changes them."""
+    rng = np.random.default_rng(0)
+    raw = rng.normal(size=(200, 3)) * np.array([50.0, 5.0, 0.5]) + np.array([-200.0, 10.0, 0.0])
+    x = torch.from_numpy(raw).float()
+
+    def normalised(scale):
+        model = VQVAE(VQVAEConfig(input_dim=3, input_scale=scale, **SMALL), n_speakers=1)
+        model.set_normalization(*input_statistics(raw, model.cfg.input_scale))
+        return (x - model.feat_mean) / model.feat_std
+
+    centred = x - x.mean(0)
+    ratio = normalised("global") / centred
+    np.testing.assert_allclose(ratio, ratio[0, 0].item(), rtol=1e-4)
+    np.testing.assert_allclose(normalised("dimension").std(0, unbiased=False), 1.0, rtol=1e-4)
 
 
 def test_inverter_repeats_codes_and_predicts_magnitudes():
@@ -206,3 +242,16 @@ def test_training_on_smoke_speech_keeps_the_loss_terms_bounded():
     assert com[-25:].mean() < 0.5 * cfg.model.code_dim
     assert rec[-25:].mean() < rec[:25].mean()  # it learns
     assert np.mean(h["batch_codes"][-25:]) >= 8  # of K = 64: no collapse onto a few codes
+
+
+@pytest.mark.parametrize("scale", ["global", "dimension"])
+def test_fit_vqvae_standardises_its_input_per_input_scale(scale):
+    from audiorepro.experiments import zerospeech as zs
+
+    cfg = zs.load_config("smoke", {"train.max_steps": 2, "model.input_scale": scale})
+    data = zs.load_data(cfg)
+    model, _ = zs.fit_vqvae(cfg.train, cfg.model, data.feats, data.speakers, seed=0)
+    stacked = np.concatenate(data.feats).astype(np.float64)
+    np.testing.assert_allclose(model.feat_mean, stacked.mean(0), rtol=1e-4, atol=1e-4)
+    expected = stacked.std(0) if scale == "dimension" else np.sqrt(stacked.var(0).mean())
+    np.testing.assert_allclose(model.feat_std, np.broadcast_to(expected, (39,)), rtol=1e-4)

@@ -96,7 +96,7 @@ from audiorepro.metrics.abx import abx, abx_error, abx_modes, relative_time_item
 from audiorepro.metrics.bitrate import bitrate, bitrate_from_submission
 from audiorepro.models.inverter import CodebookInverter, InverterConfig
 from audiorepro.models.kmeans import KMeans, kmeans
-from audiorepro.models.vqvae import VQVAE, VQVAEConfig
+from audiorepro.models.vqvae import INPUT_SCALES, VQVAE, VQVAEConfig, input_statistics
 from audiorepro.parallel import default_workers, map_processes
 from audiorepro.paths import data_dir, repo_root, results_dir
 from audiorepro.repro import seed_everything, single_thread
@@ -139,6 +139,7 @@ __all__ = [
     "fit_vqvae",
     "frames_abx",
     "griffin_lim",
+    "input_geometry",
     "kmeans_baseline",
     "kmeans_units",
     "language_dir",
@@ -450,7 +451,7 @@ def fit_vqvae(
     model = VQVAE(model_cfg, n_speakers=len(names))
     feats = normalize_features(feats, model_cfg.feature_norm, speakers)
     stacked = np.concatenate(feats)
-    model.set_normalization(torch.from_numpy(stacked.mean(0)), torch.from_numpy(stacked.std(0)))
+    model.set_normalization(*input_statistics(stacked, model_cfg.input_scale))
     index = {s: i for i, s in enumerate(names)}
     dataset = SegmentDataset(feats, [index[s] for s in speakers], train.segment_frames)
     if len(dataset) == 0:
@@ -717,14 +718,42 @@ def _kmeans_baseline(
 
 
 def frames_abx(
-    config: Config, feature: str = "mfcc", feature_norm: str = "none", language: str = "english"
+    config: Config,
+    feature: str = "mfcc",
+    feature_norm: str = "none",
+    language: str = "english",
+    input_scale: str | None = None,
 ) -> float:
     """ABX across (%) of the test set's input frames themselves (10 ms, angular), normalised
-    per ``feature_norm``: the scale for the units made from them."""
+    per ``feature_norm``: the scale for the units made from them. With ``input_scale``
+    (``global`` | ``dimension``) the frames are standardised as a VQ-VAE with that
+    ``model.input_scale`` standardises its input (training mean and scale,
+    :func:`~audiorepro.models.vqvae.input_statistics`): the geometry its reconstruction loss
+    weighs."""
     lang_dir = language_dir(config, language)
     test = model_inputs(load_features(lang_dir, "test", feature), feature_norm)
+    if input_scale is not None:
+        data = load_data(config, language, feature)
+        train = normalize_features(data.feats, feature_norm, data.speakers)
+        mean, std = (t.numpy() for t in input_statistics(np.concatenate(train), input_scale))
+        test = {name: (x - mean) / std for name, x in test.items()}
     item = lang_dir / "abx/byCtxt_acSpkr.item"
     return abx(test, item, "angular", "across", frame_shift=HOP_S).error
+
+
+def input_geometry(config: Config, language: str = "english") -> pd.DataFrame:
+    """ABX across (%) of each feature's test frames as given (``raw``) and as a VQ-VAE's
+    input standardisation leaves them (``global``: centred, one scale; ``dimension``: each
+    dimension to unit variance; :func:`frames_abx`), with ``config.model.feature_norm``: what
+    the reconstruction loss of each ``model.input_scale`` asks the units to keep."""
+    norm = config.model.feature_norm
+    rows = []
+    for feature in FEATURES:
+        row = {"feature": feature, "raw": frames_abx(config, feature, norm, language)}
+        for scale in INPUT_SCALES:
+            row[scale] = frames_abx(config, feature, norm, language, input_scale=scale)
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("feature").round(2)
 
 
 # ---------------------------------------------------------------------------------- inverter

@@ -21,8 +21,11 @@ Eq. 11-13) → decoder conditioned on a learned speaker embedding → reconstruc
   back to T frames; the speaker embedding ``v_s`` is concatenated to the input of every
   convolution.
 
-Inputs are normalised inside the model with the training set's per-dimension mean and standard
-deviation (buffers set by :meth:`VQVAE.set_normalization`); the reconstruction target is the
+Inputs are normalised inside the model with the training set's per-dimension mean and a standard
+deviation that is either one for all dimensions (``input_scale: global``, the default: the
+frames keep the relative scales of their dimensions, so the reconstruction loss weighs them as
+a distance on the raw frames does) or per dimension (``dimension``); buffers set by
+:meth:`VQVAE.set_normalization` from :func:`input_statistics`. The reconstruction target is the
 normalised input. The loss terms are in :mod:`audiorepro.losses.vq`.
 """
 
@@ -31,6 +34,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch import nn
 from torch.nn import functional as F
@@ -45,6 +49,7 @@ from audiorepro.losses.vq import (
 )
 
 __all__ = [
+    "INPUT_SCALES",
     "ConvEncoder",
     "Decoder",
     "TransformerEncoder",
@@ -53,6 +58,7 @@ __all__ = [
     "VQVAEConfig",
     "VQVAEOutput",
     "VectorQuantizerEMA",
+    "input_statistics",
     "sinusoidal_positions",
     "temporal_jitter",
 ]
@@ -61,6 +67,7 @@ ENCODERS = ("transformer", "conv")
 CODEBOOK_SIZES = (64, 128, 256, 512)
 FEATURE_NORMS = ("none", "utterance", "speaker")
 PRE_QUANT_NORMS = ("none", "layer", "unit")
+INPUT_SCALES = ("global", "dimension")
 
 
 @dataclass(frozen=True)
@@ -98,6 +105,14 @@ class VQVAEConfig:
         "speaker (per file, or over every file of the speaker; train and test alike)",
     )
 
+    input_scale: str = field(
+        "global",
+        help="the model's input standardisation after removing the training mean of each "
+        "dimension: global (one standard deviation for all dimensions: the frames keep "
+        "their geometry, c0 weighs as in a distance on raw MFCC) | dimension (each "
+        "dimension to unit variance: Δ and ΔΔ weigh as much as the static cepstra)",
+    )
+
     def __post_init__(self) -> None:
         if self.encoder not in ENCODERS:
             raise ValueError(f"encoder must be one of {ENCODERS}, got {self.encoder!r}")
@@ -115,10 +130,35 @@ class VQVAEConfig:
             raise ValueError(
                 f"pre_quant_norm must be one of {PRE_QUANT_NORMS}, got {self.pre_quant_norm!r}"
             )
+        if self.input_scale not in INPUT_SCALES:
+            raise ValueError(
+                f"input_scale must be one of {INPUT_SCALES}, got {self.input_scale!r}"
+            )
         if self.feature_norm not in FEATURE_NORMS:
             raise ValueError(
                 f"feature_norm must be one of {FEATURE_NORMS}, got {self.feature_norm!r}"
             )
+
+
+def input_statistics(
+    frames: np.ndarray | torch.Tensor, scale: str = "global"
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(mean, std)``, each (F,), of training ``frames`` (N, F) for
+    :meth:`VQVAE.set_normalization`: the per-dimension mean, and per ``scale`` (see
+    :attr:`VQVAEConfig.input_scale`) either each dimension's standard deviation
+    (``dimension``) or, in every dimension, the root mean square of the per-dimension ones
+    (``global``: one scale, the frames' geometry kept). Computed in float64."""
+    if scale not in INPUT_SCALES:
+        raise ValueError(f"input_scale must be one of {INPUT_SCALES}, got {scale!r}")
+    x = torch.as_tensor(np.asarray(frames), dtype=torch.float64)
+    if x.ndim != 2 or len(x) == 0:
+        raise ValueError(
+            f"input_statistics: expected frames (N, F) with N >= 1, got {tuple(x.shape)}"
+        )
+    mean = x.mean(0)
+    var = x.var(0, unbiased=False)  # (F,)
+    std = var.sqrt() if scale == "dimension" else var.mean().sqrt().expand_as(var).clone()
+    return mean.float(), std.float()
 
 
 def sinusoidal_positions(
@@ -410,7 +450,7 @@ class VQVAE(nn.Module):
         self.register_buffer("feat_std", torch.ones(cfg.input_dim))
 
     def set_normalization(self, mean: torch.Tensor, std: torch.Tensor) -> None:
-        """Per-dimension mean and standard deviation (F,) of the training features."""
+        """Mean and standard deviation (F,) of the training features (:func:`input_statistics`)."""
         self.feat_mean.copy_(torch.as_tensor(mean, dtype=torch.float32))
         self.feat_std.copy_(torch.as_tensor(std, dtype=torch.float32).clamp_min(1e-5))
 
