@@ -172,6 +172,30 @@ def test_resume_after_max_steps_cap_is_bitwise_identical(tmp_path):
     assert result.steps == list(range(1, 19)) and result.losses == ref.losses
 
 
+def test_resuming_hashes_each_checkpoint_file_once(tmp_path, monkeypatch):
+    """The newest checkpoint is verified (every file hashed) before it is chosen; loading it
+    then checks sizes only, so a paper-size checkpoint is read once, not twice."""
+    run = tmp_path / "run"
+    Trainer(
+        make_mlp(), ce_loss, Blobs(), dataclasses.replace(BASE, max_steps=5), out_dir=run,
+        progress="none",
+    ).fit()  # fmt: skip
+    newest = latest_checkpoint(run / "checkpoints")
+    listed = json.loads((newest / ckpt.MANIFEST).read_text())["sha256"]
+    hashed = []
+    real = ckpt.file_sha256
+    monkeypatch.setattr(ckpt, "file_sha256", lambda path: hashed.append(path) or real(path))
+    Trainer(make_mlp(), ce_loss, Blobs(), BASE, out_dir=run, progress="none").fit(resume=True)
+    resumed = [p for p in hashed if p.parent == newest]
+    assert sorted(p.name for p in resumed) == sorted(listed)  # each file of it once
+    # loading without hashes still refuses a truncated file
+    model = make_mlp()
+    name = next(iter(listed))
+    (newest / name).write_bytes((newest / name).read_bytes()[:-1])
+    with pytest.raises(ckpt.CheckpointError, match="truncated"):
+        ckpt.load_checkpoint(newest, model=model, verify_hashes=False)
+
+
 def test_failed_checkpoint_write_resumes_from_the_previous_one(tmp_path, monkeypatch):
     config = dataclasses.replace(BASE, checkpoint_every=2, keep_checkpoints=3)
     ref_model, _, _ = uninterrupted(config, tmp_path / "ref")

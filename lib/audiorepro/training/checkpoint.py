@@ -442,9 +442,10 @@ def _fallback(path: Path) -> str:
     )
 
 
-def verify_checkpoint(path: str | Path) -> dict[str, Any]:
+def verify_checkpoint(path: str | Path, *, hashes: bool = True) -> dict[str, Any]:
     """Check a checkpoint directory against its manifest before anything is loaded from it:
-    every listed file present, of the recorded size and SHA-256. Returns the manifest.
+    every listed file present, of the recorded size and (``hashes=False`` skips this, for a
+    directory verified just before) SHA-256. Returns the manifest.
 
     Raises:
         CheckpointError: no such directory, no manifest, a newer format, or a file missing,
@@ -464,7 +465,7 @@ def verify_checkpoint(path: str | Path) -> dict[str, Any]:
             f"{manifest_path}: format_version {version!r}; this library reads up to "
             f"{FORMAT_VERSION}"
         )
-    hashes = manifest.get("sha256", {})
+    digests = manifest.get("sha256", {}) if hashes else {}
     for name, size in manifest.get("files", {}).items():
         file = path / name
         if not file.is_file():
@@ -474,7 +475,7 @@ def verify_checkpoint(path: str | Path) -> dict[str, Any]:
                 f"{file}: {file.stat().st_size} bytes, the manifest says {size} (truncated?)"
                 + _fallback(path)
             )
-        if name in hashes and file_sha256(file) != hashes[name]:
+        if name in digests and file_sha256(file) != digests[name]:
             raise CheckpointError(
                 f"{file}: contents differ from the SHA-256 the manifest recorded when it was "
                 f"written (corrupted on disk?){_fallback(path)}"
@@ -516,10 +517,14 @@ def load_checkpoint(
     model: torch.nn.Module | None = None,
     optimizer: torch.optim.Optimizer | None = None,
     scheduler: Any = None,
+    verify_hashes: bool = True,
 ) -> LoadedCheckpoint:
     """Load a checkpoint directory into ``model``/``optimizer``/``scheduler`` (where given).
 
-    Nothing is unpickled: tensors come from safetensors files, the rest from JSON.
+    Nothing is unpickled: tensors come from safetensors files, the rest from JSON. The files
+    are checked first (:func:`verify_checkpoint`); ``verify_hashes=False`` skips their SHA-256
+    (sizes are still checked) when the caller has just verified the directory, so that a
+    paper-size checkpoint is not read twice.
 
     Raises:
         CheckpointError: the directory is incomplete (no manifest, a listed file missing or of
@@ -527,7 +532,7 @@ def load_checkpoint(
             model (missing/unexpected/mismatched keys, all listed) or the optimizer.
     """
     path = Path(path)
-    manifest = verify_checkpoint(path)
+    manifest = verify_checkpoint(path, hashes=verify_hashes)
     present = manifest.get("components", [])
     for name, wanted in (("optimizer", optimizer), ("scheduler", scheduler)):
         if wanted is not None and name not in present:

@@ -1056,6 +1056,7 @@ class Trainer:
             model=self.unwrapped_model,
             optimizer=None if finished else self.optimizer,
             scheduler=None if finished else self.scheduler,
+            verify_hashes=False,  # _newest_valid_checkpoint has just hashed every file
         )
         for name in ("trainer", "rng"):
             if name not in loaded.components:
