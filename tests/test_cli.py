@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -149,6 +150,23 @@ def test_bad_inputs_exit_nonzero_naming_file_line_field(corpus, tmp_path, capsys
         capsys, "units", "train", "--audio", tmp_path / "missing", "--out", tmp_path / "r"
     )
     assert code == 1 and "missing: no such directory" in err
+    nested = tmp_path / "nested"
+    for sub in ("digits", "letters"):  # a layout like the Asterisk prompts' digits/ and letters/
+        (nested / sub).mkdir(parents=True)
+        shutil.copy(corpus / "audio" / "S001_garden0.wav", nested / sub / "at.wav")
+    code, _, err = run_cli(
+        capsys,
+        "units",
+        "train",
+        "--audio",
+        nested,
+        "--speaker-of",
+        "parent",
+        "--out",
+        tmp_path / "r",
+    )
+    assert code == 1 and "letters/at.wav: file name 'at' also used by" in err
+    assert "digits/at.wav" in err and "names must be unique" in err
     bad = tmp_path / "bad.tsv"
     bad.write_text(
         HEADER

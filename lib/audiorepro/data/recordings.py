@@ -71,7 +71,11 @@ def find_wavs(folder: str | os.PathLike[str]) -> dict[str, Path]:
             continue
         if path.stem in found:
             raise RecordingsError(
-                path, None, f"file name {path.stem!r} also used by {found[path.stem]}"
+                path,
+                None,
+                f"file name {path.stem!r} also used by {found[path.stem]}: each file's units "
+                "go to <file name>.txt, so names must be unique under the folder (rename one, "
+                "or give one subfolder)",
             )
         found[path.stem] = path
     if not found:
