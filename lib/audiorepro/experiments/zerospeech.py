@@ -733,25 +733,44 @@ def frames_abx(
     lang_dir = language_dir(config, language)
     test = model_inputs(load_features(lang_dir, "test", feature), feature_norm)
     if input_scale is not None:
-        data = load_data(config, language, feature)
-        train = normalize_features(data.feats, feature_norm, data.speakers)
-        mean, std = (t.numpy() for t in input_statistics(np.concatenate(train), input_scale))
-        test = {name: (x - mean) / std for name, x in test.items()}
+        train = _training_frames(config, feature, feature_norm, language)
+        test = _standardised(test, train, input_scale)
+    return _frames_error(test, lang_dir)
+
+
+def _training_frames(config: Config, feature: str, feature_norm: str, language: str) -> np.ndarray:
+    """Every training frame of ``language``, normalised per ``feature_norm``: (N, F)."""
+    data = load_data(config, language, feature)
+    return np.concatenate(normalize_features(data.feats, feature_norm, data.speakers))
+
+
+def _standardised(
+    test: Mapping[str, np.ndarray], train: np.ndarray, input_scale: str
+) -> dict[str, np.ndarray]:
+    mean, std = (t.numpy() for t in input_statistics(train, input_scale))
+    return {name: (x - mean) / std for name, x in test.items()}
+
+
+def _frames_error(test: Mapping[str, np.ndarray], lang_dir: Path) -> float:
     item = lang_dir / "abx/byCtxt_acSpkr.item"
-    return abx(test, item, "angular", "across", frame_shift=HOP_S).error
+    return abx(dict(test), item, "angular", "across", frame_shift=HOP_S).error
 
 
 def input_geometry(config: Config, language: str = "english") -> pd.DataFrame:
     """ABX across (%) of each feature's test frames as given (``raw``) and as a VQ-VAE's
     input standardisation leaves them (``global``: centred, one scale; ``dimension``: each
     dimension to unit variance; :func:`frames_abx`), with ``config.model.feature_norm``: what
-    the reconstruction loss of each ``model.input_scale`` asks the units to keep."""
+    the reconstruction loss of each ``model.input_scale`` asks the units to keep. Each
+    feature's test and training frames are read once for the three columns."""
     norm = config.model.feature_norm
+    lang_dir = language_dir(config, language)
     rows = []
     for feature in FEATURES:
-        row = {"feature": feature, "raw": frames_abx(config, feature, norm, language)}
+        test = model_inputs(load_features(lang_dir, "test", feature), norm)
+        train = _training_frames(config, feature, norm, language)
+        row = {"feature": feature, "raw": _frames_error(test, lang_dir)}
         for scale in INPUT_SCALES:
-            row[scale] = frames_abx(config, feature, norm, language, input_scale=scale)
+            row[scale] = _frames_error(_standardised(test, train, scale), lang_dir)
         rows.append(row)
     return pd.DataFrame(rows).set_index("feature").round(2)
 
