@@ -150,23 +150,13 @@ def test_bad_inputs_exit_nonzero_naming_file_line_field(corpus, tmp_path, capsys
         capsys, "units", "train", "--audio", tmp_path / "missing", "--out", tmp_path / "r"
     )
     assert code == 1 and "missing: no such directory" in err
-    nested = tmp_path / "nested"
-    for sub in ("digits", "letters"):  # a layout like the Asterisk prompts' digits/ and letters/
-        (nested / sub).mkdir(parents=True)
-        shutil.copy(corpus / "audio" / "S001_garden0.wav", nested / sub / "at.wav")
-    code, _, err = run_cli(
-        capsys,
-        "units",
-        "train",
-        "--audio",
-        nested,
-        "--speaker-of",
-        "parent",
-        "--out",
-        tmp_path / "r",
-    )
-    assert code == 1 and "letters/at.wav: file name 'at' also used by" in err
-    assert "digits/at.wav" in err and "names must be unique" in err
+    twins = tmp_path / "twins"
+    twins.mkdir()
+    shutil.copy(corpus / "audio" / "S001_garden0.wav", twins / "S001_at.wav")
+    sf.write(twins / "S001_at.flac", *sf.read(corpus / "audio" / "S001_garden0.wav"))
+    code, _, err = run_cli(capsys, "units", "train", "--audio", twins, "--out", tmp_path / "r")
+    assert code == 1 and "twins/S001_at.wav: file id 'S001_at' also used by" in err
+    assert "S001_at.flac" in err and "rename one" in err
     bad = tmp_path / "bad.tsv"
     bad.write_text(
         HEADER
@@ -210,6 +200,91 @@ def test_bad_inputs_exit_nonzero_naming_file_line_field(corpus, tmp_path, capsys
     with pytest.raises(SystemExit) as usage:
         main(["units", "encode"])
     assert usage.value.code == 2
+
+
+def test_a_folder_whose_file_names_repeat_across_speaker_folders(corpus, tmp_path, capsys):
+    """``spk/001.wav`` layouts (``--speaker-of parent``): ids become paths under the folder,
+    ``units encode`` mirrors the subfolders, ``abx items --audio`` names items the same way, and
+    the score equals that of the same audio in a flat folder of unique names. A ``.WAV`` name
+    with a space and a ``.flac`` file are read too."""
+    flat, nested = corpus / "audio", tmp_path / "nested"
+    for wav in sorted(flat.glob("*.wav")):
+        speaker, word = wav.stem.split("_")
+        (nested / speaker).mkdir(parents=True, exist_ok=True)
+        if word == "garden1" and speaker == "S001":
+            shutil.copy(wav, nested / speaker / "garden 1.WAV")
+        elif word == "yellow0" and speaker == "S002":
+            sf.write(nested / speaker / "yellow0.flac", *sf.read(wav), subtype="PCM_16")
+        else:
+            shutil.copy(wav, nested / speaker / f"{word}.wav")
+    code, _, err = run_cli(
+        capsys,
+        "units", "train", "--audio", nested, "--speaker-of", "parent", "--preset", "smoke",
+        "--set", "train.max_steps=2", "--set", "train.segment_frames=32", "--out", tmp_path / "u",
+    )  # fmt: skip
+    assert code == 0, err
+    for folder, sub in ((flat, "flat"), (nested, "nested")):
+        code, _, err = run_cli(
+            capsys, "units", "encode", tmp_path / "u", "--audio", folder, "--out", tmp_path / sub
+        )
+        assert code == 0, err
+    assert (tmp_path / "nested/S003/window1.txt").is_file()
+    assert (tmp_path / "nested/S001/garden_1.txt").is_file()
+    assert (tmp_path / "nested/S002/yellow0.txt").read_text() == (
+        tmp_path / "flat/S002_yellow0.txt"
+    ).read_text()
+
+    rows = []
+    for wav in sorted(flat.glob("*.wav")):
+        speaker, word = wav.stem.split("_")
+        name = {("S001", "garden1"): "garden 1.WAV", ("S002", "yellow0"): "yellow0.flac"}.get(
+            (speaker, word), f"{word}.wav"
+        )
+        rows.append(f"{nested / speaker / name}\t{word[:-1]}\t{speaker}\t\t\n")
+    (tmp_path / "nested.tsv").write_text(HEADER + "".join(rows))
+    code, _, err = run_cli(
+        capsys, "abx", "items", "--segments", tmp_path / "nested.tsv", "--out", tmp_path / "n.item"
+    )
+    assert code == 1 and re.search(r"nested.tsv:\d+: path: .* have one file name", err)
+    assert "give --audio DIR" in err
+    code, out, err = run_cli(
+        capsys,
+        "abx", "items", "--segments", tmp_path / "nested.tsv", "--audio", nested,
+        "--out", tmp_path / "n.item",
+    )  # fmt: skip
+    assert code == 0, err
+    lines = (tmp_path / "n.item").read_text().splitlines()
+    assert "S001/garden_1 0.0000000 1.0000000 garden - - S001" in lines
+    code, out, err = run_cli(capsys, "abx", "score", tmp_path / "n.item", tmp_path / "nested")
+    assert code == 0, err
+    code, _, err = run_cli(
+        capsys, "abx", "items", "--segments", corpus / "seg.tsv", "--out", tmp_path / "f.item"
+    )
+    assert code == 0, err
+    code, flat_out, err = run_cli(capsys, "abx", "score", tmp_path / "f.item", tmp_path / "flat")
+    assert code == 0, err
+    assert 0 <= last_number(out) <= 100 and last_number(out) == last_number(flat_out)
+
+    # Items named by file name against units named by path: the error says what to do.
+    (tmp_path / "one.tsv").write_text(HEADER + "".join(r for r in rows if "/S003/" in r))
+    code, _, err = run_cli(
+        capsys, "abx", "items", "--segments", tmp_path / "one.tsv", "--out", tmp_path / "o.item"
+    )
+    assert code == 0, err  # one speaker's names do not repeat
+    code, _, err = run_cli(capsys, "abx", "score", tmp_path / "o.item", tmp_path / "nested")
+    assert (
+        code == 1 and "unknown file 'garden0'" in err and "S003/garden0.txt" in err
+    )
+    assert "abx items --audio DIR" in err
+
+    # A speaker map must name a repeated file name by its path.
+    speaker_map = tmp_path / "map.tsv"
+    speaker_map.write_text("garden0.wav\tS001\n")
+    code, _, err = run_cli(
+        capsys, "units", "train", "--audio", nested, "--speaker-of", speaker_map,
+        "--out", tmp_path / "r",
+    )  # fmt: skip
+    assert code == 1 and "map.tsv:1: file 'garden0' names several files" in err
 
 
 def test_parse_sets_reads_yaml_values_and_refuses_pairs_without_equals():

@@ -7,7 +7,8 @@ can call the same way::
     audiorepro units train --audio DIR [--speaker-of prefix|parent|MAP.tsv] [--preset P]
                            [--set key=value ...] --out RUN
     audiorepro units encode RUN --audio DIR --out SUBMISSION_DIR [--what vectors|codes]
-    audiorepro abx items --segments SEG.tsv --out FILE.item [--times auto|relative|seconds]
+    audiorepro abx items --segments SEG.tsv --out FILE.item [--audio DIR]
+                         [--times auto|relative|seconds]
     audiorepro abx score ITEM_FILE SUBMISSION_DIR [--mode across|within] [--distance D]
                          [--frame-shift S]
     audiorepro awe train --segments SEG.tsv [--lexicon cmudict|FILE] [--dev SEG.tsv]
@@ -16,7 +17,10 @@ can call the same way::
     audiorepro awe ap EMB.npz
 
 ``SEG.tsv``: a tab-separated table with the header ``path word speaker start end`` (seconds;
-``start`` and ``end`` empty for a whole file). Any sample rate is resampled. A bad input exits
+``start`` and ``end`` empty for a whole file). Audio files are ``.wav``, ``.flac`` or ``.ogg``
+at any sample rate (resampled). A file's id is its name without the extension; when names
+repeat across subfolders (``spk1/001.wav``, ``spk2/001.wav``), its path under ``--audio``
+(``units encode`` mirrors the subfolders; give ``abx items`` the same ``--audio``). A bad input exits
 with status 1 and a message naming the file, line and field; a bad command line with status 2.
 """
 
@@ -79,7 +83,9 @@ def _parser() -> argparse.ArgumentParser:
     units = groups.add_parser("units", help="discrete units (chapter 03's VQ-VAE)")
     units_cmds = units.add_subparsers(dest="command", required=True)
     p = units_cmds.add_parser("train", help="train a VQ-VAE on a folder of wavs")
-    p.add_argument("--audio", required=True, help="folder of .wav files (searched recursively)")
+    p.add_argument(
+        "--audio", required=True, help="folder of .wav/.flac/.ogg files (searched recursively)"
+    )
     p.add_argument(
         "--speaker-of",
         default="prefix",
@@ -89,7 +95,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="the run folder to write")
     p = units_cmds.add_parser("encode", help="one ZeroSpeech 2019 .txt per wav")
     p.add_argument("run", help="a units train --out folder")
-    p.add_argument("--audio", required=True, help="folder of .wav files")
+    p.add_argument("--audio", required=True, help="folder of audio files (as units train)")
     p.add_argument("--out", required=True, help="the submission folder to write")
     p.add_argument("--what", default="vectors", choices=("vectors", "codes"))
 
@@ -98,6 +104,12 @@ def _parser() -> argparse.ArgumentParser:
     p = abx_cmds.add_parser("items", help="word items from a segments table")
     p.add_argument("--segments", required=True, help="SEG.tsv: path word speaker start end")
     p.add_argument("--out", required=True, help="the .item file to write")
+    p.add_argument(
+        "--audio",
+        default=None,
+        help="the folder units encode read: items name files by its file ids (paths under it "
+        "when file names repeat across subfolders); default: file names",
+    )
     p.add_argument(
         "--times",
         default="auto",
@@ -160,7 +172,7 @@ def _run(args: argparse.Namespace) -> None:
         codes = zs.encode_units(args.run, args.audio, args.out, what=args.what)
         print(f"wrote {len(codes)} files to {args.out}")
     elif command == ("abx", "items"):
-        path, times = zs.abx_items(args.segments, args.out, times=args.times)
+        path, times = zs.abx_items(args.segments, args.out, times=args.times, audio=args.audio)
         n = sum(1 for line in open(path, encoding="utf-8") if line.strip()) - 1
         hint = "score without --frame-shift" if times == "relative" else "score with --frame-shift"
         print(f"wrote {n} items ({times} times: {hint}) to {path}")

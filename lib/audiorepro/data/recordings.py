@@ -3,8 +3,8 @@
 The command line (``audiorepro units ...``, ``audiorepro awe ...``) and the notebooks read a
 user's own speech through these:
 
-- :func:`find_wavs`: every ``.wav`` under a folder (recursively), keyed by file stem; two files
-  with one stem are an error naming both;
+- :func:`find_wavs`: every audio file under a folder (recursively), keyed by file id: its name
+  without extension, or its path under the folder when names repeat across subfolders;
 - :func:`speakers_of`: the speaker of each file by a rule: ``prefix`` (the file name up to the
   first ``_``, the ZeroSpeech convention), ``parent`` (the folder the file is in) or a
   ``MAP.tsv`` path (``file<TAB>speaker`` lines, ``file`` a stem or a path relative to the
@@ -32,12 +32,15 @@ from audiorepro.data.recipes.common import RecipeError
 from audiorepro.features import audio_info
 
 __all__ = [
+    "AUDIO_SUFFIXES",
     "SEGMENT_COLUMNS",
     "SPEAKER_RULES",
     "RecordingsError",
     "Segment",
     "cmudict_lexicon",
+    "file_id",
     "find_wavs",
+    "ids_under",
     "read_lexicon",
     "read_segments",
     "speakers_of",
@@ -55,32 +58,65 @@ class RecordingsError(RecipeError):
     ``path:line: message``."""
 
 
+AUDIO_SUFFIXES = (".wav", ".flac", ".ogg")
+"""Audio files :func:`find_wavs` collects (any letter case: ``.WAV`` too)."""
+
+
+def file_id(text: str) -> str:
+    """A name usable as an item file's ``#file``: each run of whitespace becomes ``_`` (item
+    files are whitespace separated)."""
+    return "_".join(text.split())
+
+
 def find_wavs(folder: str | os.PathLike[str]) -> dict[str, Path]:
-    """``{file stem: path}`` of every ``.wav`` under ``folder`` (recursively), sorted by stem.
+    """``{file id: path}`` of every audio file under ``folder`` (recursively), sorted by id.
+
+    Audio files end in one of :data:`AUDIO_SUFFIXES`, in any case. A file's id is its name
+    without the extension (:func:`file_id`: whitespace becomes ``_``), the ZeroSpeech 2019
+    convention. When two files share that name in different subfolders (``spk1/001.wav`` and
+    ``spk2/001.wav``, a common layout for ``--speaker-of parent``), every id is the file's path
+    under ``folder`` without the extension instead (``spk1/001``): ``units encode`` then writes
+    ``spk1/001.txt`` and ``abx items --audio folder`` names the items the same way.
 
     Raises:
-        RecordingsError: the folder is missing or holds no wav, or two wavs share a stem (their
-            units would share one ``<stem>.txt``).
+        RecordingsError: the folder is missing or holds no audio file, or two files have one id
+            even by path (``a.wav`` and ``a.flac`` side by side).
     """
     folder = Path(folder)
     if not folder.is_dir():
-        raise RecordingsError(folder, None, "no such directory (expected a folder of .wav files)")
+        raise RecordingsError(
+            folder,
+            None,
+            f"no such directory (expected a folder of audio files: {', '.join(AUDIO_SUFFIXES)})",
+        )
+    paths = sorted(
+        p for p in folder.rglob("*") if p.suffix.lower() in AUDIO_SUFFIXES and p.is_file()
+    )
+    if not paths:
+        raise RecordingsError(
+            folder, None, f"no audio files ({', '.join(AUDIO_SUFFIXES)}) under this folder"
+        )
+    names = [file_id(p.stem) for p in paths]
+    if len(set(names)) < len(names):
+        names = [file_id(p.relative_to(folder).with_suffix("").as_posix()) for p in paths]
     found: dict[str, Path] = {}
-    for path in sorted(folder.rglob("*.wav")):
-        if not path.is_file():
-            continue
-        if path.stem in found:
+    for name, path in zip(names, paths, strict=True):
+        if name in found:
             raise RecordingsError(
                 path,
                 None,
-                f"file name {path.stem!r} also used by {found[path.stem]}: each file's units "
-                "go to <file name>.txt, so names must be unique under the folder (rename one, "
-                "or give one subfolder)",
+                f"file id {name!r} also used by {found[name]}: each file's units go to "
+                f"<id>.txt, so two files of one name in one folder (other extension, or a "
+                "space where the other has _) cannot both be read; rename one",
             )
-        found[path.stem] = path
-    if not found:
-        raise RecordingsError(folder, None, "no .wav files under this folder")
+        found[name] = path
     return dict(sorted(found.items()))
+
+
+def ids_under(folder: str | os.PathLike[str]) -> dict[Path, str]:
+    """``{resolved path: file id}`` of :func:`find_wavs` (``folder``): how ``units encode``
+    names each file's units."""
+    return {path.resolve(): name for name, path in find_wavs(folder).items()}
 
 
 def _read_lines(path: Path) -> list[tuple[int, str]]:
@@ -96,23 +132,26 @@ def _read_lines(path: Path) -> list[tuple[int, str]]:
 def speakers_of(
     wavs: Mapping[str, Path], rule: str = "prefix", root: str | os.PathLike[str] | None = None
 ) -> dict[str, str]:
-    """The speaker of every file of :func:`find_wavs`: ``{stem: speaker}``.
+    """The speaker of every file of :func:`find_wavs`: ``{file id: speaker}``.
 
     Args:
-        wavs: ``{stem: path}``.
-        rule: ``"prefix"`` (the stem up to the first ``_``), ``"parent"`` (the name of the
-            file's folder) or the path of a ``MAP.tsv`` whose lines are ``file<TAB>speaker``
-            (``file``: a stem, or a path relative to ``root`` with or without ``.wav``).
+        wavs: ``{file id: path}``.
+        rule: ``"prefix"`` (the file name up to the first ``_`` or space), ``"parent"`` (the name of
+            the file's folder) or the path of a ``MAP.tsv`` whose lines are
+            ``file<TAB>speaker`` (``file``: a path relative to ``root``, or a file name, with
+            or without the extension; a name shared by files in several subfolders must be
+            given as a path).
         root: the audio folder (for relative paths in a map).
 
     Raises:
         RecordingsError: a name without ``_`` (prefix), a malformed map line (names the line),
-            or a file the map does not list.
+            a file the map does not list, or a map line naming by its name a file whose name
+            several subfolders share.
     """
     if rule == "prefix":
         out = {}
-        for stem, path in wavs.items():
-            head, sep, _ = stem.partition("_")
+        for name, path in wavs.items():
+            head, sep, _ = file_id(path.stem).partition("_")
             if not sep or not head:
                 raise RecordingsError(
                     path,
@@ -120,16 +159,16 @@ def speakers_of(
                     "--speaker-of prefix: expected a file name <speaker>_<rest>.wav; use "
                     "--speaker-of parent or a MAP.tsv for other names",
                 )
-            out[stem] = head
+            out[name] = head
         return out
     if rule == "parent":
-        return {stem: path.parent.name for stem, path in wavs.items()}
+        return {name: path.parent.name for name, path in wavs.items()}
     map_path = Path(rule)
     if not map_path.is_file():
         raise RecordingsError(
             map_path, None, "speaker rule: expected prefix, parent or an existing MAP.tsv file"
         )
-    mapping: dict[str, str] = {}
+    mapping: dict[str, tuple[str, int]] = {}
     for number, line in _read_lines(map_path):
         fields = line.split("\t")
         if len(fields) != 2 or not fields[0].strip() or not fields[1].strip():
@@ -137,19 +176,31 @@ def speakers_of(
                 map_path, number, f"expected 'file<TAB>speaker', got {line.strip()!r}"
             )
         name = fields[0].strip()
-        name = name[: -len(".wav")] if name.endswith(".wav") else name
-        mapping[name] = fields[1].strip()
+        if Path(name).suffix.lower() in AUDIO_SUFFIXES:
+            name = name[: -len(Path(name).suffix)]
+        mapping[name] = (fields[1].strip(), number)
     base = Path(root) if root is not None else None
+    stems: dict[str, list[Path]] = {}
+    for path in wavs.values():
+        stems.setdefault(path.stem, []).append(path)
     out = {}
-    for stem, path in wavs.items():
-        relative = None
+    for name, path in wavs.items():
+        found = None
         if base is not None:
-            relative = path.relative_to(base).with_suffix("").as_posix()
-        speaker = mapping.get(relative) if relative is not None else None
-        speaker = speaker if speaker is not None else mapping.get(stem)
-        if speaker is None:
-            raise RecordingsError(map_path, None, f"no speaker for {path} (file {stem!r})")
-        out[stem] = speaker
+            found = mapping.get(path.relative_to(base).with_suffix("").as_posix())
+        if found is None and path.stem in mapping:
+            found = mapping[path.stem]
+            if len(stems[path.stem]) > 1:
+                shared = ", ".join(str(p) for p in stems[path.stem])
+                raise RecordingsError(
+                    map_path,
+                    found[1],
+                    f"file {path.stem!r} names several files ({shared}): give each its path "
+                    "relative to the audio folder",
+                )
+        if found is None:
+            raise RecordingsError(map_path, None, f"no speaker for {path} (file {name!r})")
+        out[name] = found[0]
     return out
 
 

@@ -66,7 +66,15 @@ from audiorepro.data.recipes.zerospeech import (
     speaker_of,
     write_item_file,
 )
-from audiorepro.data.recordings import RecordingsError, find_wavs, read_segments, speakers_of
+from audiorepro.data.recordings import (
+    RecordingsError,
+    Segment,
+    file_id,
+    find_wavs,
+    ids_under,
+    read_segments,
+    speakers_of,
+)
 from audiorepro.data.speech_segments import (
     FEATURE_NORMS,
     FEATURES,
@@ -500,6 +508,30 @@ def model_inputs(
     return dict(zip(names, out, strict=True))
 
 
+ATTENTION_BUDGET = 2**28
+"""Attention scores (batch × heads × frames², float32: 1 GiB) that one batch of
+:func:`encode_files` may hold: the Transformer encoder attends over whole files, so 64 files of
+up to 73 s (the longest Asterisk prompt) would need 27 GB at once."""
+
+
+def length_batches(
+    lengths: Sequence[int], batch_size: int, heads: int, budget: int = ATTENTION_BUDGET
+) -> list[list[int]]:
+    """Indices of ``lengths`` (frames) in order of length, cut into batches of at most
+    ``batch_size`` whose attention scores (``len(batch) × heads × longest²``) stay within
+    ``budget``; a file over the budget alone is a batch of one."""
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    batches: list[list[int]] = []
+    for i in order:
+        if batches:
+            last = batches[-1]
+            if len(last) < batch_size and (len(last) + 1) * heads * lengths[i] ** 2 <= budget:
+                last.append(i)
+                continue
+        batches.append([i])
+    return batches
+
+
 @torch.no_grad()
 def encode_files(
     model: VQVAE,
@@ -511,14 +543,17 @@ def encode_files(
 
     The features are first normalised as the model was trained (``model.cfg.feature_norm``,
     :func:`model_inputs`; per speaker: over the files given here, by ``speakers`` or the name
-    prefix)."""
+    prefix). Files go in batches of similar length, at most ``batch_size`` and
+    :data:`ATTENTION_BUDGET` (:func:`length_batches`)."""
     model.eval()
     feats = model_inputs(feats, model.cfg.feature_norm, speakers)
     names = sorted(feats, key=lambda n: len(feats[n]))
     codes, vectors = {}, {}
+    heads = model.cfg.n_heads if model.cfg.encoder == "transformer" else 1
+    batches = length_batches([len(feats[n]) for n in names], batch_size, heads, ATTENTION_BUDGET)
     with single_thread():
-        for start in range(0, len(names), batch_size):
-            chunk = names[start : start + batch_size]
+        for batch in batches:
+            chunk = [names[i] for i in batch]
             x, lengths, _ = collate_segments([(feats[n], 0) for n in chunk])
             c, e, code_lengths = model.encode(x, lengths)
             for i, name in enumerate(chunk):
@@ -1133,11 +1168,15 @@ def encode_units(
     out: str | os.PathLike[str],
     what: str = "vectors",
 ) -> dict[str, np.ndarray]:
-    """Write one ZeroSpeech 2019 ``<out>/<file>.txt`` per wav under ``audio``: one line per code
-    frame (``run.frame_shift`` apart), the codebook vector (``what="vectors"``) or the code
-    one-hot (``"codes"``; never one integer per line, which the 2019 loader drops).
+    """Write one ZeroSpeech 2019 ``<out>/<file id>.txt`` per audio file under ``audio``: one
+    line per code frame (``run.frame_shift`` apart), the codebook vector (``what="vectors"``)
+    or the code one-hot (``"codes"``; never one integer per line, which the 2019 loader drops).
 
-    Returns ``{file: codes (T',)}``.
+    File ids are those of :func:`audiorepro.data.recordings.find_wavs`: the file names, or,
+    when names repeat across subfolders, the paths under ``audio`` (``spk1/001.txt``: the
+    subfolders are mirrored under ``out``; write the items with ``abx_items(..., audio=)``).
+
+    Returns ``{file id: codes (T',)}``.
     """
     if what not in ("vectors", "codes"):
         raise ValueError(f"what must be vectors or codes, got {what!r}")
@@ -1152,17 +1191,26 @@ def encode_units(
             if what == "vectors"
             else _one_hot_lines(codes[name], run.model.cfg.codebook_size)
         )
-        (out / f"{name}.txt").write_text(text)
+        target = out / f"{name}.txt"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
     return codes
 
 
 def abx_items(
-    segments: str | os.PathLike[str], out: str | os.PathLike[str], times: str = "auto"
+    segments: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    times: str = "auto",
+    audio: str | os.PathLike[str] | None = None,
 ) -> tuple[Path, str]:
     """Write an ABX item file of whole-segment word items from a segments table.
 
     Each row of ``segments`` (:func:`audiorepro.data.recordings.read_segments`) is one item:
-    ``#file`` the wav's stem, ``#phone`` the word, no context (``-`` ``-``), its speaker.
+    ``#file`` the audio file's id, ``#phone`` the word, no context (``-`` ``-``), its speaker.
+    The id is the one :func:`encode_units` gives the file when it encodes ``audio`` (the
+    folder's :func:`~audiorepro.data.recordings.find_wavs` ids, which are paths under it when
+    file names repeat across subfolders); without ``audio``, the file's name (whitespace as
+    ``_``), and two files of one name in the table are an error.
     ``times``: ``relative`` (whole files only, ``0 1``: the 2019 frame rule, score without a
     frame shift), ``seconds`` (score with the features' frame shift) or ``auto`` (relative when
     every row is a whole file). Returns ``(path, times used)``.
@@ -1170,6 +1218,7 @@ def abx_items(
     if times not in TIMES:
         raise ValueError(f"times must be one of {TIMES}, got {times!r}")
     rows = read_segments(segments)
+    ids = _item_file_ids(rows, audio)
     partial = [r for r in rows if r.start is not None]
     if times == "auto":
         times = "seconds" if partial else "relative"
@@ -1189,8 +1238,42 @@ def abx_items(
             onset, offset = 0.0, n / rate
         else:
             onset, offset = r.start, r.end
-        items.append(AbxItem(r.stem, onset, offset, r.word, "-", "-", r.speaker))
+        items.append(AbxItem(ids[r.path], onset, offset, r.word, "-", "-", r.speaker))
     return write_item_file(out, items), times
+
+
+def _item_file_ids(
+    rows: Sequence[Segment], audio: str | os.PathLike[str] | None
+) -> dict[Path, str]:
+    """``{segment path: #file}`` for :func:`abx_items` (its docstring)."""
+    if audio is not None:
+        under = ids_under(audio)
+        ids = {}
+        for r in rows:
+            name = under.get(r.path.resolve())
+            if name is None:
+                raise RecordingsError(
+                    r.source,
+                    r.line,
+                    f"path: {r.path} is not an audio file under --audio {audio} (the folder "
+                    "units encode read)",
+                )
+            ids[r.path] = name
+        return ids
+    ids, first = {}, {}
+    for r in rows:
+        name = file_id(r.path.stem)
+        other = first.setdefault(name, r)
+        if other.path.resolve() != r.path.resolve():
+            raise RecordingsError(
+                r.source,
+                r.line,
+                f"path: {r.path} and {other.path} (line {other.line}) have one file name "
+                f"{name!r}: give --audio DIR, the folder units encode read, so that items "
+                "name files by their path under it as the encoded files are named",
+            )
+        ids[r.path] = name
+    return ids
 
 
 # ---------------------------------------------------------------------------------- tables

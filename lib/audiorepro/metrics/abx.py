@@ -101,9 +101,26 @@ def read_submission_folder(
     for name in files:
         path = folder / f"{name}.txt"
         if not path.is_file():
-            raise ZeroSpeechFormatError(path, None, f"missing embedding file for {name}")
+            raise ZeroSpeechFormatError(
+                path, None, f"missing embedding file for {name}" + _nested_hint(folder, name)
+            )
         out[name] = read_embedding_file(path, drop_single_column=True)
     return out
+
+
+def _nested_hint(folder: Path, name: str) -> str:
+    """A hint when files named ``name`` sit in subfolders of ``folder`` (units of a folder whose
+    file names repeat, named by their paths), else ``""``."""
+    nested = sorted(
+        p.relative_to(folder).as_posix() for p in folder.rglob(f"{Path(name).name}.txt")
+    )
+    if not nested:
+        return ""
+    return (
+        f"; the folder has {', '.join(nested[:3])}: its files are named by their path under "
+        "the encoded folder, so write the items with `audiorepro abx items --audio DIR` (the "
+        "folder units encode read)"
+    )
 
 
 def select_frames(
@@ -208,7 +225,8 @@ def _feature_arrays(
                 raise ZeroSpeechFormatError(
                     item_file,
                     _item_line_numbers(item_file, len(items))[k],
-                    f"unknown file {name!r}: no {name}.txt in {folder}",
+                    f"unknown file {name!r}: no {name}.txt in {folder}"
+                    + _nested_hint(folder, name),
                 )
         features = read_submission_folder(folder, sorted(first))
     arrays: dict[str, np.ndarray] = {}
