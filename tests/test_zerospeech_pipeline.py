@@ -5,6 +5,7 @@ import pytest
 import torch
 import yaml
 
+import audiorepro.experiments.zerospeech as zs
 from audiorepro.data.recipes.zerospeech import AbxItem, write_filelist, write_item_file
 from audiorepro.data.speech_segments import (
     SegmentDataset,
@@ -19,6 +20,7 @@ from audiorepro.experiments.zerospeech import (
     encode_files,
     export_submission,
     findings,
+    length_batches,
     load_config,
     synthesis_targets,
 )
@@ -118,6 +120,46 @@ def test_encode_files_returns_unpadded_codes_and_codebook_vectors():
     codes, vectors = encode_files(model, feats, batch_size=2)
     assert len(codes["a"]) == 3 and len(codes["b"]) == 5
     np.testing.assert_array_equal(vectors["b"], model.quantizer.codebook[codes["b"]].numpy())
+
+
+def test_length_batches_bound_the_attention_of_long_files():
+    # lengths 10, 3, 40, 5, 41 frames; 2 heads, budget 2 * 2 * 10**2 = 400 scores
+    batches = length_batches([10, 3, 40, 5, 41], batch_size=3, heads=2, budget=400)
+    # by length 3, 5, 10, 40, 41: 3 and 5 share a batch (2 * 2 * 5**2 = 100); adding the 10
+    # would make 3 * 2 * 10**2 = 600 > 400, and each longer file is over the budget with any other
+    assert batches == [[1, 3], [0], [2], [4]]
+    assert length_batches([10, 3, 40, 5, 41], batch_size=3, heads=1, budget=10**9) == [
+        [1, 3, 0],
+        [2, 4],
+    ]
+    assert sorted(i for b in length_batches(list(range(1, 50)), 4, 2, 300) for i in b) == list(
+        range(49)
+    )
+
+
+@pytest.mark.parametrize("encoder", ["transformer", "conv"])
+def test_a_files_units_do_not_depend_on_the_files_batched_with_it(monkeypatch, encoder):
+    """Padding frames are zeroed before every convolution: a short file batched with a long one
+    gets the units it gets alone (before, its last code frames changed)."""
+    torch.manual_seed(0)
+    cfg = VQVAEConfig(
+        input_dim=5, d_model=16, ffn_dim=16, code_dim=4, codebook_size=8, decoder_channels=8,
+        speaker_dim=4, encoder=encoder,
+    )  # fmt: skip
+    model = VQVAE(cfg, n_speakers=1)
+    rng = np.random.default_rng(0)
+    feats = {f"f{i}": rng.random((n, 5)).astype(np.float32) for i, n in enumerate((7, 30, 90))}
+    codes, vectors = encode_files(model, feats)
+    monkeypatch.setattr(zs, "ATTENTION_BUDGET", 1)  # every file alone
+    alone, _ = encode_files(model, feats)
+    for name in feats:
+        np.testing.assert_array_equal(codes[name], alone[name])
+    x = torch.zeros(2, 90, 5)
+    x[0, :7], x[1] = torch.from_numpy(feats["f0"]), torch.from_numpy(feats["f2"])
+    with torch.no_grad():
+        _, z_alone, *_ = model.quantize(x[:1, :7], torch.tensor([7]))
+        _, z_batch, *_ = model.quantize(x, torch.tensor([7, 90]))
+    torch.testing.assert_close(z_batch[0, :2], z_alone[0], rtol=0, atol=1e-5)
 
 
 def _record(row, seed, abx, rate, language="english"):

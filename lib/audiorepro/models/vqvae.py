@@ -234,8 +234,11 @@ class TransformerEncoder(nn.Module):
         """x (B, T, F), lengths (B,) → z (B, T', D_e), code lengths (B,)."""
         h = self.proj(x) + sinusoidal_positions(x.shape[1], self.proj.out_features, x.device)
         for layer, conv in zip(self.layers, self.convs, strict=True):
-            h = layer(h, ~length_mask(lengths, h.shape[1]))  # (B, T, D)
-            h = conv(h)  # (B, T / s, D)
+            valid = length_mask(lengths, h.shape[1])  # (B, T)
+            h = layer(h, ~valid)  # (B, T, D)
+            # padding frames hold values after the layer; zero them, as the convolution's own
+            # padding is, so that a file's units do not depend on the files batched with it
+            h = conv(h * valid.unsqueeze(-1))  # (B, T / s, D)
             lengths = conv_lengths(lengths, conv.stride)
         return self.out(h), lengths
 
@@ -246,10 +249,11 @@ class _ResBlock(nn.Module):
         self.conv1 = nn.Conv1d(channels, channels, 3, padding=1)
         self.conv2 = nn.Conv1d(channels, channels, 3, padding=1)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, T, D)
-        h = x.transpose(1, 2)
-        h = self.conv2(F.relu(self.conv1(h)))
-        return x + h.transpose(1, 2)
+    def forward(self, x: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+        """x (B, T, D) with zero padding frames, valid (B, T) → (B, T, D), padding zeroed."""
+        keep = valid.unsqueeze(1)  # (B, 1, T)
+        h = F.relu(self.conv1(x.transpose(1, 2))) * keep
+        return (x + self.conv2(h).transpose(1, 2)) * valid.unsqueeze(-1)
 
 
 class ConvEncoder(nn.Module):
@@ -267,7 +271,9 @@ class ConvEncoder(nn.Module):
         """x (B, T, F), lengths (B,) → z (B, T', D_e), code lengths (B,)."""
         h = self.proj(x)
         for block, conv in zip(self.blocks, self.convs, strict=True):
-            h = conv(block(h))  # (B, T / s, D)
+            # zero padding frames before every convolution (as TransformerEncoder)
+            valid = length_mask(lengths, h.shape[1])  # (B, T)
+            h = conv(block(h * valid.unsqueeze(-1), valid))  # (B, T / s, D)
             lengths = conv_lengths(lengths, conv.stride)
         return self.out(h), lengths
 
