@@ -5,6 +5,7 @@ the model's 16 kHz), in-process through :func:`audiorepro.cli.main` and once thr
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import re
 import shutil
@@ -272,9 +273,7 @@ def test_a_folder_whose_file_names_repeat_across_speaker_folders(corpus, tmp_pat
     )
     assert code == 0, err  # one speaker's names do not repeat
     code, _, err = run_cli(capsys, "abx", "score", tmp_path / "o.item", tmp_path / "nested")
-    assert (
-        code == 1 and "unknown file 'garden0'" in err and "S003/garden0.txt" in err
-    )
+    assert code == 1 and "unknown file 'garden0'" in err and "S003/garden0.txt" in err
     assert "abx items --audio DIR" in err
 
     # A speaker map must name a repeated file name by its path.
@@ -285,6 +284,45 @@ def test_a_folder_whose_file_names_repeat_across_speaker_folders(corpus, tmp_pat
         "--out", tmp_path / "r",
     )  # fmt: skip
     assert code == 1 and "map.tsv:1: file 'garden0' names several files" in err
+
+
+def test_awe_train_spells_words_no_dictionary_has(corpus, tmp_path, capsys):
+    """``--lexicon characters``: the written view is the spelling, so words of any language
+    train (here the English recordings labelled in Spanish); cmudict refuses them by line."""
+    spanish = {"garden": "jardín", "yellow": "amarillo", "window": "ventana"}
+    rows = (corpus / "seg.tsv").read_text().splitlines()[1:]
+    table = tmp_path / "es.tsv"
+    table.write_text(
+        HEADER
+        + "".join(
+            "\t".join([f"{corpus}/{f[0]}", spanish[f[1]], *f[2:]]) + "\n"
+            for f in (r.split("\t") for r in rows)
+        )
+    )
+    code, _, err = run_cli(
+        capsys, "awe", "train", "--segments", table, "--preset", "smoke", "--out", tmp_path / "c"
+    )
+    assert code == 1 and re.search(
+        r"es.tsv:2: word: 'jardín' is not in the lexicon 'cmudict'", err
+    )
+    code, out, err = run_cli(
+        capsys,
+        "awe", "train", "--segments", table, "--lexicon", "characters", "--preset", "smoke",
+        "--set", "train.max_steps=2", "--out", tmp_path / "a",
+    )  # fmt: skip
+    assert code == 0, err
+    info = json.loads((tmp_path / "a/run.json").read_text())
+    assert info["pronunciations"]["jardín"] == list("jardín")
+    assert sorted(info["phones_to_ids"]) == sorted(set("jardínamarilloventana"))
+    assert sorted(info["phones_to_ids"].values()) == list(
+        range(1, len(set("jardínamarilloventana")) + 1)
+    )
+    code, out, err = run_cli(
+        capsys, "awe", "embed", tmp_path / "a", "--segments", table, "--out", tmp_path / "e.npz"
+    )
+    assert code == 0, err
+    with np.load(tmp_path / "e.npz") as arrays:
+        assert set(arrays["labels"]) == set(spanish.values())
 
 
 def test_parse_sets_reads_yaml_values_and_refuses_pairs_without_equals():

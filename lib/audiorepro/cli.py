@@ -11,7 +11,8 @@ can call the same way::
                          [--times auto|relative|seconds]
     audiorepro abx score ITEM_FILE SUBMISSION_DIR [--mode across|within] [--distance D]
                          [--frame-shift S]
-    audiorepro awe train --segments SEG.tsv [--lexicon cmudict|FILE] [--dev SEG.tsv]
+    audiorepro awe train --segments SEG.tsv [--lexicon cmudict|characters|FILE]
+                         [--dev SEG.tsv]
                          [--preset P] [--set key=value ...] --out RUN
     audiorepro awe embed RUN --segments SEG.tsv --out EMB.npz
     audiorepro awe ap EMB.npz
@@ -136,7 +137,11 @@ def _parser() -> argparse.ArgumentParser:
     awe_cmds = awe.add_subparsers(dest="command", required=True)
     p = awe_cmds.add_parser("train", help="train the multi-view model on word segments")
     p.add_argument("--segments", required=True, help="SEG.tsv: path word speaker start end")
-    p.add_argument("--lexicon", default="cmudict", help="cmudict or a 'WORD PH1 PH2 ...' file")
+    p.add_argument(
+        "--lexicon",
+        default="cmudict",
+        help="cmudict, characters (the spelling: any language) or a 'WORD PH1 PH2 ...' file",
+    )
     p.add_argument("--dev", default=None, help="SEG.tsv of development words (default: 10%%)")
     preset_args(p)
     p.add_argument("--out", required=True, help="the run folder to write")

@@ -865,14 +865,20 @@ def lexicon_ids(
     {phone: id >= 1})``.
 
     ``lexicon``: ``"cmudict"`` (the bundled CMU dictionary, stress removed; ids of the chapter's
-    45-symbol Switchboard-like set) or the path of a ``WORD PH1 PH2 ...`` file (ids of its
-    phones, sorted). Words are matched case-insensitively; a word the lexicon lacks is an error
-    naming the first table line that has it.
+    45-symbol Switchboard-like set), ``"characters"`` (the written view is the word's spelling,
+    lower-cased, one symbol per character, as in the first multi-view embeddings, which the
+    paper cites: any word of any language, no dictionary) or the path of a
+    ``WORD PH1 PH2 ...`` file (ids of its phones, sorted; a file named ``characters`` is given
+    as ``./characters``). Words are matched case-insensitively; a word the lexicon lacks is an
+    error naming the first table line that has it.
     """
     words = sorted({r.word.lower() for r in rows})
     if lexicon == "cmudict":
         found = cmudict_lexicon(words)
         phone_ids = {p: i + 1 for i, p in enumerate(SWITCHBOARD_SYMBOLS)}
+    elif lexicon == "characters":
+        found = {w: tuple(w) for w in words}
+        phone_ids = {c: i + 1 for i, c in enumerate(sorted({c for w in words for c in w}))}
     else:
         entries = read_lexicon(lexicon)
         found = {w: entries[w] for w in words if w in entries}
