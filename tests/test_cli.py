@@ -305,6 +305,7 @@ def test_awe_train_spells_words_no_dictionary_has(corpus, tmp_path, capsys):
     assert code == 1 and re.search(
         r"es.tsv:2: word: 'jardín' is not in the lexicon 'cmudict'", err
     )
+    assert "spell every word: --lexicon characters" in err
     code, out, err = run_cli(
         capsys,
         "awe", "train", "--segments", table, "--lexicon", "characters", "--preset", "smoke",

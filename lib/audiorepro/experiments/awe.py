@@ -886,7 +886,10 @@ def lexicon_ids(
     for r in rows:
         if r.word.lower() not in found:
             raise RecordingsError(
-                r.source, r.line, f"word: {r.word!r} is not in the lexicon {lexicon!r}"
+                r.source,
+                r.line,
+                f"word: {r.word!r} is not in the lexicon {lexicon!r} (add it to a lexicon file, "
+                "or spell every word: --lexicon characters)",
             )
     return found, phone_ids
 
