@@ -21,8 +21,9 @@ can call the same way::
 ``start`` and ``end`` empty for a whole file). Audio files are ``.wav``, ``.flac`` or ``.ogg``
 at any sample rate (resampled). A file's id is its name without the extension; when names
 repeat across subfolders (``spk1/001.wav``, ``spk2/001.wav``), its path under ``--audio``
-(``units encode`` mirrors the subfolders; give ``abx items`` the same ``--audio``). A bad input exits
-with status 1 and a message naming the file, line and field; a bad command line with status 2.
+(``units encode`` mirrors the subfolders; give ``abx items`` the same ``--audio``). A bad
+input exits with status 1 and a message naming the file, line and field; a bad command line
+with status 2.
 """
 
 from __future__ import annotations

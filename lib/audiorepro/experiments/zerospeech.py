@@ -547,7 +547,7 @@ def encode_files(
     :data:`ATTENTION_BUDGET` (:func:`length_batches`)."""
     model.eval()
     feats = model_inputs(feats, model.cfg.feature_norm, speakers)
-    names = sorted(feats, key=lambda n: len(feats[n]))
+    names = list(feats)  # length_batches orders them by length
     codes, vectors = {}, {}
     heads = model.cfg.n_heads if model.cfg.encoder == "transformer" else 1
     batches = length_batches([len(feats[n]) for n in names], batch_size, heads, ATTENTION_BUDGET)
