@@ -56,3 +56,13 @@ def test_two_files_of_one_id_even_by_path_are_refused(tmp_path):
         find_wavs(tmp_path)
     with pytest.raises(RecordingsError, match="no audio files"):
         (tmp_path / "empty").mkdir() or find_wavs(tmp_path / "empty")
+
+
+def test_audio_in_a_format_not_read_is_an_error_not_a_silent_skip(tmp_path):
+    write(tmp_path / "S1_one.wav")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "S1_two.MP3").write_bytes(b"ID3")
+    with pytest.raises(
+        RecordingsError, match=r"S1_two.MP3: 1 audio file\(s\) under .* not read here"
+    ):
+        find_wavs(tmp_path)

@@ -35,6 +35,7 @@ __all__ = [
     "AUDIO_SUFFIXES",
     "SEGMENT_COLUMNS",
     "SPEAKER_RULES",
+    "UNREAD_AUDIO_SUFFIXES",
     "RecordingsError",
     "Segment",
     "cmudict_lexicon",
@@ -61,6 +62,10 @@ class RecordingsError(RecipeError):
 AUDIO_SUFFIXES = (".wav", ".flac", ".ogg")
 """Audio files :func:`find_wavs` collects (any letter case: ``.WAV`` too)."""
 
+UNREAD_AUDIO_SUFFIXES = (".mp3", ".m4a", ".aac", ".opus", ".wma", ".aif", ".aiff", ".webm")
+"""Audio files :func:`find_wavs` does not read: one of them under the folder is an error, so
+that no recording is left out unnoticed."""
+
 
 def file_id(text: str) -> str:
     """A name usable as an item file's ``#file``: each run of whitespace becomes ``_`` (item
@@ -79,8 +84,9 @@ def find_wavs(folder: str | os.PathLike[str]) -> dict[str, Path]:
     ``spk1/001.txt`` and ``abx items --audio folder`` names the items the same way.
 
     Raises:
-        RecordingsError: the folder is missing or holds no audio file, or two files have one id
-            even by path (``a.wav`` and ``a.flac`` side by side).
+        RecordingsError: the folder is missing or holds no audio file, holds audio in a format
+            not read here (:data:`UNREAD_AUDIO_SUFFIXES`, e.g. ``.mp3``), or two files have one
+            id even by path (``a.wav`` and ``a.flac`` side by side).
     """
     folder = Path(folder)
     if not folder.is_dir():
@@ -92,6 +98,17 @@ def find_wavs(folder: str | os.PathLike[str]) -> dict[str, Path]:
     paths = sorted(
         p for p in folder.rglob("*") if p.suffix.lower() in AUDIO_SUFFIXES and p.is_file()
     )
+    unread = sorted(
+        p for p in folder.rglob("*") if p.suffix.lower() in UNREAD_AUDIO_SUFFIXES and p.is_file()
+    )
+    if unread:
+        raise RecordingsError(
+            unread[0],
+            None,
+            f"{len(unread)} audio file(s) under {folder} in a format not read here "
+            f"(read: {', '.join(AUDIO_SUFFIXES)}): convert them (e.g. ffmpeg -i x.mp3 x.wav) "
+            "or move them out of the folder",
+        )
     if not paths:
         raise RecordingsError(
             folder, None, f"no audio files ({', '.join(AUDIO_SUFFIXES)}) under this folder"
