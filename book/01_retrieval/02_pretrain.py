@@ -92,7 +92,13 @@ print(
 # A caveat: the embedded captions are written from the very event classes stage 0 learns to
 # tag, so the head start it gives retrieval is larger than what AudioSet gives on real
 # captions.
+#
+# On a CPU the embedded preset trains each run on one thread (`train.torch_threads: 1`), and
+# `train_ahead` trains the runs of this page side by side, one per core, before the cells below
+# read them back: stage 0 of both encoders and the pretraining of every seed. A run's numbers do
+# not depend on where it trained, since its thread count is part of its configuration.
 # %%
+retrieval.train_ahead(config, data, "pretrain")
 stage0 = retrieval.stage0_table(
     config, data, ["passt", "cnn14"], page="02_pretrain", preset=preset
 )

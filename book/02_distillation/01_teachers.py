@@ -73,6 +73,8 @@ distillation.encoder_sizes(config)
 # tagging mAP a random scorer gets:
 
 # %%
+# the runs side by side (chapter 01, page 02)
+distillation.train_ahead(config, data, "stage1")
 distillation.stage0_table(config, data, page="01_teachers", preset=preset)
 
 # %% [markdown]

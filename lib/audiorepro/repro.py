@@ -52,18 +52,36 @@ def seed_everything(seed: int, *, deterministic: bool = True) -> torch.Generator
 
 
 @contextlib.contextmanager
+def torch_threads(threads: int | None):
+    """Run torch on ``threads`` intra-op threads inside the block (restored afterwards);
+    ``None`` leaves torch's setting.
+
+    CPU results depend on the thread count (a reduction splits differently), so a run whose
+    configuration names its threads gives the same numbers in any process, on any machine
+    with that many cores or more.
+    """
+    if threads is None:
+        yield
+        return
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise ValueError(f"threads must be None or an int >= 1, got {threads!r}")
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+@contextlib.contextmanager
 def single_thread():
     """Run torch on one intra-op thread inside the block (restored afterwards).
 
     Small models on a shared 2-core machine: a second intra-op thread costs far more in
     synchronisation than it saves (measured on chapter 03: 20× slower steps under load).
     """
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with torch_threads(1):
         yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def git_sha(path: str | Path | None = None) -> str | None:

@@ -79,6 +79,7 @@ from audiorepro.models.dual_encoder import DistillationStudent, DualEncoder
 from audiorepro.models.text import MAX_TOKENS
 from audiorepro.paths import repo_root
 from audiorepro.reporting import PaperRow
+from audiorepro.repro import torch_threads
 from audiorepro.storage import Run, RunStore
 from audiorepro.training.loop import Trainer
 
@@ -387,22 +388,23 @@ def teacher_embeddings(
     keys = list(dict.fromkeys(i.key for i in items))
     captions = list(dict.fromkeys(i.caption for i in items))
     frames = config.train_frames
-    store = compute_teacher_embeddings(
-        lambda ids: retrieval.embed_recordings(
-            model, ids, features, frames, config.eval_batch_size
-        ),
-        lambda texts: retrieval.embed_captions(model, texts),
-        keys,
-        captions,
-        batch_size=max(len(keys), len(captions), 1),
-        metadata={
-            "teacher": name,
-            "caption_preprocessing": caption_preprocessing(model),
-            "audio_encoder": config.model.audio_encoder,
-            "crop": "start",
-            "crop_frames": frames,
-        },
-    )
+    with torch_threads(config.train.torch_threads):  # the targets of stage 2: its threads
+        store = compute_teacher_embeddings(
+            lambda ids: retrieval.embed_recordings(
+                model, ids, features, frames, config.eval_batch_size
+            ),
+            lambda texts: retrieval.embed_captions(model, texts),
+            keys,
+            captions,
+            batch_size=max(len(keys), len(captions), 1),
+            metadata={
+                "teacher": name,
+                "caption_preprocessing": caption_preprocessing(model),
+                "audio_encoder": config.model.audio_encoder,
+                "crop": "start",
+                "crop_frames": frames,
+            },
+        )
     if path is not None:
         store.save(path)
     return store
@@ -568,7 +570,8 @@ def train_distilled(
         checkpoint_frozen=False,
         progress=progress,
     )
-    return trainer.fit(resume=resume)
+    with torch_threads(config.train.torch_threads):
+        return trainer.fit(resume=resume)
 
 
 def finetune_items(config: Config, data: RetrievalData) -> list[CaptionItem]:
@@ -604,26 +607,7 @@ def distill(
     items = finetune_items(config, data)
     base = stage1_teacher(config, name, seed, data, progress=progress)
     features = data.features_for(run_cfg.model)
-    run = retrieval.run_entry(
-        f"distill-{name}",
-        run_cfg,
-        seed,
-        items=items,
-        validation=data.validation,
-        num_epochs=config.finetune_epochs,
-        max_steps=config.finetune_steps,
-        lr=config.finetune_lr,
-        init=base.weights_key,
-        run_store=store(),
-        teachers=[
-            retrieval.weights_key(stage1_entry(config, t, seed, data).key, run_cfg.select)
-            for t in config.teachers
-        ],
-        lam=lam,
-        dist_only=dist_only,
-        target_tau=config.target_tau,
-        crop="start",
-    )
+    run = distill_entry(config, name, seed, data, lam=lam, dist_only=dist_only)
 
     def train(model: DualEncoder, staging: Path, selection: retrieval.Selection) -> Any:
         ensemble = teacher_ensemble(config, seed, data, items, progress=progress)
@@ -650,6 +634,100 @@ def distill(
     return retrieval.trained_model(
         run, run_cfg, seed, train, data=data, init=base, run_store=store()
     )
+
+
+def distill_entry(
+    config: Config, name: str, seed: int, data: RetrievalData, *, lam: float | None = None,
+    dist_only: bool | None = None,
+) -> Run:  # fmt: skip
+    """The run-store entry of :func:`distill` (its key covers the stage-1 weights of the
+    student and of every teacher; their stage 0 must exist, or it is trained now)."""
+    run_cfg = stage2_config(config, name)
+    select = run_cfg.select
+    return retrieval.run_entry(
+        f"distill-{name}",
+        run_cfg,
+        seed,
+        items=finetune_items(config, data),
+        validation=data.validation,
+        num_epochs=config.finetune_epochs,
+        max_steps=config.finetune_steps,
+        lr=config.finetune_lr,
+        init=retrieval.weights_key(stage1_entry(config, name, seed, data).key, select),
+        run_store=store(),
+        teachers=[
+            retrieval.weights_key(stage1_entry(config, t, seed, data).key, select)
+            for t in config.teachers
+        ],
+        lam=config.lam if lam is None else lam,
+        dist_only=config.dist_only if dist_only is None else dist_only,
+        target_tau=config.target_tau,
+        crop="start",
+    )
+
+
+def train_ahead(config: Config, data: RetrievalData, stage: str) -> None:
+    """Train a page's missing runs side by side before its loop reloads them
+    (:func:`~audiorepro.experiments.retrieval.train_side_by_side`): ``stage1`` (stage 0 of
+    every teacher, then the stage-1 run of every teacher and seed), ``distill`` (each seed's
+    teacher stores, then every student at λ = ``lam``) or ``sweep`` (every run of the λ
+    sweep). Does nothing where
+    :func:`~audiorepro.experiments.retrieval.side_by_side_workers` is 1."""
+    rcfg = config.retrieval
+    workers = retrieval.side_by_side_workers(rcfg)
+    if workers <= 1:
+        return
+    names = list(config.teachers)
+    for name in names:  # each front end's features once, here, not in every worker
+        data.features_for(teacher_config(config, name).model)
+
+    def run(chains: list[list[retrieval.Job]]) -> None:
+        retrieval.train_side_by_side(rcfg, data, chains, workers=workers)
+
+    def ready(name: str) -> bool:
+        return retrieval.stage0_ready(teacher_config(config, name), data)
+
+    if stage == "stage1":
+        # stage 0 first (the longest first): every seed's stage 1 starts from it
+        first = {n: [retrieval.Job(retrieval.stage0_checkpoint, teacher_config(config, n))]
+                 for n in names if not ready(n)}  # fmt: skip
+        run(sorted(first.values(), key=lambda c: c[0].config.model.audio_encoder != "mobilenet"))
+        run([
+            [retrieval.Job(stage1_teacher, config, {"name": n, "seed": seed})]
+            for n in sorted(names, key=lambda n: n != "mobilenet")
+            for seed in config.seeds
+            if not stage1_entry(config, n, seed, data).complete
+        ])  # fmt: skip
+        return
+    if not all(map(ready, names)):
+        raise RuntimeError("stage 2 needs the stage-1 models: run train_ahead(..., 'stage1')")
+    if stage == "distill":
+        items = finetune_items(config, data)
+        run([
+            [retrieval.Job(teacher_stores, config, {"seed": seed, "items": items})]
+            for seed in config.seeds
+            if not all(_store_entry(config, n, seed, data, items).complete for n in names)
+        ])  # fmt: skip
+        jobs = [(n, config.lam, seed) for n in names for seed in config.seeds]
+    elif stage == "sweep":
+        jobs = [(n, lam, s) for n in config.sweep_models for lam in config.lambdas
+                for s in config.seeds]  # fmt: skip
+    else:
+        raise ValueError(f"unknown stage {stage!r}; known: stage1, distill, sweep")
+    run([
+        [retrieval.Job(distill, config, {"name": n, "seed": seed, "lam": lam})]
+        for n, lam, seed in sorted(jobs, key=lambda j: j[0] != "mobilenet")
+        if not distill_entry(config, n, seed, data, lam=lam).complete
+    ])  # fmt: skip
+
+
+def _store_entry(
+    config: Config, name: str, seed: int, data: RetrievalData, items: Sequence[CaptionItem]
+) -> Run:
+    """The run-store entry of teacher ``name``'s embeddings of ``items`` (:func:`teacher_stores`)."""
+    cfg = stage2_config(config, name)
+    key = retrieval.weights_key(stage1_entry(config, name, seed, data).key, cfg.select)
+    return store().run("teachers", teacher_store_spec(name, key, items, cfg))
 
 
 def ensemble_similarity(
@@ -880,7 +958,9 @@ def evaluate_teachers(
 ) -> dict[tuple[str, int], DualEncoder]:
     """Every stage-1 model of every seed (trained or reloaded) and each seed's stage-1 ensemble,
     scored and recorded with tags ``{"model": name or "ensemble", "stage": "stage1"}`` and the
-    training-caption top-1; returns ``{(name, seed): model}``."""
+    training-caption top-1; returns ``{(name, seed): model}``. Missing runs train side by side
+    first (:func:`train_ahead`)."""
+    train_ahead(config, data, "stage1")
     out = {}
     for seed in config.seeds:
         models = _record_stage1(config, data, seed, page=page, preset=preset)
@@ -906,7 +986,10 @@ def evaluate_models(
     """The Table 2 analogue, seed by seed: the stage-1 models and their ensemble (when
     ``stage1``, as :func:`evaluate_teachers`), each distilled student (λ = ``lam``) scored and
     recorded, then the ensemble of the students (tags ``{"model": "ensemble", "stage":
-    "distilled", "lam": lam}``). Returns the students, ``{(name, seed): model}``."""
+    "distilled", "lam": lam}``). Returns the students, ``{(name, seed): model}``. Missing
+    runs train side by side first (:func:`train_ahead`)."""
+    train_ahead(config, data, "stage1")
+    train_ahead(config, data, "distill")
     students = {}
     for seed in config.seeds:
         if stage1:
@@ -927,7 +1010,8 @@ def evaluate_models(
 def evaluate_sweep(config: Config, data: RetrievalData, *, preset: str, page: str) -> None:
     """The λ sweep: every model of ``sweep_models``, λ of ``lambdas`` and seed, distilled (or
     reloaded) with the same ``finetune_steps``, scored and recorded with tags ``{"model",
-    "stage": "distilled", "lam"}``."""
+    "stage": "distilled", "lam"}``. Missing runs train side by side first (:func:`train_ahead`)."""
+    train_ahead(config, data, "sweep")
     for name in config.sweep_models:
         for lam in config.lambdas:
             for seed in config.seeds:

@@ -16,12 +16,13 @@ trained models and still run alone; :func:`evaluate` scores a model with the DCA
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import hashlib
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,15 +40,17 @@ from audiorepro.data.retrieval import (
     log_mel_features,
     manifest_counts,
 )
-from audiorepro.experiments.tagging import Stage0, pretrained_key, resolve_stage0
+from audiorepro.experiments.tagging import Stage0, pretrained_key, resolve_stage0, stage0_entry
 from audiorepro.features import load_audio
 from audiorepro.metrics.retrieval import retrieval_metrics
 from audiorepro.models.audio_encoders import FRAMES_PER_SECOND
 from audiorepro.models.dual_encoder import DualEncoder, DualEncoderConfig, build_dual_encoder
 from audiorepro.models.passt import PASST_CONFIGS, scaled_time_patchout
 from audiorepro.models.text import TextEncoder
+from audiorepro.parallel import map_processes, usable_cores
 from audiorepro.paths import data_dir, repo_root
 from audiorepro.reporting import PaperRow
+from audiorepro.repro import torch_threads
 from audiorepro.search import AudioIndex
 from audiorepro.storage import Run, RunStore, load_tensors, read_json, save_tensors, write_json
 from audiorepro.training.loop import Callback, TrainConfig, Trainer, TrainResult
@@ -65,10 +68,12 @@ __all__ = [
     "Config",
     "RetrievalData",
     "SELECTION_METRIC",
+    "Job",
     "Selection",
     "Training",
     "WEIGHT_FILES",
     "ablation_budget",
+    "ablation_entry",
     "ablation_config",
     "ablation_steps",
     "ablation_settings",
@@ -88,6 +93,7 @@ __all__ = [
     "evaluation_points",
     "findings",
     "finetune",
+    "finetune_entry",
     "items_digest",
     "load_audio",
     "load_data",
@@ -103,9 +109,11 @@ __all__ = [
     "run_entry",
     "run_training",
     "save_text_caches",
+    "side_by_side_workers",
     "similarity_matrix",
     "snippet_curve",
     "stage0_checkpoint",
+    "stage0_ready",
     "stage0_table",
     "step_budget",
     "steps_per_epoch",
@@ -113,7 +121,9 @@ __all__ = [
     "stage_table",
     "store",
     "text_cache_saver",
+    "train_ahead",
     "train_dual_encoder",
+    "train_side_by_side",
     "trained_model",
     "trained_state",
     "weights_key",
@@ -160,6 +170,13 @@ class Training:
     timem: int = field(
         0,
         help="SpecAugment frame mask width bound (official dcase2023 code: 192; salsa: 0, off).",
+    )
+    torch_threads: int | None = field(
+        None,
+        help="torch CPU threads of a training run, its caption cache and its teacher stores "
+        "(None: leave torch's setting). Part of the run's identity, since CPU numbers depend on "
+        "it; 1 lets the pages train one run per core side by side (train_side_by_side), the "
+        "embedded preset's choice: small models gain little from a second thread.",
     )
 
     def trainer_config(
@@ -337,7 +354,7 @@ _TEXT_CACHE_SIZES: dict[str, int] = {}
 
 
 def _text_cache_path(model: DualEncoderConfig, seed: int) -> Path:
-    key: dict[str, Any] = {"model": model.text_model, "pretrained": model.text_pretrained, "v": 3}
+    key: dict[str, Any] = {"model": model.text_model, "pretrained": model.text_pretrained, "v": 4}
     if not model.text_pretrained:
         key["seed"] = seed  # a random encoder differs per seed
     return store().run("text_cache", key).path / "captions.pt"
@@ -496,12 +513,14 @@ def load_data(config: Config) -> RetrievalData:
     features = log_mel_features(everything)
     model = config.model
     if model.trainable_layers == 0 and model.text_pretrained:
-        # a frozen pretrained text encoder embeds every caption once, here, for all pages; the
-        # paraphrases (twice as many) are embedded when caption augmentation first draws them
+        # A frozen pretrained text encoder embeds every caption and paraphrase once, here, for
+        # all pages and runs, on the training runs' threads: its cache is then the same
+        # whichever process (or run side by side) first needs it.
         captions = [i.caption for i in everything]
+        captions += [p for i in everything for p in i.paraphrases]
         text = TextEncoder(model.text_model, trainable_layers=0)
         text._cache = _text_cache(model, 0)
-        with torch.no_grad():
+        with torch.no_grad(), torch_threads(config.train.torch_threads):
             text(captions)
         save_text_caches()
     return RetrievalData(pretrain, finetune, validation, evaluation, features, root)
@@ -734,7 +753,8 @@ def train_dual_encoder(
         checkpoint_frozen=False,
         progress=progress,
     )
-    return trainer.fit(resume=resume)
+    with torch_threads(config.train.torch_threads):
+        return trainer.fit(resume=resume)
 
 
 # ------------------------------------------------------------------------------ evaluation
@@ -1176,6 +1196,23 @@ def finetune(
     )
 
 
+def finetune_entry(config: Config, seed: int, data: RetrievalData, *, augment: bool) -> Run:
+    """The run-store entry of :func:`finetune` (its pretraining's stage 0 must exist,
+    :func:`stage0_ready`, or it is trained now)."""
+    base = pretrain_entry(config, seed, data)
+    return run_entry(
+        "finetune-aug" if augment else "finetune",
+        replace(config, **{"model.audio_pretrained": None}),
+        seed,
+        items=data.finetune,
+        validation=data.validation,
+        num_epochs=config.finetune_epochs,
+        lr=config.finetune_lr,
+        paraphrase_prob=config.paraphrase_prob if augment else 0.0,
+        init=weights_key(base.key, config.select),
+    )
+
+
 def evaluate_stages(
     config: Config,
     data: RetrievalData,
@@ -1186,7 +1223,9 @@ def evaluate_stages(
 ) -> dict[tuple[str, int], tuple[DualEncoder, dict[str, float]]]:
     """For every seed, the models of :data:`STAGES` (trained or reloaded), each scored on the
     evaluation split; the stages in ``recorded`` go to the ledger, tagged ``{"stage": ...}``.
-    Returns ``{(stage, seed): (model, metrics)}``."""
+    Returns ``{(stage, seed): (model, metrics)}``. Missing runs train side by side first
+    (:func:`train_ahead`)."""
+    train_ahead(config, data, "finetune")
     out = {}
     for seed in config.seeds:
         models = {
@@ -1274,22 +1313,30 @@ def run_ablation(
     budget (``ablation_epochs: null``, or the same epochs, crops and captions) it is the main
     system's pretraining run of :func:`pretrain`."""
     eval_cfg = ablation_config(config, kind, setting)
+    run = _ablation_run(config, data, kind, setting)
+    model = run_training("pretrain", run.pop("config"), seed, data, **run, **kwargs)
+    metrics = evaluate(model, data.eval_set, data.features_for(eval_cfg.model), eval_cfg)
+    return metrics | throughput(model)
+
+
+def _ablation_run(config: Config, data: RetrievalData, kind: str, setting: str) -> dict[str, Any]:
+    """What trains an ablation run: its config, captions and budget (:func:`run_ablation`)."""
+    eval_cfg = ablation_config(config, kind, setting)
     run_cfg = replace(eval_cfg, train_crop_s=config.ablation_max_audio_s or config.train_crop_s)
     items = data.training_items(run_cfg.pretrain_corpora, config.ablation_max_train_items)
     num_epochs, max_steps = ablation_budget(config, kind, len(items), data)
-    model = run_training(
-        "pretrain",
-        run_cfg,
-        seed,
-        data,
-        items=items,
-        num_epochs=num_epochs,
-        lr=config.train.lr,
+    return dict(
+        config=run_cfg, items=items, num_epochs=num_epochs, lr=config.train.lr,
         max_steps=max_steps,
-        **kwargs,
-    )
-    metrics = evaluate(model, data.eval_set, data.features_for(eval_cfg.model), eval_cfg)
-    return metrics | throughput(model)
+    )  # fmt: skip
+
+
+def ablation_entry(config: Config, data: RetrievalData, kind: str, setting: str, seed: int) -> Run:
+    """The run-store entry of an ablation run (:func:`run_ablation`); its stage 0 must exist
+    (:func:`stage0_ready`), or it is trained now."""
+    run = _ablation_run(config, data, kind, setting)
+    run_cfg = resolve_pretrained(run.pop("config"), data)
+    return run_entry("pretrain", run_cfg, seed, validation=data.validation, **run)
 
 
 def ablation_steps(config: Config, kind: str) -> int | None:
@@ -1325,7 +1372,9 @@ def ablation_budget(
 
 def run_ablations(config: Config, data: RetrievalData, *, preset: str, page: str) -> None:
     """Every ablation setting of :func:`ablation_settings` for every seed, recorded in the
-    ledger with tags ``{"ablation": kind, "setting": setting}``."""
+    ledger with tags ``{"ablation": kind, "setting": setting}``. Missing runs train side by side
+    first (:func:`train_ahead`)."""
+    train_ahead(config, data, "ablations")
     for kind, settings in ablation_settings(config).items():
         for setting in settings:
             for seed in config.seeds:
@@ -1334,6 +1383,148 @@ def run_ablations(config: Config, data: RetrievalData, *, preset: str, page: str
                     CHAPTER, page, metrics, preset=preset, seed=seed, config=to_dict(config),
                     tags={"ablation": kind, "setting": setting},
                 )  # fmt: skip
+
+
+# ------------------------------------------------------------------------------ runs side by side
+
+
+@dataclasses.dataclass(frozen=True)
+class Job:
+    """A call that trains (or reloads) runs into a run store: ``fn(config, data=data,
+    **kwargs)``. ``fn`` is a module-level function, sent to a worker process by name."""
+
+    fn: Callable[..., Any]
+    config: Any
+    kwargs: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+    def __call__(self, data: RetrievalData) -> Any:
+        return self.fn(self.config, data=data, **self.kwargs)
+
+
+def side_by_side_workers(config: Config) -> int:
+    """How many runs of ``config`` train at once: one per ``train.torch_threads`` usable cores
+    on the CPU (:func:`audiorepro.parallel.usable_cores`); one when the threads are not set,
+    on a GPU, or under several processes (``accelerate launch`` runs one run on all of them)."""
+    threads = config.train.torch_threads
+    device = config.train.device
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if threads is None or device != "cpu" or int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        return 1
+    return max(1, usable_cores() // threads)
+
+
+_WORKER_DATA: dict[str, RetrievalData] = {}
+
+
+def _worker_data(config: Config) -> RetrievalData:
+    """:func:`load_data` once per process (a worker runs several chains)."""
+    key = repr(to_dict(config))
+    if key not in _WORKER_DATA:
+        _WORKER_DATA[key] = load_data(config)
+    return _WORKER_DATA[key]
+
+
+def _run_chain(data_config: Config, chain: Sequence[Job]) -> None:
+    data = _worker_data(data_config)
+    with open(os.devnull, "w") as quiet, contextlib.redirect_stdout(quiet):  # progress lines
+        for job in chain:
+            job(data)
+
+
+def train_side_by_side(
+    data_config: Config, data: RetrievalData, chains: Sequence[Sequence[Job]], *, workers: int
+) -> None:
+    """Run the ``chains`` of jobs, up to ``workers`` processes at once
+    (:func:`audiorepro.parallel.map_processes`), before a page's loop reloads their runs.
+
+    The jobs of one chain run one after another in one process (a later job may start from an
+    earlier one's weights); the chains run side by side in the order given, so give the longest
+    first. Two chains must not train the same run. Each worker loads the data of
+    ``data_config`` itself (:func:`load_data`). Nothing is recorded here: the page then reloads
+    every run from the run store and records it. A run trains on its configuration's
+    ``train.torch_threads`` wherever it runs, so its numbers are those it would have had in the
+    page's own process. With ``workers`` <= 1 the chains run here, one after another."""
+    chains = [list(chain) for chain in chains if chain]
+    if workers <= 1 or len(chains) <= 1:
+        for chain in chains:
+            for job in chain:
+                job(data)
+        return
+    map_processes(_run_chain, chains, shared=data_config, workers=workers)
+
+
+def stage0_ready(config: Config, data: RetrievalData) -> bool:
+    """Whether the stage-0 run ``config.model`` starts from exists (or it needs none)."""
+    if config.model.audio_pretrained != "stage0":
+        return True
+    return stage0_entry(
+        config.model, config.stage0, run_store=store(), corpus=to_dict(config.corpus)
+    ).complete
+
+
+def _stage0_job(config: Config, data: RetrievalData) -> list[Job]:
+    """The job that trains ``config``'s stage 0, if it is missing."""
+    return [] if stage0_ready(config, data) else [Job(stage0_checkpoint, config)]
+
+
+def train_ahead(config: Config, data: RetrievalData, stage: str) -> None:
+    """Train the missing runs of a page side by side (:func:`train_side_by_side`), so that its
+    loop only reloads them. ``stage``: ``pretrain`` (stage 0 of every audio encoder the
+    chapter uses, then the pretraining run of every seed), ``finetune`` (both fine-tunings of
+    every seed) or ``ablations`` (every ablation run). Does nothing where
+    :func:`side_by_side_workers` is 1: the page then trains each run in its loop."""
+    workers = side_by_side_workers(config)
+    if workers <= 1:
+        return
+    chains: list[list[Job]] = []
+    if stage == "pretrain":
+        encoders = {config.model.audio_encoder, *ablation_settings(config)["audio_encoder"]}
+        for name in sorted(encoders, key=lambda n: n != "cnn14"):  # the longest first
+            cfg = replace(config, **{"model.audio_encoder": name})
+            chain = _stage0_job(cfg, data)
+            if name == config.model.audio_encoder:
+                chain += [
+                    Job(pretrain, config, {"seed": seed})
+                    for seed in config.seeds
+                    if chain or not pretrain_entry(config, seed, data).complete
+                ]
+            chains.append(chain)
+    elif stage == "finetune":
+        for seed in config.seeds:
+            if not stage0_ready(config, data) or not pretrain_entry(config, seed, data).complete:
+                chains.append([
+                    Job(finetune, config, {"seed": seed, "augment": a}) for a in (False, True)
+                ])  # fmt: skip
+                continue
+            for augment in (False, True):
+                if not finetune_entry(config, seed, data, augment=augment).complete:
+                    chains.append([Job(finetune, config, {"seed": seed, "augment": augment})])
+    elif stage == "ablations":
+        for kind, settings in ablation_settings(config).items():
+            for setting in settings:
+                jobs = [
+                    Job(run_ablation, config, {"kind": kind, "setting": setting, "seed": seed})
+                    for seed in config.seeds
+                ]
+                if not stage0_ready(ablation_config(config, kind, setting), data):
+                    chains.append(jobs)  # its seeds wait for one stage 0
+                    continue
+                chains += [
+                    [job] for job in jobs
+                    if not ablation_entry(config, data, kind, setting, **job.kwargs).complete
+                ]  # fmt: skip
+        # the costliest first: CNN14 steps, then the random text encoder's caption embedding
+        chains.sort(key=lambda c: -_cost(c[0]))
+    else:
+        raise ValueError(f"unknown stage {stage!r}; known: pretrain, finetune, ablations")
+    train_side_by_side(config, data, chains, workers=workers)
+
+
+def _cost(job: Job) -> int:
+    """A rough cost rank of an ablation job, for ordering."""
+    kind, setting = job.kwargs.get("kind"), job.kwargs.get("setting")
+    return {("audio_encoder", "cnn14"): 3, ("text_encoder", "random"): 2}.get((kind, setting), 1)
 
 
 # ------------------------------------------------------------------------------ findings

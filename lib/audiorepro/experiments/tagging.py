@@ -43,8 +43,8 @@ from audiorepro.models.audio_encoders import (
     resolve_audio_pretrained,
     save_released_layout,
 )
-from audiorepro.repro import seed_everything
-from audiorepro.storage import RunStore, file_sha256, read_json, write_json
+from audiorepro.repro import seed_everything, torch_threads
+from audiorepro.storage import Run, RunStore, file_sha256, read_json, write_json
 from audiorepro.training.loop import Callback, TrainConfig, Trainer
 
 CHECKPOINT_STEPS = 100
@@ -60,6 +60,7 @@ __all__ = [
     "resolve_stage0",
     "scene_clips",
     "stage0_checkpoint",
+    "stage0_entry",
     "stage0_report",
 ]
 
@@ -80,6 +81,9 @@ class Stage0:
     seed: int = field(0, help="Seed of the one tagging run.")
     train_split: str = field("development", help="Clotho-layout split that stage 0 trains on.")
     heldout_split: str = field("validation", help="Clotho-layout split of the tagging mAP.")
+    torch_threads: int | None = field(
+        None, help="torch CPU threads of the run (None: torch's setting; as Training's)."
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -302,8 +306,7 @@ def stage0_checkpoint(
     from the last checkpoint and ends with the weights of an uninterrupted run. ``callbacks``
     are further Trainer callbacks (progress hooks, tests)."""
     encoder_cfg = encoder_fields(model_cfg, stage0)
-    spec = {"encoder": to_dict(encoder_cfg), "stage0": to_dict(stage0), "corpus": dict(corpus)}
-    run = run_store.run(STAGE0, spec)
+    run = stage0_entry(model_cfg, stage0, run_store=run_store, corpus=corpus)
     if not run.complete:
         staging = run_store.staging(run)
         run_store.publish(
@@ -314,6 +317,17 @@ def stage0_checkpoint(
             ),
         )  # fmt: skip
     return Path(run.path) / read_json(run.file("tagging.json"))["checkpoint"]
+
+
+def stage0_entry(
+    model_cfg: AudioEncoderConfig, stage0: Stage0, *, run_store: RunStore,
+    corpus: Mapping[str, Any],
+) -> Run:  # fmt: skip
+    """The run-store entry of the stage-0 run of ``model_cfg``'s encoder (complete or not):
+    whether :func:`stage0_checkpoint` would train."""
+    encoder_cfg = encoder_fields(model_cfg, stage0)
+    spec = {"encoder": to_dict(encoder_cfg), "stage0": to_dict(stage0), "corpus": dict(corpus)}
+    return run_store.run(STAGE0, spec)
 
 
 def _train_stage0(
@@ -364,12 +378,13 @@ def _train_stage0(
         find_unused_parameters=True,
     )
     start = time.perf_counter()
-    result = Trainer(
-        model, _loss, dataset, config, collate_fn=_collate(pad), out_dir=staging,
-        callbacks=[_EpochSetter(dataset), *callbacks], progress=progress,
-    ).fit(resume=staging is not None)  # fmt: skip
-    seconds = time.perf_counter() - start
-    scores, labels = _heldout_scores(model, held, held_features, crop, len(classes))
+    with torch_threads(stage0.torch_threads):
+        result = Trainer(
+            model, _loss, dataset, config, collate_fn=_collate(pad), out_dir=staging,
+            callbacks=[_EpochSetter(dataset), *callbacks], progress=progress,
+        ).fit(resume=staging is not None)  # fmt: skip
+        seconds = time.perf_counter() - start
+        scores, labels = _heldout_scores(model, held, held_features, crop, len(classes))
     mean_ap, per_class = tagging_map(scores, labels)
     body = getattr(model.encoder, "encoder", model.encoder)
     suffix = {"cnn14": ".pth", "cnn10": ".pth", "atst": ".ckpt"}.get(

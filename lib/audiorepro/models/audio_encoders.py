@@ -440,6 +440,15 @@ def released_head_inputs(encoder: nn.Module, cfg: AudioEncoderConfig) -> int:
     return int(model.num_features)
 
 
+def _save_reproducibly(obj: Any, path: Path) -> None:
+    """``torch.save`` through a file handle: the archive inside is then always named
+    ``archive``, not after the (temporary, random) file name, so the same weights give the same
+    bytes, and a run that starts from them the same content-hash key
+    (:func:`~audiorepro.experiments.tagging.pretrained_key`)."""
+    with open(path, "wb") as f:
+        torch.save(obj, f)
+
+
 def save_released_layout(
     encoder: nn.Module,
     cfg: AudioEncoderConfig,
@@ -508,7 +517,7 @@ def save_released_layout(
         raise ValueError(f"no released layout for audio encoder {family!r}")
     obj = _detached(obj)
     path = Path(path)
-    atomic_write(path, lambda tmp: torch.save(obj, tmp))
+    atomic_write(path, lambda tmp: _save_reproducibly(obj, tmp))
     return path
 
 

@@ -205,8 +205,9 @@ class TextEncoder(nn.Module):
         """
         if self.trainable_layers != 0:
             return self._embed(captions)
-        # sorted by length, so that each chunk pads little
-        missing = sorted(set(c for c in captions if c not in self._cache), key=len)
+        # sorted by length, so that each chunk pads little (then by text: the same chunks in
+        # every process, whatever the order of the set)
+        missing = sorted({c for c in captions if c not in self._cache}, key=lambda c: (len(c), c))
         if missing:
             was_training = self.model.training
             self.model.eval()
