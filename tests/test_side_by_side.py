@@ -31,13 +31,31 @@ def test_workers_one_per_core_only_for_cpu_runs_of_set_threads(monkeypatch):
     cfg = retrieval.load_config("embedded")
     assert cfg.train.torch_threads == 1 and cfg.stage0.torch_threads == 1
     assert retrieval.side_by_side_workers(cfg) == 4
-    assert retrieval.side_by_side_workers(retrieval.replace(cfg, **{"train.torch_threads": 2})) == 2
+    assert (
+        retrieval.side_by_side_workers(retrieval.replace(cfg, **{"train.torch_threads": 2})) == 2
+    )
     # threads not set (smoke, paper): one run at a time, on torch's threads, in the page
     assert retrieval.side_by_side_workers(retrieval.load_config("smoke")) == 1
     assert retrieval.side_by_side_workers(retrieval.load_config("paper")) == 1
     assert retrieval.side_by_side_workers(retrieval.replace(cfg, **{"train.device": "cuda"})) == 1
     monkeypatch.setenv("WORLD_SIZE", "2")  # accelerate launch: all processes train one run
     assert retrieval.side_by_side_workers(cfg) == 1
+
+
+def test_a_model_keeps_the_captions_it_embeds_to_itself(tmp_path, monkeypatch):
+    """A frozen text encoder starts from a copy of the chapter's cache: what one run embeds
+    (paraphrases, in its own batches) never reaches another run or the shared cache."""
+    cfg = retrieval.load_config("smoke", {"max_train_items": 16, "max_eval_items": 10})
+    monkeypatch.setenv("AUDIOREPRO_RUNS", str(tmp_path / "runs"))
+    data = retrieval.load_data(cfg)
+    a, b = (retrieval.build_model(cfg, seed, data) for seed in (0, 1))
+    shared = retrieval._text_cache(cfg.model, 0)
+    caption = data.finetune[0].caption
+    assert caption in shared and caption in a.text_encoder._cache  # load_data embedded it
+    a.text_encoder(["a caption no corpus holds"])
+    assert "a caption no corpus holds" in a.text_encoder._cache
+    assert "a caption no corpus holds" not in b.text_encoder._cache
+    assert "a caption no corpus holds" not in shared
 
 
 def test_runs_trained_side_by_side_equal_runs_trained_in_the_page(tmp_path, monkeypatch):
@@ -50,7 +68,9 @@ def test_runs_trained_side_by_side_equal_runs_trained_in_the_page(tmp_path, monk
     data = retrieval.load_data(cfg)
     retrieval.train_ahead(cfg, data, "pretrain")  # stage 0 of both encoders, both seeds
     for name in ("passt", "cnn14"):
-        assert retrieval.stage0_ready(retrieval.replace(cfg, **{"model.audio_encoder": name}), data)
+        assert retrieval.stage0_ready(
+            retrieval.replace(cfg, **{"model.audio_encoder": name}), data
+        )
     assert all(retrieval.pretrain_entry(cfg, s, data).complete for s in cfg.seeds)
     retrieval.train_ahead(cfg, data, "finetune")
     assert all(
@@ -59,6 +79,11 @@ def test_runs_trained_side_by_side_equal_runs_trained_in_the_page(tmp_path, monk
         for a in (False, True)
     )
     side = {s: retrieval.finetune(cfg, s, data, augment=True, progress="none") for s in cfg.seeds}
+    retrieval.train_ahead(cfg, data, "ablations")
+    for kind, settings in retrieval.ablation_settings(cfg).items():
+        for setting in settings:
+            for seed in cfg.seeds:
+                assert retrieval.ablation_entry(cfg, data, kind, setting, seed).complete
 
     monkeypatch.setenv("AUDIOREPRO_RUNS", str(tmp_path / "page"))  # an empty run store
     monkeypatch.setattr(retrieval, "usable_cores", lambda: 1)
@@ -68,3 +93,40 @@ def test_runs_trained_side_by_side_equal_runs_trained_in_the_page(tmp_path, monk
         assert page.run_key == side[seed].run_key
         for key, value in page.state_dict().items():
             assert torch.equal(value, side[seed].state_dict()[key]), (seed, key)
+
+
+def test_chapter_02_trains_its_runs_ahead_and_the_pages_only_reload_them(tmp_path, monkeypatch):
+    from audiorepro.experiments import distillation
+
+    config = distillation.load_config(
+        "smoke",
+        {f"retrieval.{k}": v for k, v in ONE_THREAD.items()} | {"seeds": [0, 1], "lambdas": [0.0]},
+    )
+    monkeypatch.setattr(retrieval, "usable_cores", lambda: 2)
+    monkeypatch.setenv("AUDIOREPRO_RUNS", str(tmp_path / "runs"))
+    data = distillation.load_data(config.retrieval)
+    names, seeds = config.teachers, config.seeds
+    distillation.train_ahead(config, data, "stage1")
+    assert all(
+        distillation.stage1_entry(config, n, s, data).complete for n in names for s in seeds
+    )
+    distillation.train_ahead(config, data, "distill")
+    items = distillation.finetune_items(config, data)
+    for n in names:
+        for s in seeds:
+            assert distillation._store_entry(config, n, s, data, items).complete
+            assert distillation.distill_entry(config, n, s, data).complete
+    distillation.train_ahead(config, data, "sweep")
+    assert all(
+        distillation.distill_entry(config, n, s, data, lam=0.0).complete
+        for n in config.sweep_models
+        for s in seeds
+    )
+
+    def trained(*args, **kwargs):
+        raise AssertionError("a page trained a run that train_ahead should have trained")
+
+    monkeypatch.setattr(retrieval, "train_dual_encoder", trained)
+    monkeypatch.setattr(distillation, "train_distilled", trained)
+    distillation.evaluate_models(config, data, preset="smoke", page="p")
+    distillation.evaluate_sweep(config, data, preset="smoke", page="p")

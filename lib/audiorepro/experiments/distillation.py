@@ -563,7 +563,7 @@ def train_distilled(
         out_dir=out_dir,
         callbacks=[
             retrieval.epoch_setter(dataset),
-            retrieval.text_cache_saver(),
+            retrieval.text_cache_saver(model),
             *keep,
             *callbacks,
         ],

@@ -354,7 +354,7 @@ _TEXT_CACHE_SIZES: dict[str, int] = {}
 
 
 def _text_cache_path(model: DualEncoderConfig, seed: int) -> Path:
-    key: dict[str, Any] = {"model": model.text_model, "pretrained": model.text_pretrained, "v": 4}
+    key: dict[str, Any] = {"model": model.text_model, "pretrained": model.text_pretrained, "v": 5}
     if not model.text_pretrained:
         key["seed"] = seed  # a random encoder differs per seed
     return store().run("text_cache", key).path / "captions.pt"
@@ -399,11 +399,15 @@ def save_text_caches() -> None:
 def build_model(config: Config, seed: int, data: RetrievalData | None = None) -> DualEncoder:
     """A fresh dual encoder of ``config.model`` (same seed, same weights), its audio encoder
     loaded from ``audio_pretrained`` (``stage0`` needs ``data``: the tagging run is trained
-    on it if missing); a frozen text encoder shares the chapter's caption-embedding cache."""
+    on it if missing). A frozen text encoder starts from a copy of the chapter's
+    caption-embedding cache (what :func:`load_data` embedded) and keeps what it embeds later
+    (paraphrases, a random encoder's captions) to itself: a caption's vector moves in the last
+    bits with the captions batched beside it, so a cache that runs filled in turn would make a
+    run's numbers depend on the runs before it, or beside it."""
     if data is not None:
         config = resolve_pretrained(config, data)
     return build_dual_encoder(
-        config.model, seed, text_cache=lambda: _text_cache(config.model, seed)
+        config.model, seed, text_cache=lambda: dict(_text_cache(config.model, seed))
     )
 
 
@@ -513,11 +517,10 @@ def load_data(config: Config) -> RetrievalData:
     features = log_mel_features(everything)
     model = config.model
     if model.trainable_layers == 0 and model.text_pretrained:
-        # A frozen pretrained text encoder embeds every caption and paraphrase once, here, for
-        # all pages and runs, on the training runs' threads: its cache is then the same
-        # whichever process (or run side by side) first needs it.
+        # A frozen pretrained text encoder embeds every caption once, here, for all pages, on
+        # the training runs' threads. The paraphrases (twice as many) are embedded when caption
+        # augmentation first draws them, into the run's own copy of this cache (build_model).
         captions = [i.caption for i in everything]
-        captions += [p for i in everything for p in i.paraphrases]
         text = TextEncoder(model.text_model, trainable_layers=0)
         text._cache = _text_cache(model, 0)
         with torch.no_grad(), torch_threads(config.train.torch_threads):
@@ -543,20 +546,34 @@ class _EpochSetter(Callback):
 
 
 class _TextCacheSaver(Callback):
-    """Writes the frozen text encoders' caption embeddings at every checkpoint step, so that a
-    run resumed in a new process finds every caption embedded before its checkpoint as it was
+    """Keeps what a run's frozen text encoder embedded during the run (its own cache,
+    :func:`build_model`) in the run's checkpoints, and restores it on resume, so that a run
+    resumed in a new process finds every caption embedded before its checkpoint as it was
     computed then (not again, in other batches, with other rounding)."""
 
-    def on_step_end(self, trainer: Trainer, step: int, logs: dict[str, float]) -> None:
-        every = trainer.config.checkpoint_every
-        if trainer.checkpoint_dir is not None and every and step % every == 0:
-            save_text_caches()
+    def __init__(self, model: DualEncoder) -> None:
+        text = model.text_encoder
+        frozen = getattr(text, "trainable_layers", None) == 0
+        self.cache: dict[str, torch.Tensor] = text._cache if frozen else {}
+        self.base = set(self.cache)
+
+    def state_dict(self) -> dict[str, Any]:
+        added = [c for c in self.cache if c not in self.base]
+        if not added:
+            return {"captions": []}
+        return {"captions": added, "embeddings": torch.stack([self.cache[c] for c in added])}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        captions = list(state.get("captions", []))
+        if captions:
+            self.cache.update(zip(captions, state["embeddings"], strict=True))
 
 
-def text_cache_saver() -> Callback:
-    """The Trainer callback of a resumable run with a frozen text encoder: it saves the caption
-    embedding cache at every checkpoint step (see :func:`train_dual_encoder`)."""
-    return _TextCacheSaver()
+def text_cache_saver(model: DualEncoder) -> Callback:
+    """The Trainer callback of a resumable run of ``model``, whose frozen text encoder has its
+    own caption cache: the captions it embeds go into every checkpoint and come back on resume
+    (see :func:`train_dual_encoder`)."""
+    return _TextCacheSaver(model)
 
 
 CHECKPOINT_STEPS = 200
@@ -749,7 +766,7 @@ def train_dual_encoder(
         collate_fn=functools.partial(collate_captions, pad_value=model.pad_value),
         eval_fn=eval_fn,
         out_dir=out_dir,
-        callbacks=[_EpochSetter(dataset), _TextCacheSaver(), *keep, *callbacks],
+        callbacks=[_EpochSetter(dataset), text_cache_saver(model), *keep, *callbacks],
         checkpoint_frozen=False,
         progress=progress,
     )
@@ -1512,7 +1529,7 @@ def train_ahead(config: Config, data: RetrievalData, stage: str) -> None:
                     continue
                 chains += [
                     [job] for job in jobs
-                    if not ablation_entry(config, data, kind, setting, **job.kwargs).complete
+                    if not ablation_entry(config, data, kind, setting, job.kwargs["seed"]).complete
                 ]  # fmt: skip
         # the costliest first: CNN14 steps, then the random text encoder's caption embedding
         chains.sort(key=lambda c: -_cost(c[0]))
