@@ -351,10 +351,16 @@ def store() -> RunStore:
 
 _TEXT_CACHES: dict[str, dict[str, torch.Tensor]] = {}
 _TEXT_CACHE_SIZES: dict[str, int] = {}
+TEXT_CACHE_VERSION = 5
+"""How the caption cache is computed (5: :func:`load_data` embeds the captions alone, each
+model embeds the rest into its own copy). Part of every run's key: the cached vectors feed
+training, and their last bits depend on how they were batched."""
 
 
 def _text_cache_path(model: DualEncoderConfig, seed: int) -> Path:
-    key: dict[str, Any] = {"model": model.text_model, "pretrained": model.text_pretrained, "v": 5}
+    key: dict[str, Any] = {
+        "model": model.text_model, "pretrained": model.text_pretrained, "v": TEXT_CACHE_VERSION
+    }  # fmt: skip
     if not model.text_pretrained:
         key["seed"] = seed  # a random encoder differs per seed
     return store().run("text_cache", key).path / "captions.pt"
@@ -932,6 +938,7 @@ def run_entry(
         "seed": seed,
         "items": items_digest(items),
         "validation": {"items": items_digest(validation), "batch": config.eval_batch_size},
+        "text_cache": TEXT_CACHE_VERSION if config.model.trainable_layers == 0 else None,
         "num_epochs": num_epochs,
         "lr": lr,
         "paraphrase_prob": paraphrase_prob,
