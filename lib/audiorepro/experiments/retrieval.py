@@ -16,7 +16,6 @@ trained models and still run alone; :func:`evaluate` scores a model with the DCA
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
 import hashlib
@@ -391,7 +390,8 @@ def _text_cache(model: DualEncoderConfig, seed: int) -> dict[str, torch.Tensor]:
 
 
 def save_text_caches() -> None:
-    """Write the frozen text encoders' caption embeddings that were added since loading."""
+    """Write the chapter's caption caches that were added to since loading (:func:`load_data`
+    fills them; a model embeds into its own copy, :func:`build_model`)."""
     from audiorepro.storage import atomic_write
 
     for key, cache in _TEXT_CACHES.items():
@@ -847,7 +847,6 @@ def evaluate(
 ) -> dict[str, float]:
     """Text-to-audio ``mAP@10``, ``R@1``, ``R@5``, ``R@10`` (fractions) on ``eval_set``."""
     scores = similarity_matrix(model, eval_set, features, config)
-    save_text_caches()
     return retrieval_metrics(scores, torch.tensor(eval_set.targets))
 
 
@@ -1027,7 +1026,6 @@ def trained_model(
                 steps = result.final_step - result.resumed_step  # those of this call
                 history["steps_per_s"] = steps / result.wall_time_s
                 history["clips_per_s"] = steps * config.train.batch_size / result.wall_time_s
-            save_text_caches()
             final = trained_state(model)
             save_tensors(final, folder / WEIGHT_FILES["final"])
             kept = selection.keep.best_step
@@ -1451,9 +1449,8 @@ def _worker_data(config: Config) -> RetrievalData:
 
 def _run_chain(data_config: Config, chain: Sequence[Job]) -> None:
     data = _worker_data(data_config)
-    with open(os.devnull, "w") as quiet, contextlib.redirect_stdout(quiet):  # progress lines
-        for job in chain:
-            job(data)
+    for job in chain:
+        job(data)
 
 
 def train_side_by_side(
@@ -1661,7 +1658,6 @@ def mechanism_checks(config: Config, data: RetrievalData) -> pd.DataFrame:
                      f"(vs another clip's paraphrase; {len(pairs)} captions)",
             "measured": f"{(a * b).sum(-1).mean():.3f} (vs {(a * shuffled).sum(-1).mean():.3f})",
         })  # fmt: skip
-        save_text_caches()
     rows += _text_encoder_spread(config, data)
     for name in ("passt", "cnn14"):
         cfg = ablation_config(config, "audio_encoder", name)
@@ -1720,7 +1716,6 @@ def _text_encoder_spread(config: Config, data: RetrievalData, n: int = 256) -> l
             "check": f"cosine of two different training captions, {setting} text encoder",
             "measured": f"{measured} ({len(captions)} captions)",
         })  # fmt: skip
-    save_text_caches()
     return rows
 
 
