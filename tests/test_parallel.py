@@ -6,7 +6,15 @@ import operator
 
 import pytest
 
-from audiorepro.parallel import default_workers, map_processes, usable_cores
+from audiorepro.parallel import (
+    Task,
+    critical_paths,
+    default_workers,
+    graph_order,
+    map_processes,
+    run_graph,
+    usable_cores,
+)
 
 
 @pytest.mark.parametrize("workers", [1, 2])
@@ -22,3 +30,55 @@ def test_an_error_in_a_worker_is_raised_here():
 def test_one_worker_per_core_on_the_cpu_and_one_on_a_gpu():
     assert default_workers("cuda") == default_workers("cuda:1") == 1
     assert default_workers("cpu") == usable_cores() >= 1
+
+
+def _stamp(folder, item):
+    """Write ``item``'s marker after checking that the markers it waits for exist."""
+    name, after = item
+    missing = [a for a in after if not (folder / a).is_file()]
+    if missing:
+        raise AssertionError(f"{name} started before {missing}")
+    (folder / name).write_text(name)
+    return name.upper()
+
+
+def _graph(after: dict[str, tuple[str, ...]], cost: dict[str, float]) -> dict[str, Task]:
+    return {k: Task((k, deps), deps, cost[k]) for k, deps in after.items()}
+
+
+def test_critical_paths_are_hand_computed():
+    # a -> b -> d, a -> c; e alone
+    tasks = _graph(
+        {"a": (), "b": ("a",), "c": ("a",), "d": ("b",), "e": ()},
+        {"a": 1, "b": 5, "c": 2, "d": 3, "e": 4},
+    )
+    assert critical_paths(tasks) == {"a": 9, "b": 8, "c": 2, "d": 3, "e": 4}
+    # ready first: a (9) over e (4); then b (8) over e and c; d (3) waits for b, e (4) first
+    assert graph_order(tasks) == ["a", "b", "e", "d", "c"]
+    ties = _graph({"x": (), "y": (), "z": ()}, {"x": 1, "y": 1, "z": 1})
+    assert graph_order(ties) == ["x", "y", "z"]  # equal paths: the given order
+
+
+def test_unknown_dependencies_and_cycles_are_errors():
+    with pytest.raises(ValueError, match="task 'b' waits for 'q', which is not a task"):
+        critical_paths(_graph({"a": (), "b": ("q",)}, {"a": 1, "b": 1}))
+    with pytest.raises(ValueError, match="cycle"):
+        run_graph(_stamp, _graph({"a": ("b",), "b": ("a",)}, {"a": 1, "b": 1}), shared=None)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_every_task_runs_once_after_the_tasks_it_waits_for(tmp_path, workers):
+    after = {"s0": (), "long": (), "p0": ("s0",), "p1": ("s0",), "f0": ("p0",), "f1": ("p1",),
+             "both": ("f0", "f1", "long")}  # fmt: skip
+    tasks = _graph(after, dict.fromkeys(after, 1.0) | {"long": 10.0})
+    results = run_graph(_stamp, tasks, shared=tmp_path, workers=workers)
+    assert results == {k: k.upper() for k in after}  # in the order of the tasks
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(after)
+
+
+def test_an_error_in_a_graph_task_is_raised_and_its_dependents_never_start(tmp_path):
+    tasks = _graph({"a": (), "b": ("a",)}, {"a": 1, "b": 1})
+    (tmp_path / "a").mkdir()  # a's marker cannot be written: a fails
+    with pytest.raises(IsADirectoryError):
+        run_graph(_stamp, tasks | {"c": Task(("c", ()), ())}, shared=tmp_path, workers=2)
+    assert not (tmp_path / "b").exists()

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from audiorepro.experiments import retrieval
+from audiorepro.parallel import graph_order
 from audiorepro.repro import torch_threads
 
 ONE_THREAD = {"train.torch_threads": 1, "stage0.torch_threads": 1}
@@ -66,24 +67,24 @@ def test_runs_trained_side_by_side_equal_runs_trained_in_the_page(tmp_path, monk
 
     monkeypatch.setenv("AUDIOREPRO_RUNS", str(tmp_path / "side"))
     data = retrieval.load_data(cfg)
-    retrieval.train_ahead(cfg, data, "pretrain")  # stage 0 of both encoders, both seeds
+    retrieval.train_ahead(cfg, data, "chapter")  # what page 02 runs: the whole chapter
     for name in ("passt", "cnn14"):
         assert retrieval.stage0_ready(
             retrieval.replace(cfg, **{"model.audio_encoder": name}), data
         )
     assert all(retrieval.pretrain_entry(cfg, s, data).complete for s in cfg.seeds)
-    retrieval.train_ahead(cfg, data, "finetune")
     assert all(
         retrieval.finetune_entry(cfg, s, data, augment=a).complete
         for s in cfg.seeds
         for a in (False, True)
     )
-    side = {s: retrieval.finetune(cfg, s, data, augment=True, progress="none") for s in cfg.seeds}
-    retrieval.train_ahead(cfg, data, "ablations")
     for kind, settings in retrieval.ablation_settings(cfg).items():
         for setting in settings:
             for seed in cfg.seeds:
                 assert retrieval.ablation_entry(cfg, data, kind, setting, seed).complete
+    for stage in retrieval.AHEAD:  # nothing is left for the pages' own calls
+        assert retrieval.chapter_tasks(cfg, data, stage) == {}
+    side = {s: retrieval.finetune(cfg, s, data, augment=True, progress="none") for s in cfg.seeds}
 
     monkeypatch.setenv("AUDIOREPRO_RUNS", str(tmp_path / "page"))  # an empty run store
     monkeypatch.setattr(retrieval, "usable_cores", lambda: 1)
@@ -106,22 +107,22 @@ def test_chapter_02_trains_its_runs_ahead_and_the_pages_only_reload_them(tmp_pat
     monkeypatch.setenv("AUDIOREPRO_RUNS", str(tmp_path / "runs"))
     data = distillation.load_data(config.retrieval)
     names, seeds = config.teachers, config.seeds
-    distillation.train_ahead(config, data, "stage1")
+    distillation.train_ahead(config, data, "chapter")  # what page 01 runs
     assert all(
         distillation.stage1_entry(config, n, s, data).complete for n in names for s in seeds
     )
-    distillation.train_ahead(config, data, "distill")
     items = distillation.finetune_items(config, data)
     for n in names:
         for s in seeds:
             assert distillation._store_entry(config, n, s, data, items).complete
             assert distillation.distill_entry(config, n, s, data).complete
-    distillation.train_ahead(config, data, "sweep")
     assert all(
         distillation.distill_entry(config, n, s, data, lam=0.0).complete
         for n in config.sweep_models
         for s in seeds
     )
+    for stage in distillation.AHEAD:
+        assert distillation.chapter_tasks(config, data, stage) == {}
 
     def trained(*args, **kwargs):
         raise AssertionError("a page trained a run that train_ahead should have trained")
@@ -130,3 +131,32 @@ def test_chapter_02_trains_its_runs_ahead_and_the_pages_only_reload_them(tmp_pat
     monkeypatch.setattr(distillation, "train_distilled", trained)
     distillation.evaluate_models(config, data, preset="smoke", page="p")
     distillation.evaluate_sweep(config, data, preset="smoke", page="p")
+
+
+def test_each_stage_trains_what_its_page_needs_and_what_that_starts_from(tmp_path, monkeypatch):
+    """On an empty run store: the graph of each stage, its order and its costs (no training)."""
+    cfg = retrieval.load_config("smoke", {**ONE_THREAD, "seeds": [0, 1]})
+    monkeypatch.setenv("AUDIOREPRO_RUNS", str(tmp_path / "runs"))
+    data = retrieval.load_data(cfg)
+
+    def s0(name):
+        return (
+            "stage0",
+            retrieval.stage0_key(retrieval.replace(cfg, **{"model.audio_encoder": name})),
+        )
+
+    passt, cnn14 = s0("passt"), s0("cnn14")
+    graphs = {stage: retrieval.chapter_tasks(cfg, data, stage) for stage in retrieval.AHEAD}
+    pre = {("pretrain", s): (passt,) for s in (0, 1)}
+    fine = {("finetune", s, a): (("pretrain", s),) for s in (0, 1) for a in (False, True)}
+    assert {k: t.after for k, t in graphs["pretrain"].items()} == {passt: (), cnn14: ()} | pre
+    assert {k: t.after for k, t in graphs["finetune"].items()} == {passt: ()} | pre | fine
+    ablations = {k: t.after for k, t in graphs["ablations"].items() if k[0] == "ablation"}
+    assert ablations[("ablation", "audio_encoder", "cnn14", 1)] == (cnn14, ("pretrain", 1))
+    assert ablations[("ablation", "text_encoder", "random", 0)] == (passt, ("pretrain", 0))
+    assert len(ablations) == 2 * sum(map(len, retrieval.ablation_settings(cfg).values()))
+    assert graphs["chapter"].keys() == graphs["pretrain"].keys() | fine.keys() | ablations.keys()
+    # CNN14's stage 0 and its ablations are the costliest path: it starts first
+    assert graph_order(graphs["chapter"])[0] == cnn14
+    with pytest.raises(ValueError, match="unknown stage 'everything'"):
+        retrieval.train_ahead(cfg, data, "everything")

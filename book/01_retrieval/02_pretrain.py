@@ -94,11 +94,14 @@ print(
 # captions.
 #
 # On a CPU the embedded preset trains each run on one thread (`train.torch_threads: 1`), and
-# `train_ahead` trains the runs of this page side by side, one per core, before the cells below
-# read them back: stage 0 of both encoders and the pretraining of every seed. A run's numbers do
-# not depend on where it trained, since its thread count is part of its configuration.
+# `train_ahead(..., "chapter")` trains every run of the chapter here, side by side, one per
+# core, before the cells below (and pages 03-04) read them back: stage 0 of both encoders, the
+# pretraining of every seed, both fine-tunings and every ablation. Each run starts as soon as
+# the runs it starts from are done, the longest remaining chain first, so no core waits for a
+# page to end. A run's numbers do not depend on where it trained, since its thread count is
+# part of its configuration.
 # %%
-retrieval.train_ahead(config, data, "pretrain")
+retrieval.train_ahead(config, data, "chapter")
 stage0 = retrieval.stage0_table(
     config, data, ["passt", "cnn14"], page="02_pretrain", preset=preset
 )

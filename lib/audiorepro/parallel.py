@@ -13,15 +13,17 @@ folder and run store as the calling process.
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
 import os
-from collections.abc import Callable, Iterable
-from concurrent.futures import ProcessPoolExecutor
-from typing import Any, TypeVar
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from typing import Any, Generic, TypeVar
 
 S = TypeVar("S")
 T = TypeVar("T")
 R = TypeVar("R")
+K = TypeVar("K", bound=Hashable)
 
 _SHARED: Any = None
 
@@ -81,4 +83,103 @@ def map_processes(
             raise
 
 
-__all__ = ["default_workers", "map_processes", "usable_cores"]
+@dataclasses.dataclass(frozen=True)
+class Task(Generic[T]):
+    """One call of :func:`run_graph`: its ``item``, the keys of the tasks it must wait for
+    (``after``) and a rough ``cost`` (seconds, or any unit shared by the graph) used to start
+    the longest remaining path first."""
+
+    item: T
+    after: tuple[Hashable, ...] = ()
+    cost: float = 1.0
+
+
+def critical_paths(tasks: Mapping[K, Task[Any]]) -> dict[K, float]:
+    """Each task's cost plus the costliest path of tasks that wait for it (its "bottom
+    level"). Raises ``ValueError`` naming an unknown ``after`` key or a cycle."""
+    waiting: dict[Hashable, list[K]] = {k: [] for k in tasks}
+    for key, task in tasks.items():
+        for dep in task.after:
+            if dep not in tasks:
+                raise ValueError(f"task {key!r} waits for {dep!r}, which is not a task")
+            waiting[dep].append(key)
+    level: dict[K, float] = {}
+    visiting: set[Hashable] = set()
+
+    def bottom(key: K) -> float:
+        if key in level:
+            return level[key]
+        if key in visiting:
+            raise ValueError(f"the tasks' order has a cycle through {key!r}")
+        visiting.add(key)
+        level[key] = tasks[key].cost + max((bottom(w) for w in waiting[key]), default=0.0)
+        visiting.discard(key)
+        return level[key]
+
+    for key in tasks:
+        bottom(key)
+    return level
+
+
+def graph_order(tasks: Mapping[K, Task[Any]]) -> list[K]:
+    """The order in which :func:`run_graph` starts the tasks on one worker: of the tasks whose
+    ``after`` are done, the one with the costliest remaining path first (ties: given order)."""
+    level = critical_paths(tasks)
+    position = {k: i for i, k in enumerate(tasks)}
+    done: set[Hashable] = set()
+    order: list[K] = []
+    while len(order) < len(tasks):
+        ready = [k for k in tasks if k not in done and all(d in done for d in tasks[k].after)]
+        key = min(ready, key=lambda k: (-level[k], position[k]))
+        order.append(key)
+        done.add(key)
+    return order
+
+
+def run_graph(
+    fn: Callable[[S, T], R], tasks: Mapping[K, Task[T]], *, shared: S, workers: int = 1
+) -> dict[K, R]:
+    """``{key: fn(shared, task.item)}`` for every task, each started once the tasks it waits
+    for (``task.after``) have returned, up to ``workers`` processes at once.
+
+    Of the tasks ready to start, the one with the costliest remaining path
+    (:func:`critical_paths`) goes first, so a long chain of dependent tasks starts early and
+    the short independent ones fill the other workers. The workers live as long as the graph:
+    ``shared`` reaches each of them once, and whatever a worker loads from it (a corpus) serves
+    every task it runs. With ``workers`` <= 1 the tasks run here in :func:`graph_order`. The
+    first exception raised by a call is raised here once the running calls have returned;
+    tasks not yet started are dropped."""
+    order = graph_order(tasks)  # validates the graph before any process starts
+    workers = min(int(workers), len(tasks))
+    if workers <= 1:
+        return {key: fn(shared, tasks[key].item) for key in order}
+    level = critical_paths(tasks)
+    position = {k: i for i, k in enumerate(tasks)}
+    results: dict[K, R] = {}
+    running: dict[Future[R], K] = {}
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(
+        max_workers=workers, mp_context=context, initializer=_keep_shared, initargs=(shared,)
+    ) as pool:
+        while len(results) < len(tasks):
+            started = set(running.values()) | set(results)
+            ready = [k for k in tasks if k not in started and set(tasks[k].after) <= set(results)]
+            ready.sort(key=lambda k: (-level[k], position[k]))
+            for key in ready[: workers - len(running)]:
+                running[pool.submit(_call, fn, tasks[key].item)] = key
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in finished:
+                key = running.pop(future)
+                results[key] = future.result()  # raises; the pool waits for the running ones
+    return {key: results[key] for key in tasks}
+
+
+__all__ = [
+    "Task",
+    "critical_paths",
+    "default_workers",
+    "graph_order",
+    "map_processes",
+    "run_graph",
+    "usable_cores",
+]

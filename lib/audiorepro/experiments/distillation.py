@@ -77,6 +77,7 @@ from audiorepro.experiments.retrieval import RetrievalData, load_audio, load_dat
 from audiorepro.metrics.retrieval import chance_metrics, retrieval_metrics
 from audiorepro.models.dual_encoder import DistillationStudent, DualEncoder
 from audiorepro.models.text import MAX_TOKENS
+from audiorepro.parallel import Task
 from audiorepro.paths import repo_root
 from audiorepro.reporting import PaperRow
 from audiorepro.repro import torch_threads
@@ -84,6 +85,7 @@ from audiorepro.storage import Run, RunStore
 from audiorepro.training.loop import Trainer
 
 __all__ = [
+    "AHEAD",
     "CHAPTER",
     "MUST_BEAT_CHANCE",
     "PAPER",
@@ -95,6 +97,7 @@ __all__ = [
     "captions_for_clip",
     "captions_of_several_clips",
     "chance_levels",
+    "chapter_tasks",
     "claims",
     "current",
     "distill",
@@ -122,6 +125,7 @@ __all__ = [
     "table",
     "table2",
     "target_summary",
+    "train_ahead",
     "teacher_config",
     "teacher_embeddings",
     "teacher_ensemble",
@@ -666,59 +670,93 @@ def distill_entry(
     )
 
 
+#: What :func:`train_ahead` trains for each stage (a job's kind: ``stage0``, ``stage1``,
+#: ``stores``, ``distill`` (the students at λ = ``lam``), ``sweep`` (the λ sweep's)); the runs a
+#: kind starts from come with it.
+AHEAD: dict[str, tuple[str, ...]] = {
+    "stage1": ("stage0", "stage1"),
+    "distill": ("stage1", "stores", "distill"),
+    "sweep": ("stage1", "stores", "sweep"),
+    "chapter": ("stage0", "stage1", "stores", "distill", "sweep"),
+}
+
+
 def train_ahead(config: Config, data: RetrievalData, stage: str) -> None:
-    """Train a page's missing runs side by side before its loop reloads them
-    (:func:`~audiorepro.experiments.retrieval.train_side_by_side`): ``stage1`` (stage 0 of
-    every teacher, then the stage-1 run of every teacher and seed), ``distill`` (each seed's
-    teacher stores, then every student at λ = ``lam``) or ``sweep`` (every run of the λ
-    sweep). Does nothing where
+    """Train the missing runs of ``stage`` side by side (:func:`chapter_tasks`,
+    :func:`~audiorepro.experiments.retrieval.train_graph`) before the pages' loops reload them:
+    ``stage1`` (stage 0 of every teacher, then the stage-1 run of every teacher and seed),
+    ``distill`` (each seed's teacher stores, then every student at λ = ``lam``), ``sweep``
+    (every run of the λ sweep) or ``chapter`` (all of them; what page 01 runs under
+    ``embedded``). Does nothing where
     :func:`~audiorepro.experiments.retrieval.side_by_side_workers` is 1."""
+    if stage not in AHEAD:
+        raise ValueError(f"unknown stage {stage!r}; known: {', '.join(AHEAD)}")
     rcfg = config.retrieval
     workers = retrieval.side_by_side_workers(rcfg)
     if workers <= 1:
         return
-    names = list(config.teachers)
-    for name in names:  # each front end's features once, here, not in every worker
+    for name in config.teachers:  # each front end's features once, here, not in every worker
         data.features_for(teacher_config(config, name).model)
+    retrieval.train_graph(rcfg, data, chapter_tasks(config, data, stage), workers=workers)
 
-    def run(chains: list[list[retrieval.Job]]) -> None:
-        retrieval.train_side_by_side(rcfg, data, chains, workers=workers)
 
-    def ready(name: str) -> bool:
-        return retrieval.stage0_ready(teacher_config(config, name), data)
+#: Rough seconds of one job under ``embedded`` on one thread (from the book's ledgers), only
+#: to start the costliest remaining path first.
+JOB_SECONDS = {
+    "stage0": 60.0, "stage1": 45.0, "stage1/mobilenet": 60.0, "stores": 15.0, "distill": 20.0,
+}  # fmt: skip
 
-    if stage == "stage1":
-        # stage 0 first (the longest first): every seed's stage 1 starts from it
-        first = {n: [retrieval.Job(retrieval.stage0_checkpoint, teacher_config(config, n))]
-                 for n in names if not ready(n)}  # fmt: skip
-        run(sorted(first.values(), key=lambda c: c[0].config.model.audio_encoder != "mobilenet"))
-        run([
-            [retrieval.Job(stage1_teacher, config, {"name": n, "seed": seed})]
-            for n in sorted(names, key=lambda n: n != "mobilenet")
-            for seed in config.seeds
-            if not stage1_entry(config, n, seed, data).complete
-        ])  # fmt: skip
-        return
-    if not all(map(ready, names)):
-        raise RuntimeError("stage 2 needs the stage-1 models: run train_ahead(..., 'stage1')")
-    if stage == "distill":
-        items = finetune_items(config, data)
-        run([
-            [retrieval.Job(teacher_stores, config, {"seed": seed, "items": items})]
-            for seed in config.seeds
-            if not all(_store_entry(config, n, seed, data, items).complete for n in names)
-        ])  # fmt: skip
-        jobs = [(n, config.lam, seed) for n in names for seed in config.seeds]
-    elif stage == "sweep":
-        jobs = [(n, lam, s) for n in config.sweep_models for lam in config.lambdas
-                for s in config.seeds]  # fmt: skip
-    else:
-        raise ValueError(f"unknown stage {stage!r}; known: stage1, distill, sweep")
-    run([
-        [retrieval.Job(distill, config, {"name": n, "seed": seed, "lam": lam})]
-        for n, lam, seed in sorted(jobs, key=lambda j: j[0] != "mobilenet")
-        if not distill_entry(config, n, seed, data, lam=lam).complete
-    ])  # fmt: skip
+
+def chapter_tasks(
+    config: Config, data: RetrievalData, stage: str = "chapter"
+) -> dict[Any, Task[retrieval.Job]]:
+    """The missing runs of ``stage`` (:data:`AHEAD`) of chapter 02 as one graph for
+    :func:`~audiorepro.experiments.retrieval.train_graph`: each teacher's stage 0 (keyed by its
+    run key), its stage-1 run of every seed after it, each seed's teacher stores after that
+    seed's stage-1 runs, and every student of stage 2 (λ = ``lam``, the λ sweep; a run in both
+    trains once) after its seed's stores. Runs already in the store are left out; whatever
+    waits on a missing run stays in, since its key is only known once that run exists."""
+    if stage not in AHEAD:
+        raise ValueError(f"unknown stage {stage!r}; known: {', '.join(AHEAD)}")
+    kinds = AHEAD[stage]
+    tasks: dict[Any, Task[retrieval.Job]] = {}
+    names = list(config.teachers)
+    items = finetune_items(config, data)
+    first: dict[str, tuple[Any, ...]] = {}
+    for name in names:
+        cfg = teacher_config(config, name)
+        key = retrieval.stage0_key(cfg)
+        first[name] = ()
+        if key is not None and not retrieval.stage0_ready(cfg, data):
+            job = retrieval.Job(retrieval.stage0_checkpoint, cfg)
+            tasks.setdefault(("stage0", key), Task(job, cost=JOB_SECONDS["stage0"]))
+            first[name] = (("stage0", key),)
+    students: set[tuple[str, float]] = set()
+    if "distill" in kinds:
+        students |= {(n, config.lam) for n in names}
+    if "sweep" in kinds:
+        students |= {(n, lam) for n in config.sweep_models for lam in config.lambdas}
+    for seed in config.seeds:
+        stage1: tuple[Any, ...] = ()
+        for name in names:
+            if first[name] or not stage1_entry(config, name, seed, data).complete:
+                job = retrieval.Job(stage1_teacher, config, {"name": name, "seed": seed})
+                cost = JOB_SECONDS.get(f"stage1/{name}", JOB_SECONDS["stage1"])
+                tasks[("stage1", name, seed)] = Task(job, first[name], cost)
+                stage1 += (("stage1", name, seed),)
+        if "stores" not in kinds:
+            continue
+        stores: tuple[Any, ...] = ()
+        if stage1 or not all(_store_entry(config, n, seed, data, items).complete for n in names):
+            job = retrieval.Job(teacher_stores, config, {"seed": seed, "items": items})
+            tasks[("stores", seed)] = Task(job, stage1, JOB_SECONDS["stores"])
+            stores = (("stores", seed),)
+        for name, lam in sorted(students, key=lambda s: (s[0] != "mobilenet", s)):
+            if not stores and distill_entry(config, name, seed, data, lam=lam).complete:
+                continue
+            job = retrieval.Job(distill, config, {"name": name, "seed": seed, "lam": lam})
+            tasks[("distill", name, lam, seed)] = Task(job, stores, JOB_SECONDS["distill"])
+    return tasks
 
 
 def _store_entry(

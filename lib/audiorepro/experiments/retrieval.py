@@ -46,7 +46,7 @@ from audiorepro.models.audio_encoders import FRAMES_PER_SECOND
 from audiorepro.models.dual_encoder import DualEncoder, DualEncoderConfig, build_dual_encoder
 from audiorepro.models.passt import PASST_CONFIGS, scaled_time_patchout
 from audiorepro.models.text import TextEncoder
-from audiorepro.parallel import map_processes, usable_cores
+from audiorepro.parallel import Task, graph_order, run_graph, usable_cores
 from audiorepro.paths import data_dir, repo_root
 from audiorepro.reporting import PaperRow
 from audiorepro.repro import torch_threads
@@ -57,6 +57,7 @@ from audiorepro.training.selection import KeepBest, check_select
 
 __all__ = [
     "ABLATIONS",
+    "AHEAD",
     "CHAPTER",
     "METRICS",
     "PAPER",
@@ -80,6 +81,7 @@ __all__ = [
     "all_items",
     "build_model",
     "chance_floor",
+    "chapter_tasks",
     "checkpoint_every",
     "caption_statistics",
     "current",
@@ -112,6 +114,7 @@ __all__ = [
     "similarity_matrix",
     "snippet_curve",
     "stage0_checkpoint",
+    "stage0_key",
     "stage0_ready",
     "stage0_table",
     "step_budget",
@@ -121,8 +124,8 @@ __all__ = [
     "store",
     "text_cache_saver",
     "train_ahead",
+    "train_graph",
     "train_dual_encoder",
-    "train_side_by_side",
     "trained_model",
     "trained_state",
     "weights_key",
@@ -174,7 +177,7 @@ class Training:
         None,
         help="torch CPU threads of a training run, its caption cache and its teacher stores "
         "(None: leave torch's setting). Part of the run's identity, since CPU numbers depend on "
-        "it; 1 lets the pages train one run per core side by side (train_side_by_side), the "
+        "it; 1 lets the pages train one run per core side by side (train_ahead), the "
         "embedded preset's choice: small models gain little from a second thread.",
     )
 
@@ -1440,39 +1443,36 @@ _WORKER_DATA: dict[str, RetrievalData] = {}
 
 
 def _worker_data(config: Config) -> RetrievalData:
-    """:func:`load_data` once per process (a worker runs several chains)."""
+    """:func:`load_data` once per process (a worker runs many jobs)."""
     key = repr(to_dict(config))
     if key not in _WORKER_DATA:
         _WORKER_DATA[key] = load_data(config)
     return _WORKER_DATA[key]
 
 
-def _run_chain(data_config: Config, chain: Sequence[Job]) -> None:
-    data = _worker_data(data_config)
-    for job in chain:
-        job(data)
+def _run_job(data_config: Config, job: Job) -> None:
+    job(_worker_data(data_config))
 
 
-def train_side_by_side(
-    data_config: Config, data: RetrievalData, chains: Sequence[Sequence[Job]], *, workers: int
+def train_graph(
+    data_config: Config, data: RetrievalData, tasks: Mapping[Any, Task[Job]], *, workers: int
 ) -> None:
-    """Run the ``chains`` of jobs, up to ``workers`` processes at once
-    (:func:`audiorepro.parallel.map_processes`), before a page's loop reloads their runs.
+    """Run the jobs of ``tasks`` (:class:`audiorepro.parallel.Task`: a :class:`Job`, the keys
+    of the tasks it starts from, a cost in seconds), each once its ``after`` tasks are done, up
+    to ``workers`` processes at once (:func:`audiorepro.parallel.run_graph`: the costliest
+    remaining path first), before the pages reload their runs.
 
-    The jobs of one chain run one after another in one process (a later job may start from an
-    earlier one's weights); the chains run side by side in the order given, so give the longest
-    first. Two chains must not train the same run. Each worker loads the data of
-    ``data_config`` itself (:func:`load_data`). Nothing is recorded here: the page then reloads
-    every run from the run store and records it. A run trains on its configuration's
-    ``train.torch_threads`` wherever it runs, so its numbers are those it would have had in the
-    page's own process. With ``workers`` <= 1 the chains run here, one after another."""
-    chains = [list(chain) for chain in chains if chain]
-    if workers <= 1 or len(chains) <= 1:
-        for chain in chains:
-            for job in chain:
-                job(data)
+    The workers load the data of ``data_config`` once each (:func:`load_data`) and live until
+    the last job, so one graph for a whole chapter leaves no core idle between pages. Two tasks
+    must not train the same run. Nothing is recorded here: the pages reload every run from the
+    run store and record it. A run trains on its configuration's ``train.torch_threads``
+    wherever it runs, so its numbers are those it would have had in the page's own process.
+    With ``workers`` <= 1 the jobs run here, in :func:`audiorepro.parallel.graph_order`."""
+    if workers <= 1 or len(tasks) <= 1:
+        for key in graph_order(tasks):
+            tasks[key].item(data)
         return
-    map_processes(_run_chain, chains, shared=data_config, workers=workers)
+    run_graph(_run_job, tasks, shared=data_config, workers=workers)
 
 
 def stage0_ready(config: Config, data: RetrievalData) -> bool:
@@ -1484,68 +1484,96 @@ def stage0_ready(config: Config, data: RetrievalData) -> bool:
     ).complete
 
 
-def _stage0_job(config: Config, data: RetrievalData) -> list[Job]:
-    """The job that trains ``config``'s stage 0, if it is missing."""
-    return [] if stage0_ready(config, data) else [Job(stage0_checkpoint, config)]
+def stage0_key(config: Config) -> str | None:
+    """The run key of the stage-0 run ``config.model`` starts from (complete or not), or
+    ``None`` when it starts from something else: the identity of a stage-0 task."""
+    if config.model.audio_pretrained != "stage0":
+        return None
+    return stage0_entry(
+        config.model, config.stage0, run_store=store(), corpus=to_dict(config.corpus)
+    ).key
+
+
+#: What :func:`train_ahead` trains for each stage (a job's kind: ``stage0``, ``pretrain``,
+#: ``finetune``, ``ablation``); the runs a kind starts from come with it.
+AHEAD: dict[str, tuple[str, ...]] = {
+    "pretrain": ("stage0", "pretrain"),
+    "finetune": ("pretrain", "finetune"),
+    "ablations": ("pretrain", "ablation"),
+    "chapter": ("stage0", "pretrain", "finetune", "ablation"),
+}
+
+#: Rough seconds of one job under ``embedded`` on one thread (from the book's ledgers), only
+#: to start the costliest remaining path first.
+JOB_SECONDS = {
+    "stage0": 45.0, "stage0/cnn14": 150.0, "pretrain": 40.0, "finetune": 25.0,
+    "ablation": 35.0, "ablation/cnn14": 60.0, "ablation/random": 80.0,
+}  # fmt: skip
+
+
+def chapter_tasks(config: Config, data: RetrievalData, stage: str = "chapter") -> dict[Any, Task]:
+    """The missing runs of ``stage`` (:data:`AHEAD`) of chapter 01 as one graph for
+    :func:`train_graph`: each stage 0 (keyed by its run key, so that settings sharing one
+    train it once; with ``stage0``, that of every audio encoder the chapter compares), the
+    pretraining of every seed after its stage 0, both fine-tunings after their seed's
+    pretraining, every ablation run after its own stage 0 and its seed's pretraining (an
+    ablation's reference setting is that pretraining run, :func:`run_ablation`, so the two must
+    not train side by side). Runs already in the store are left out; whatever waits on a
+    missing stage 0 stays in, since its key is only known once that stage 0 exists."""
+    if stage not in AHEAD:
+        raise ValueError(f"unknown stage {stage!r}; known: {', '.join(AHEAD)}")
+    kinds = AHEAD[stage]
+    tasks: dict[Any, Task[Job]] = {}
+
+    def stage0(cfg: Config) -> tuple[Any, ...]:
+        key = stage0_key(cfg)
+        if key is None or stage0_ready(cfg, data):
+            return ()
+        cost = JOB_SECONDS.get(f"stage0/{cfg.model.audio_encoder}", JOB_SECONDS["stage0"])
+        tasks.setdefault(("stage0", key), Task(Job(stage0_checkpoint, cfg), cost=cost))
+        return (("stage0", key),)
+
+    if "stage0" in kinds:  # page 02 shows the stage 0 of every encoder the chapter compares
+        for name in ablation_settings(config)["audio_encoder"]:
+            stage0(replace(config, **{"model.audio_encoder": name}))
+    main = stage0(config)
+    pretrained: dict[int, tuple[Any, ...]] = {}
+    for seed in config.seeds:
+        pretrained[seed] = ()
+        if main or not pretrain_entry(config, seed, data).complete:
+            job = Job(pretrain, config, {"seed": seed})
+            tasks[("pretrain", seed)] = Task(job, main, JOB_SECONDS["pretrain"])
+            pretrained[seed] = (("pretrain", seed),)
+        for a in (False, True) if "finetune" in kinds else ():
+            if not pretrained[seed] and finetune_entry(config, seed, data, augment=a).complete:
+                continue
+            job = Job(finetune, config, {"seed": seed, "augment": a})
+            tasks[("finetune", seed, a)] = Task(job, pretrained[seed], JOB_SECONDS["finetune"])
+    for kind, settings in ablation_settings(config).items() if "ablation" in kinds else ():
+        for setting in settings:
+            first = stage0(ablation_config(config, kind, setting))
+            cost = JOB_SECONDS.get(f"ablation/{setting}", JOB_SECONDS["ablation"])
+            for seed in config.seeds:
+                after = first + pretrained[seed]
+                if not after and ablation_entry(config, data, kind, setting, seed).complete:
+                    continue
+                job = Job(run_ablation, config, {"kind": kind, "setting": setting, "seed": seed})
+                tasks[("ablation", kind, setting, seed)] = Task(job, after, cost)
+    return tasks
 
 
 def train_ahead(config: Config, data: RetrievalData, stage: str) -> None:
-    """Train the missing runs of a page side by side (:func:`train_side_by_side`), so that its
-    loop only reloads them. ``stage``: ``pretrain`` (stage 0 of every audio encoder the
-    chapter uses, then the pretraining run of every seed), ``finetune`` (both fine-tunings of
-    every seed) or ``ablations`` (every ablation run). Does nothing where
-    :func:`side_by_side_workers` is 1: the page then trains each run in its loop."""
+    """Train the missing runs of ``stage`` side by side (:func:`chapter_tasks`,
+    :func:`train_graph`), so that the pages' loops only reload them: ``pretrain`` (stage 0 of
+    every audio encoder the chapter uses, then the pretraining of every seed), ``finetune``
+    (both fine-tunings of every seed), ``ablations`` (every ablation run) or ``chapter`` (all of
+    them; what page 02 runs under ``embedded``). Does nothing where
+    :func:`side_by_side_workers` is 1: the pages then train each run in their loops."""
+    if stage not in AHEAD:
+        raise ValueError(f"unknown stage {stage!r}; known: {', '.join(AHEAD)}")
     workers = side_by_side_workers(config)
-    if workers <= 1:
-        return
-    chains: list[list[Job]] = []
-    if stage == "pretrain":
-        encoders = {config.model.audio_encoder, *ablation_settings(config)["audio_encoder"]}
-        for name in sorted(encoders, key=lambda n: n != "cnn14"):  # the longest first
-            cfg = replace(config, **{"model.audio_encoder": name})
-            chain = _stage0_job(cfg, data)
-            if name == config.model.audio_encoder:
-                chain += [
-                    Job(pretrain, config, {"seed": seed})
-                    for seed in config.seeds
-                    if chain or not pretrain_entry(config, seed, data).complete
-                ]
-            chains.append(chain)
-    elif stage == "finetune":
-        for seed in config.seeds:
-            if not stage0_ready(config, data) or not pretrain_entry(config, seed, data).complete:
-                chains.append([
-                    Job(finetune, config, {"seed": seed, "augment": a}) for a in (False, True)
-                ])  # fmt: skip
-                continue
-            for augment in (False, True):
-                if not finetune_entry(config, seed, data, augment=augment).complete:
-                    chains.append([Job(finetune, config, {"seed": seed, "augment": augment})])
-    elif stage == "ablations":
-        for kind, settings in ablation_settings(config).items():
-            for setting in settings:
-                jobs = [
-                    Job(run_ablation, config, {"kind": kind, "setting": setting, "seed": seed})
-                    for seed in config.seeds
-                ]
-                if not stage0_ready(ablation_config(config, kind, setting), data):
-                    chains.append(jobs)  # its seeds wait for one stage 0
-                    continue
-                chains += [
-                    [job] for job in jobs
-                    if not ablation_entry(config, data, kind, setting, job.kwargs["seed"]).complete
-                ]  # fmt: skip
-        # the costliest first: CNN14 steps, then the random text encoder's caption embedding
-        chains.sort(key=lambda c: -_cost(c[0]))
-    else:
-        raise ValueError(f"unknown stage {stage!r}; known: pretrain, finetune, ablations")
-    train_side_by_side(config, data, chains, workers=workers)
-
-
-def _cost(job: Job) -> int:
-    """A rough cost rank of an ablation job, for ordering."""
-    kind, setting = job.kwargs.get("kind"), job.kwargs.get("setting")
-    return {("audio_encoder", "cnn14"): 3, ("text_encoder", "random"): 2}.get((kind, setting), 1)
+    if workers > 1:
+        train_graph(config, data, chapter_tasks(config, data, stage), workers=workers)
 
 
 # ------------------------------------------------------------------------------ findings
