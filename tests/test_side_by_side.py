@@ -160,3 +160,29 @@ def test_each_stage_trains_what_its_page_needs_and_what_that_starts_from(tmp_pat
     assert graph_order(graphs["chapter"])[0] == cnn14
     with pytest.raises(ValueError, match="unknown stage 'everything'"):
         retrieval.train_ahead(cfg, data, "everything")
+
+
+def test_captions_embedded_by_two_workers_equal_those_embedded_here(tmp_path, monkeypatch):
+    """load_data splits the caption batches between one process per core: every vector is bit
+    for bit the one the page's own process computes (same batches, same one thread)."""
+    from audiorepro.models.text import TextEncoder
+
+    cfg = retrieval.load_config("smoke", ONE_THREAD)
+    monkeypatch.setattr(TextEncoder, "chunk_size", 16)  # several batches from the smoke corpus
+    dispatched = []
+    spawn = retrieval.map_processes
+    monkeypatch.setattr(
+        retrieval,
+        "map_processes",
+        lambda *a, **k: dispatched.append(k["workers"]) or spawn(*a, **k),
+    )
+    caches = {}
+    for cores in (2, 1):
+        monkeypatch.setattr(retrieval, "usable_cores", lambda cores=cores: cores)
+        monkeypatch.setenv("AUDIOREPRO_RUNS", str(tmp_path / f"cores{cores}"))
+        retrieval.load_data(cfg)
+        caches[cores] = dict(retrieval._text_cache(cfg.model, 0))
+    assert dispatched == [2]  # two workers embedded for the first store, none for the second
+    assert len(caches[1]) > 3 * 16 and caches[2].keys() == caches[1].keys()
+    for caption, vector in caches[1].items():
+        assert torch.equal(caches[2][caption], vector), caption

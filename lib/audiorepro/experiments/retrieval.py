@@ -46,7 +46,7 @@ from audiorepro.models.audio_encoders import FRAMES_PER_SECOND
 from audiorepro.models.dual_encoder import DualEncoder, DualEncoderConfig, build_dual_encoder
 from audiorepro.models.passt import PASST_CONFIGS, scaled_time_patchout
 from audiorepro.models.text import TextEncoder
-from audiorepro.parallel import Task, graph_order, run_graph, usable_cores
+from audiorepro.parallel import Task, graph_order, map_processes, run_graph, usable_cores
 from audiorepro.paths import data_dir, repo_root
 from audiorepro.reporting import PaperRow
 from audiorepro.repro import torch_threads
@@ -75,6 +75,7 @@ __all__ = [
     "ablation_budget",
     "ablation_entry",
     "ablation_config",
+    "ablation_model",
     "ablation_steps",
     "ablation_settings",
     "ablation_table",
@@ -532,10 +533,29 @@ def load_data(config: Config) -> RetrievalData:
         captions = [i.caption for i in everything]
         text = TextEncoder(model.text_model, trainable_layers=0)
         text._cache = _text_cache(model, 0)
-        with torch.no_grad(), torch_threads(config.train.torch_threads):
-            text(captions)
+        chunks = text.missing_chunks(captions)
+        workers = min(side_by_side_workers(config), len(chunks))
+        threads = config.train.torch_threads
+        if workers > 1:  # the same batches on the same threads, in one process per core
+            parts = [chunks[i::workers] for i in range(workers)]
+            shared = (model.text_model, threads)
+            embedded = map_processes(_embed_chunks, parts, shared=shared, workers=workers)
+            pairs = zip(sum(parts, []), sum(embedded, []), strict=True)
+        else:
+            with torch_threads(threads):
+                pairs = zip(chunks, text.embed_chunks(chunks), strict=True)
+        for chunk, embeddings in pairs:
+            text.add_to_cache(chunk, embeddings)
         save_text_caches()
     return RetrievalData(pretrain, finetune, validation, evaluation, features, root)
+
+
+def _embed_chunks(model: tuple[str, int | None], chunks: list[list[str]]) -> list[torch.Tensor]:
+    """A worker's part of :func:`load_data`'s caption embedding: ``model`` is the frozen text
+    model's name and the runs' torch threads."""
+    name, threads = model
+    with torch_threads(threads):
+        return TextEncoder(name, trainable_layers=0).embed_chunks(chunks)
 
 
 # ------------------------------------------------------------------------------ training
@@ -1338,10 +1358,17 @@ def run_ablation(
     budget (``ablation_epochs: null``, or the same epochs, crops and captions) it is the main
     system's pretraining run of :func:`pretrain`."""
     eval_cfg = ablation_config(config, kind, setting)
-    run = _ablation_run(config, data, kind, setting)
-    model = run_training("pretrain", run.pop("config"), seed, data, **run, **kwargs)
+    model = ablation_model(config, data, kind, setting, seed, **kwargs)
     metrics = evaluate(model, data.eval_set, data.features_for(eval_cfg.model), eval_cfg)
     return metrics | throughput(model)
+
+
+def ablation_model(
+    config: Config, data: RetrievalData, kind: str, setting: str, seed: int, **kwargs: Any
+) -> DualEncoder:
+    """The model of one ablation run (:func:`run_ablation`), trained or reloaded, unscored."""
+    run = _ablation_run(config, data, kind, setting)
+    return run_training("pretrain", run.pop("config"), seed, data, **run, **kwargs)
 
 
 def _ablation_run(config: Config, data: RetrievalData, kind: str, setting: str) -> dict[str, Any]:
@@ -1557,7 +1584,8 @@ def chapter_tasks(config: Config, data: RetrievalData, stage: str = "chapter") -
                 after = first + pretrained[seed]
                 if not after and ablation_entry(config, data, kind, setting, seed).complete:
                     continue
-                job = Job(run_ablation, config, {"kind": kind, "setting": setting, "seed": seed})
+                kwargs = {"kind": kind, "setting": setting, "seed": seed}
+                job = Job(ablation_model, config, kwargs)  # the page scores it
                 tasks[("ablation", kind, setting, seed)] = Task(job, after, cost)
     return tasks
 

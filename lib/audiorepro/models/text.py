@@ -94,7 +94,10 @@ class TextEncoder(nn.Module):
 
     Attributes:
         dim: size of the sentence embedding (the model's ``hidden_size``).
+        chunk_size: how many captions a frozen encoder embeds per batch (:meth:`missing_chunks`).
     """
+
+    chunk_size: int = 128
 
     def __init__(
         self,
@@ -196,6 +199,34 @@ class TextEncoder(nn.Module):
         hidden = self.model(**tokens).last_hidden_state  # (B, L, dim)
         return hidden[:, 0]  # (B, dim)
 
+    def missing_chunks(self, captions: Sequence[str]) -> list[list[str]]:
+        """The distinct ``captions`` not in the cache, in the batches a frozen encoder embeds
+        them in: sorted by length, so that each batch pads little (then by text: the same
+        batches in every process, whatever the order of the set), ``chunk_size`` at a time.
+        A caption's vector moves in the last bits with the captions batched beside it, so
+        whoever fills a cache embeds these batches (:meth:`embed_chunks`)."""
+        missing = sorted({c for c in captions if c not in self._cache}, key=lambda c: (len(c), c))
+        step = self.chunk_size
+        return [missing[start : start + step] for start in range(0, len(missing), step)]
+
+    def embed_chunks(self, chunks: Sequence[Sequence[str]]) -> list[torch.Tensor]:
+        """Each chunk's (len, dim) first-token states, in eval mode, without gradients, on
+        the CPU (what the cache holds)."""
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            with torch.no_grad():
+                return [self._embed(chunk).cpu() for chunk in chunks]
+        finally:
+            self.model.train(was_training)
+
+    def add_to_cache(self, chunk: Sequence[str], embeddings: torch.Tensor) -> None:
+        """Cache ``embeddings`` (a chunk's vectors from :meth:`embed_chunks`) by caption."""
+        if len(chunk) != len(embeddings):
+            raise ValueError(f"{len(embeddings)} embeddings for {len(chunk)} captions")
+        for caption, emb in zip(chunk, embeddings, strict=True):
+            self._cache[caption] = emb.clone()  # not a view of the batch
+
     def forward(self, captions: Sequence[str]) -> torch.Tensor:
         """Embed captions: list of B strings → (B, dim), the first token's last hidden state.
 
@@ -205,17 +236,8 @@ class TextEncoder(nn.Module):
         """
         if self.trainable_layers != 0:
             return self._embed(captions)
-        # sorted by length, so that each chunk pads little (then by text: the same chunks in
-        # every process, whatever the order of the set)
-        missing = sorted({c for c in captions if c not in self._cache}, key=lambda c: (len(c), c))
-        if missing:
-            was_training = self.model.training
-            self.model.eval()
-            with torch.no_grad():
-                for start in range(0, len(missing), 128):
-                    chunk = missing[start : start + 128]
-                    for caption, emb in zip(chunk, self._embed(chunk).cpu(), strict=True):
-                        self._cache[caption] = emb.clone()  # not a view of the batch
-            self.model.train(was_training)
+        chunks = self.missing_chunks(captions)
+        for chunk, embeddings in zip(chunks, self.embed_chunks(chunks), strict=True):
+            self.add_to_cache(chunk, embeddings)
         device = next(self.model.parameters()).device
         return torch.stack([self._cache[c] for c in captions]).to(device).float()  # (B, dim)
