@@ -69,3 +69,36 @@ def test_a_killed_inverter_run_resumes_from_its_last_checkpoint_bit_for_bit(tmp_
     ):
         assert torch.equal(x, y), name
     assert not staging.exists()
+
+
+def test_convergence_compares_the_last_tenth_with_the_one_before(monkeypatch):
+    """Hand-computed on made-up histories of 20 steps (tenths of 2 steps)."""
+    from types import SimpleNamespace
+
+    histories = {
+        0: {"step": list(range(1, 21)), "reconstruction": [9.0] * 16 + [5.0, 3.0, 2.0, 2.0],
+            "commitment": [1.0] * 20, "batch_codes": [50.0] * 18 + [40.0, 60.0]},
+        1: {"step": list(range(1, 21)), "reconstruction": [9.0] * 16 + [4.0, 4.0, 3.0, 3.0],
+            "commitment": [1.0] * 18 + [2.0, 2.0], "batch_codes": [50.0] * 20},
+    }  # fmt: skip
+    monkeypatch.setattr(
+        zs, "train_vqvae", lambda cfg, model, seed, **_: SimpleNamespace(history=histories[seed])
+    )
+    cfg = replace(zs.load_config("smoke"), main_seeds=[0, 1])
+    (row,) = [r for r in zs.ablation_rows(cfg) if r.key == "base"]
+    table = zs.convergence(cfg, [row])
+    got = table.loc["base"]
+    assert got["steps"] == 20
+    # reconstruction: seed 0 last 2.0 after 4.0 (-50 %), seed 1 3.0 after 4.0 (-25 %)
+    assert got["reconstruction"] == 2.5 and got["reconstruction_change"] == -37.5
+    assert got["commitment"] == 1.5 and got["commitment_change"] == 50.0  # 0 % and +100 %
+    assert got["batch_codes"] == 50.0 and got["batch_codes_change"] == 0.0
+    curves = zs.convergence_curves(cfg, [row], 0, smooth=4)
+    # each step the mean of the last four steps (fewer at the start)
+    assert curves["reconstruction"]["base"][:2].tolist() == [9.0, 9.0]
+    assert curves["reconstruction"]["base"][-1] == (5.0 + 3.0 + 2.0 + 2.0) / 4
+    assert curves["batch_codes"]["base"][-2] == (50.0 * 3 + 40.0) / 4
+    # fewer steps than tenths: the last step against the one before
+    short = zs.convergence(cfg, [row], tenths=40).loc["base"]
+    assert short["reconstruction"] == 2.5 and short["reconstruction_change"] == 0.0
+    assert short["batch_codes"] == 55.0 and short["batch_codes_change"] == 25.0  # +50 %, 0 %

@@ -75,7 +75,8 @@ model_cfg
 #
 # The training speech is every file of `train/unit` and `train/voice`, cut into segments; the
 # speaker of each segment is its file-name prefix. Adam, as in the paper (the embedded preset
-# uses a larger learning rate and a few hundred steps, since the model and the corpus are small).
+# uses a larger learning rate and 1,200 steps, about six epochs, since the model and the corpus
+# are small).
 # Each seed sets the initial weights, the data order and the jitter draws; trained models are
 # kept in the chapter's run store (`audiorepro.storage.RunStore`, keyed by the model and training
 # sections, the seed and the content of the training features), so the next page evaluates these

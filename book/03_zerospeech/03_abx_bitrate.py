@@ -134,6 +134,24 @@ summary = zs.summarize(records, cfg, preset)
 summary
 
 # %% [markdown]
+# ## Did every row finish learning?
+#
+# The rows are compared at equal steps (`train.max_steps`), so each must have stopped
+# improving by its last step, or the comparison measures speed of learning rather than what
+# each setting can reach. For each row: every loss term over the last tenth of its steps and its
+# change from the tenth before in percent (mean over the seeds); `batch_codes` is the number of
+# distinct codes in a batch (a collapse shows as a fall). Then the curves of the first seed,
+# each a running mean over 50 steps.
+
+# %%
+zs.convergence(cfg, rows)
+
+# %%
+fig = plotting.loss_curves(
+    zs.convergence_curves(cfg, rows, cfg.main_seeds[0]), figsize=(13, 3.2)
+)
+
+# %% [markdown]
 # ## Units against their frames and against k-means
 #
 # `abx_over_frames` is the units' ABX divided by the ABX of their own input frames (the

@@ -119,6 +119,7 @@ from audiorepro.training import TrainConfig, Trainer
 from audiorepro.training.optimizers import adam_factory
 
 __all__ = [
+    "CONVERGENCE_TERMS",
     "CHAPTER",
     "FEATURES",
     "FEATURE_NORMS",
@@ -139,6 +140,8 @@ __all__ = [
     "current",
     "code_runs",
     "code_segments",
+    "convergence",
+    "convergence_curves",
     "encode_files",
     "encode_units",
     "evaluate",
@@ -625,6 +628,61 @@ def unit_runs(
             "single_share": round(single, 3), "single_share_std": round(single_std, 3),
         })  # fmt: skip
     return pd.DataFrame(out).set_index("row")
+
+
+#: The loss terms and health signs :func:`convergence` reads from a run's history.
+CONVERGENCE_TERMS = ("reconstruction", "commitment", "batch_codes")
+
+
+def convergence(
+    config: Config, rows: Sequence[AblationRow], language: str = "english", tenths: int = 10
+) -> pd.DataFrame:
+    """Whether each row's runs have flattened out by their last step: for every term of
+    :data:`CONVERGENCE_TERMS`, its mean over the last ``1/tenths`` of the steps (``<term>``)
+    and its change from the tenth before in percent (``<term>_change``; a run shorter than
+    ``tenths`` steps compares its last step with the one before), mean over the seeds of
+    ``config.main_seeds`` (the runs trained if missing, else read from the run store), with
+    ``steps``. A row whose reconstruction still falls by several percent per tenth of its
+    steps is still learning. Indexed by row key."""
+    out = []
+    for row in rows:
+        per_seed: dict[str, list[float]] = {}
+        steps = 0
+        for seed in config.main_seeds:
+            history = train_vqvae(config, row.model, seed, language=language).history
+            steps = int(history["step"][-1])
+            for term in CONVERGENCE_TERMS:
+                values = np.asarray(history[term], dtype=float)
+                width = max(1, len(values) // tenths)  # a short run: its last steps
+                last = values[-width:].mean()
+                before = values[-2 * width : -width].mean() if len(values) > width else np.nan
+                per_seed.setdefault(term, []).append(last)
+                per_seed.setdefault(f"{term}_change", []).append(100 * (last / before - 1))
+        out.append(
+            {"row": row.key, "label": row.label, "steps": steps}
+            | {
+                k: round(float(np.mean(v)), 3 if "change" not in k else 1)
+                for k, v in per_seed.items()
+            }
+        )
+    return pd.DataFrame(out).set_index("row")
+
+
+def convergence_curves(
+    config: Config, rows: Sequence[AblationRow], seed: int, smooth: int = 50
+) -> dict[str, dict[str, np.ndarray]]:
+    """``{term: {row key: curve}}`` of every term of :data:`CONVERGENCE_TERMS`: each row's run of
+    ``seed`` (trained if missing), step by step, each step the mean of the last ``smooth``
+    steps up to it (fewer at the start), for :func:`audiorepro.plotting.loss_curves`."""
+    curves: dict[str, dict[str, np.ndarray]] = {t: {} for t in CONVERGENCE_TERMS}
+    for row in rows:
+        history = train_vqvae(config, row.model, seed).history
+        for term in CONVERGENCE_TERMS:
+            total = np.cumsum(np.asarray(history[term], dtype=float))
+            window = np.minimum(np.arange(1, len(total) + 1), smooth)
+            earlier = np.concatenate([np.zeros(smooth), total])[: len(total)]
+            curves[term][row.key] = (total - earlier) / window
+    return curves
 
 
 def code_segments(codes: np.ndarray, frame_shift: float) -> list[tuple[str, float, float]]:
