@@ -73,8 +73,9 @@ distillation.encoder_sizes(config)
 # tagging mAP a random scorer gets:
 
 # %%
-# every run of the chapter, side by side, one per core (as chapter 01, page 02): stage 0 and
-# stage 1 of each teacher, the teachers' embeddings of the stage-2 captions, every student
+# every run of the chapter, side by side, one per core (as chapter 01,
+# page 02): stage 0 and stage 1 of each teacher, the teachers' embeddings
+# of the stage-2 captions, every student
 distillation.train_ahead(config, data, "chapter")
 distillation.stage0_table(config, data, page="01_teachers", preset=preset)
 
