@@ -72,7 +72,7 @@ def test_every_task_runs_once_after_the_tasks_it_waits_for(tmp_path, workers):
              "both": ("f0", "f1", "long")}  # fmt: skip
     tasks = _graph(after, dict.fromkeys(after, 1.0) | {"long": 10.0})
     results = run_graph(_stamp, tasks, shared=tmp_path, workers=workers)
-    assert results == {k: k.upper() for k in after}  # in the order of the tasks
+    assert list(results.items()) == [(k, k.upper()) for k in after]  # in the order of the tasks
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(after)
 
 

@@ -139,8 +139,9 @@ def graph_order(tasks: Mapping[K, Task[Any]]) -> list[K]:
 def run_graph(
     fn: Callable[[S, T], R], tasks: Mapping[K, Task[T]], *, shared: S, workers: int = 1
 ) -> dict[K, R]:
-    """``{key: fn(shared, task.item)}`` for every task, each started once the tasks it waits
-    for (``task.after``) have returned, up to ``workers`` processes at once.
+    """``{key: fn(shared, task.item)}`` for every task (in the order of ``tasks``), each started
+    once the tasks it waits for (``task.after``) have returned, up to ``workers`` processes at
+    once.
 
     Of the tasks ready to start, the one with the costliest remaining path
     (:func:`critical_paths`) goes first, so a long chain of dependent tasks starts early and
@@ -152,7 +153,8 @@ def run_graph(
     order = graph_order(tasks)  # validates the graph before any process starts
     workers = min(int(workers), len(tasks))
     if workers <= 1:
-        return {key: fn(shared, tasks[key].item) for key in order}
+        here = {key: fn(shared, tasks[key].item) for key in order}
+        return {key: here[key] for key in tasks}
     level = critical_paths(tasks)
     position = {k: i for i, k in enumerate(tasks)}
     results: dict[K, R] = {}
