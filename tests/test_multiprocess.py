@@ -31,8 +31,11 @@ for seed in (0, 1):
     metrics = awe.evaluate(run.model, data["dev"])
     record_result("04_awe", "mp_test", metrics, preset="smoke", seed=seed)
     digest = hashlib.sha256((run.path / "model.safetensors").read_bytes()).hexdigest()
-    print("RESULT " + json.dumps({"rank": int(os.environ["RANK"]), "seed": seed,
-                                  "run": run.path.name, "weights": digest, **metrics}))
+    rank = int(os.environ["RANK"])
+    # One file per rank and seed: two processes printing to one pipe can interleave their lines.
+    with open(os.path.join(os.environ["RESULTS_OUT"], f"{rank}-{seed}.json"), "w") as out:
+        json.dump({"rank": rank, "seed": seed, "run": run.path.name, "weights": digest,
+                   **metrics}, out)
 """
 
 
@@ -48,11 +51,14 @@ def test_two_processes_write_one_ledger_row_and_one_run_each(tmp_path, session_d
     awe.load_data(awe.load_config("smoke"))  # the smoke corpus, generated once beforehand
     script = tmp_path / "train_two_seeds.py"
     script.write_text(SCRIPT)
+    results = tmp_path / "results_by_rank"
+    results.mkdir()
     env = {
         **os.environ,
         "PYTHONPATH": str(Path(storage.__file__).resolve().parents[1]),
         "AUDIOREPRO_RUNS": str(tmp_path / "runs"),
         "OMP_NUM_THREADS": "1",
+        "RESULTS_OUT": str(results),
     }
     proc = subprocess.run(
         [str(_launcher()), "launch", "--multi_gpu", "--num_processes", "2",
@@ -61,7 +67,7 @@ def test_two_processes_write_one_ledger_row_and_one_run_each(tmp_path, session_d
         capture_output=True, text=True, env=env, timeout=300,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    lines = [json.loads(line[7:]) for line in proc.stdout.splitlines() if line[:7] == "RESULT "]
+    lines = [json.loads(path.read_text()) for path in sorted(results.glob("*.json"))]
     assert sorted((r["rank"], r["seed"]) for r in lines) == [(0, 0), (0, 1), (1, 0), (1, 1)]
     for seed in (0, 1):
         ranks = [r for r in lines if r["seed"] == seed]

@@ -205,3 +205,72 @@ def test_a_killed_run_resumes_to_the_same_best_and_final_weights(smoke, tmp_path
     resumed_final, _ = train("runs", select="final")
     assert equal_states(trained_state(resumed_best), trained_state(whole_best))
     assert equal_states(trained_state(resumed_final), trained_state(whole_final))
+
+
+def test_final_weights_are_the_finished_checkpoint_linked_not_written_again(
+    smoke, tmp_path, monkeypatch
+):
+    cfg, data = smoke
+    written = []
+    monkeypatch.setattr(
+        retrieval, "save_tensors", lambda tensors, path, **kw: written.append(path)
+    )
+    store = RunStore(CHAPTER, tmp_path / "runs")
+    model = run_training(
+        "t", cfg, 5, data, items=data.training_items(["clotho"], 16), num_epochs=1, lr=1e-3,
+        progress="none", run_store=store,
+    )  # fmt: skip
+    assert written == []  # neither final nor best weights were serialised a second time
+    (run,) = store.runs("t")
+    on_disk, _ = load_tensors(run.path / "final.safetensors")
+    assert equal_states(on_disk, trained_state(model))
+    assert (run.path / "model.safetensors").samefile(run.path / "final.safetensors")
+
+
+def test_write_final_weights_writes_a_file_unless_the_checkpoint_holds_those_tensors(tmp_path):
+    from audiorepro.training.checkpoint import save_checkpoint
+    from audiorepro.training.loop import TrainResult
+
+    model = torch.nn.Linear(3, 2)
+    checkpoint = save_checkpoint(tmp_path / "checkpoints", 7, model=model)
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    finished = TrainResult(final_step=7, checkpoint=str(checkpoint))
+    cases = {
+        "linked": (state, finished, True),
+        "no result": (state, None, False),
+        "an older checkpoint": (state, dataclasses.replace(finished, final_step=8), False),
+        "other tensors": ({"weight": state["weight"]}, finished, False),
+        "other shapes": (state | {"bias": torch.zeros(3)}, finished, False),
+    }
+    for name, (final, result, linked) in cases.items():
+        path = tmp_path / f"{name}.safetensors"
+        retrieval.write_final_weights(final, path, result)
+        assert path.samefile(checkpoint / "model.safetensors") is linked, name
+        assert equal_states(load_tensors(path)[0], final), name
+
+def test_a_run_another_process_published_first_is_loaded_from_its_files(smoke, tmp_path):
+    """Two processes training the same run: the one that publishes second keeps the first's
+    files, and its model must hold their weights, not its own."""
+    cfg, data = smoke
+    items = data.training_items(["clotho"], 16)
+
+    class FirstElsewhere(RunStore):
+        def publish(self, run, build):
+            def other(folder):  # the same run trained elsewhere, its weights marked by zeros
+                build(folder)
+                for name in ("final.safetensors", "model.safetensors"):
+                    tensors, _ = load_tensors(folder / name)
+                    (folder / name).unlink()
+                    zeros = {k: torch.zeros_like(v) for k, v in tensors.items()}
+                    retrieval.save_tensors(zeros, folder / name)
+                retrieval.write_json(folder / "history.json", {"elsewhere": True})
+
+            super().publish(run, other)
+            return super().publish(run, build)  # ours is built, then dropped
+
+    store = FirstElsewhere(CHAPTER, tmp_path / "runs")
+    trained = run_training(
+        "t", cfg, 5, data, items=items, num_epochs=1, lr=1e-3, progress="none", run_store=store
+    )
+    assert trained.train_history["elsewhere"] is True
+    assert all(not v.any() for v in trained_state(trained).values())

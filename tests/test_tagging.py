@@ -118,6 +118,23 @@ def test_run_keys_name_a_checkpoint_by_its_content_not_its_path(tmp_path):
     assert key(a)["audio_pretrained"].startswith("sha256:")
 
 
+def test_a_checkpoint_is_hashed_once_until_it_is_rewritten(tmp_path, monkeypatch):
+    import os
+
+    from audiorepro import storage
+
+    hashed = []
+    real = storage.file_sha256
+    monkeypatch.setattr(storage, "file_sha256", lambda path: hashed.append(path) or real(path))
+    path = tmp_path / "released.pt"
+    path.write_bytes(b"weights one")
+    first = storage.known_file_sha256(path)
+    assert storage.known_file_sha256(path) == first and len(hashed) == 1
+    path.write_bytes(b"weights two")  # rewritten in place: size kept, a new modification time
+    os.utime(path, ns=(1, os.stat(path).st_mtime_ns + 1))
+    assert storage.known_file_sha256(path) == real(path) != first and len(hashed) == 2
+
+
 def test_a_killed_stage0_run_resumes_from_its_last_checkpoint_bit_for_bit(tmp_path):
     from audiorepro.config import replace, to_dict
     from audiorepro.experiments import retrieval

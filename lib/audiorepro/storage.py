@@ -49,7 +49,7 @@ import torch
 
 from audiorepro.paths import runs_dir
 
-_ALIASES_KEY = "audiorepro_aliases"
+ALIASES_KEY = "audiorepro_aliases"
 _MAX_LISTED = 50
 T = TypeVar("T")
 
@@ -191,6 +191,21 @@ def file_sha256(path: str | Path, chunk: int = 1 << 20) -> str:
     return digest.hexdigest()
 
 
+_SHA256_MEMO: dict[tuple, str] = {}
+
+
+def known_file_sha256(path: str | Path) -> str:
+    """:func:`file_sha256`, remembered for the process by the file's identity (device, inode,
+    size, modification time): a released checkpoint that names many runs' starting weights is
+    read once, not once per run key. A file rewritten in place gets a new modification time and
+    is hashed again."""
+    stat = os.stat(path)
+    identity = (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
+    if identity not in _SHA256_MEMO:
+        _SHA256_MEMO[identity] = file_sha256(path)
+    return _SHA256_MEMO[identity]
+
+
 def atomic_write(target: str | Path, write: Callable[[Path], None]) -> None:
     """Call ``write(tmp)`` on a temporary sibling of ``target``, then rename it into place.
 
@@ -258,7 +273,7 @@ def save_model_weights(
     if unknown:
         raise KeyError(f"{path}: cannot exclude {unknown}: not in the model's state_dict")
     unique, aliases = dedupe_shared({k: v for k, v in state.items() if k not in set(exclude)})
-    save_tensors(unique, path, metadata={"format": "pt", _ALIASES_KEY: json.dumps(aliases)})
+    save_tensors(unique, path, metadata={"format": "pt", ALIASES_KEY: json.dumps(aliases)})
 
 
 def _listed(items: list[str]) -> str:
@@ -319,7 +334,7 @@ def load_model_weights(
     path = Path(path)
     tensors, metadata = load_tensors(path)
     try:
-        aliases = json.loads(metadata.get(_ALIASES_KEY, "{}"))
+        aliases = json.loads(metadata.get(ALIASES_KEY, "{}"))
     except json.JSONDecodeError as err:
         raise CheckpointError(f"{path}: corrupt alias metadata ({err})") from err
     for alias, name in aliases.items():

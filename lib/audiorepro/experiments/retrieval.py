@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import json
 import math
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -51,7 +52,16 @@ from audiorepro.paths import data_dir, repo_root
 from audiorepro.reporting import PaperRow
 from audiorepro.repro import torch_threads
 from audiorepro.search import AudioIndex
-from audiorepro.storage import Run, RunStore, load_tensors, read_json, save_tensors, write_json
+from audiorepro.storage import (
+    ALIASES_KEY,
+    Run,
+    RunStore,
+    frozen_parameter_names,
+    load_tensors,
+    read_json,
+    save_tensors,
+    write_json,
+)
 from audiorepro.training.loop import Callback, TrainConfig, Trainer, TrainResult
 from audiorepro.training.selection import KeepBest, check_select
 
@@ -973,13 +983,10 @@ def run_entry(
 
 
 def trained_state(model: DualEncoder) -> dict[str, torch.Tensor]:
-    """The state dict without the frozen text-encoder weights (rebuilt identically from the
-    text model and the seed), which keeps a saved run small."""
-    frozen = {
-        f"text_encoder.{name}"
-        for name, p in model.text_encoder.named_parameters()
-        if not p.requires_grad
-    }
+    """The state dict without the frozen weights (a frozen text encoder, a fixed temperature:
+    rebuilt identically from the configuration, the seed and the starting weights), which keeps
+    a saved run small; the tensors of the trainer's checkpoints (``checkpoint_frozen=False``)."""
+    frozen = set(frozen_parameter_names(model))
     return {k: v.cpu() for k, v in model.state_dict().items() if k not in frozen}
 
 
@@ -1033,6 +1040,7 @@ def trained_model(
     model = build_model(config, seed)
     if init is not None:
         model.load_state_dict(init.state_dict())
+    built: dict[str, Any] = {}  # what this call's build wrote, if it ran
     if not run.complete:
         run_store = run_store or store()
 
@@ -1050,7 +1058,7 @@ def trained_model(
                 history["steps_per_s"] = steps / result.wall_time_s
                 history["clips_per_s"] = steps * config.train.batch_size / result.wall_time_s
             final = trained_state(model)
-            save_tensors(final, folder / WEIGHT_FILES["final"])
+            write_final_weights(final, folder / WEIGHT_FILES["final"], result)
             kept = selection.keep.best_step
             best_is_final = kept is None or (result is not None and kept == result.final_step)
             if best_is_final:  # one file on disk (a paper-size run's weights are GBs)
@@ -1058,15 +1066,68 @@ def trained_model(
             else:
                 save_tensors(selection.best_state(final), folder / WEIGHT_FILES["best"])
             write_json(folder / "history.json", history)
+            built["history"] = _file_identity(folder / "history.json")
+            built["holds_selected"] = config.select == "final" or best_is_final
             return {}
 
         run_store.publish(run, build)
-    tensors, _ = load_tensors(run.file(WEIGHT_FILES[config.select]))
-    load_trained_state(model, tensors)
+    # The model already holds the selected weights if this call trained the run and its files
+    # are the ones published (another process may have published the same run first).
+    published_here = built and built["history"] == _file_identity(run.file("history.json"))
+    if not (published_here and built["holds_selected"]):
+        tensors, _ = load_tensors(run.file(WEIGHT_FILES[config.select]))
+        load_trained_state(model, tensors)
     model.train_history = read_json(run.file("history.json")) | {"selected": config.select}
     model.run_key = run.key
     model.weights_key = weights_key(run.key, config.select)
     return model
+
+
+def _file_identity(path: Path) -> tuple[int, int]:
+    """(device, inode): the same file after a rename, another file after a rewrite."""
+    stat = os.stat(path)
+    return stat.st_dev, stat.st_ino
+
+
+def write_final_weights(
+    final: Mapping[str, torch.Tensor], path: Path, result: TrainResult | None
+) -> None:
+    """Write a run's final weights to ``path``: a hard link to the model file of the trainer's
+    last checkpoint when that checkpoint is the finished run's (it ends at the run's final step
+    and holds exactly the tensors of ``final``: :func:`trained_state` and
+    ``checkpoint_frozen=False`` both leave out the frozen weights), else a new file. A
+    paper-size run's weights are GBs: the link saves writing and syncing them twice."""
+    source = _finished_model_file(final, result)
+    if source is not None:
+        try:
+            os.link(source, path)
+            return
+        except OSError:  # another file system, or no hard links: write the file
+            pass
+    save_tensors(final, path)
+
+
+def _finished_model_file(
+    final: Mapping[str, torch.Tensor], result: TrainResult | None
+) -> Path | None:
+    """The last checkpoint's model file if it holds the tensors of ``final`` (see
+    :func:`write_final_weights`), else ``None``."""
+    from safetensors import safe_open
+
+    from audiorepro.training.checkpoint import MODEL_FILE, checkpoint_name
+
+    if result is None or not result.checkpoint:
+        return None
+    folder = Path(result.checkpoint)
+    if folder.name != checkpoint_name(result.final_step) or not (folder / MODEL_FILE).is_file():
+        return None
+    with safe_open(str(folder / MODEL_FILE), framework="pt", device="cpu") as handle:
+        metadata = handle.metadata() or {}
+        if json.loads(metadata.get(ALIASES_KEY, "{}")) or set(handle.keys()) != set(final):
+            return None
+        if any(handle.get_slice(k).get_shape() != list(final[k].shape) for k in final):
+            return None
+    return folder / MODEL_FILE
 
 
 def run_training(

@@ -44,7 +44,7 @@ from audiorepro.models.audio_encoders import (
     save_released_layout,
 )
 from audiorepro.repro import seed_everything, torch_threads
-from audiorepro.storage import Run, RunStore, file_sha256, read_json, write_json
+from audiorepro.storage import Run, RunStore, known_file_sha256, read_json, write_json
 from audiorepro.training.loop import Callback, TrainConfig, Trainer
 
 CHECKPOINT_STEPS = 100
@@ -441,5 +441,5 @@ def pretrained_key(model_cfg: AudioEncoderConfig) -> dict[str, Any]:
     if values.get("audio_pretrained") in (None, STAGE0):
         return values
     path = resolve_audio_pretrained(model_cfg)  # a missing file is an error here
-    values["audio_pretrained"] = "sha256:" + file_sha256(path)
+    values["audio_pretrained"] = "sha256:" + known_file_sha256(path)
     return values
