@@ -248,6 +248,7 @@ def test_write_final_weights_writes_a_file_unless_the_checkpoint_holds_those_ten
         assert path.samefile(checkpoint / "model.safetensors") is linked, name
         assert equal_states(load_tensors(path)[0], final), name
 
+
 def test_a_run_another_process_published_first_is_loaded_from_its_files(smoke, tmp_path):
     """Two processes training the same run: the one that publishes second keeps the first's
     files, and its model must hold their weights, not its own."""
