@@ -123,6 +123,17 @@ def test_chapter_02_trains_its_runs_ahead_and_the_pages_only_reload_them(tmp_pat
     )
     for stage in distillation.AHEAD:
         assert distillation.chapter_tasks(config, data, stage) == {}
+    loaded = []
+    real = distillation.stage1_teacher
+    monkeypatch.setattr(
+        distillation, "stage1_teacher", lambda *a, **k: loaded.append(a[1]) or real(*a, **k)
+    )
+    for s in seeds:
+        paths = distillation.teacher_stores(config, s, data, items)
+        assert paths == {
+            n: distillation._store_entry(config, n, s, data, items).path / "store" for n in names
+        }
+    assert loaded == []  # the stores exist: no teacher is loaded to find them
 
     def trained(*args, **kwargs):
         raise AssertionError("a page trained a run that train_ahead should have trained")

@@ -440,16 +440,23 @@ def teacher_stores(
     """``{name: store path}`` of the M stage-1 models of ``seed`` (trained or reloaded), each
     having embedded ``items`` once at the stage-2 crop with its selected weights (kept in
     :func:`store` under ``teachers``, keyed by :func:`teacher_store_spec` with the weights'
-    :func:`~audiorepro.experiments.retrieval.weights_key`)."""
+    :func:`~audiorepro.experiments.retrieval.weights_key`). A teacher is loaded only to fill
+    a missing store: a store's key names its weights without them."""
     paths = {}
     for name in config.teachers:
         run_cfg = stage2_config(config, name)
-        model = stage1_teacher(config, name, seed, data, **kwargs)
-        spec = teacher_store_spec(name, model.weights_key, items, run_cfg)
+        key = retrieval.weights_key(stage1_entry(config, name, seed, data).key, run_cfg.select)
+        spec = teacher_store_spec(name, key, items, run_cfg)
 
         def build(
-            folder: Path, model: DualEncoder = model, cfg: Any = run_cfg, name: str = name
+            folder: Path, cfg: Any = run_cfg, name: str = name, key: str = key
         ) -> dict[str, Any]:
+            model = stage1_teacher(config, name, seed, data, **kwargs)
+            if model.weights_key != key:  # the store would be filed under other weights
+                raise RuntimeError(
+                    f"teacher {name!r}: its weights are {model.weights_key}, its store's key "
+                    f"names {key}"
+                )
             features = data.features_for(cfg.model)
             teacher_embeddings(model, items, features, cfg, name=name, path=folder / "store")
             return {}
