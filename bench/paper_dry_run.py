@@ -15,9 +15,10 @@ as a researcher's machine would: the released AudioSet checkpoints under their p
 names in ``$AUDIOREPRO_CHECKPOINTS`` (written here with random weights in the released key
 layouts, :func:`write_released_checkpoints`) and ``roberta-large`` in the Hugging Face hub cache
 (random weights of the published configuration, :func:`write_text_model`), loaded offline.
-Everything goes to ``--out`` (a temporary folder by default): data, checkpoints, hub cache, run
-store, ledger; a chapter's runs are deleted once it has passed (``--keep-runs`` keeps them:
-chapter 01 left 19 GB)::
+Everything goes to ``--out`` (a temporary folder by default, removed at the end when every
+chapter passed): data, checkpoints, hub cache, run store, ledger; a chapter's runs are deleted
+once it has passed (``--keep-runs`` keeps them, and the temporary folder: chapter 01 left
+19 GB)::
 
     PYTHONPATH=lib python bench/paper_dry_run.py [--out DIR] [--chapters 04] [--keep-runs]
 """
@@ -426,7 +427,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{len(rows)} ledger rows under preset paper, {summary}",
             flush=True,
         )
-    print(f"ledger: {reporting.ledger_path()}")
+    if args.out is None and not failed and not args.keep_runs:
+        # Its own temporary folder (GBs of corpora, checkpoints and hub cache): nothing to keep.
+        shutil.rmtree(out, ignore_errors=True)
+        print(f"removed {out} (--out DIR keeps the data and the ledger)")
+    else:
+        print(f"ledger: {reporting.ledger_path()}")
     return 1 if failed else 0
 
 

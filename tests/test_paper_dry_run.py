@@ -112,3 +112,37 @@ def test_released_layouts_of_the_paper_encoders_load_into_the_paper_configs(tmp_
     ])  # fmt: skip
     for model in models:  # PaSST-S20 at 2-15 s snippets: the 20 s time encoding is cut
         build_audio_encoder(model)
+
+
+def _dry_run_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("paper_dry_run", REPO / "bench/paper_dry_run.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("passes", [True, False])
+def test_its_own_temporary_folder_is_removed_only_when_every_chapter_passed(
+    tmp_path, monkeypatch, capsys, passes
+):
+    from audiorepro import reporting
+
+    dry = _dry_run_module()
+    for name in ("AUDIOREPRO_DATA", "AUDIOREPRO_RUNS", "AUDIOREPRO_RESULTS",
+                 "AUDIOREPRO_CHECKPOINTS", "HF_HOME", "HF_HUB_OFFLINE"):  # fmt: skip
+        monkeypatch.setenv(name, str(tmp_path / "unused"))  # restored after the test
+    out = tmp_path / "made-by-the-script"
+    monkeypatch.setattr(dry.tempfile, "mkdtemp", lambda prefix: str(out.mkdir() or out))
+
+    def chapter(folder):
+        (folder / "data" / "corpus.bin").write_bytes(b"x")
+        if passes:
+            reporting.record_result("fake", "p", {"m": 1.0}, preset="paper", seed=0)
+        return "done"
+
+    monkeypatch.setattr(dry, "CHAPTERS", {"fake": chapter})
+    assert dry.main(["--chapters", "fake"]) == (0 if passes else 1)
+    assert out.exists() is not passes
+    assert ("removed" in capsys.readouterr().out) is passes
