@@ -134,6 +134,25 @@ def test_vqvae_shapes_straight_through_and_modes(encoder, stride):
     torch.testing.assert_close(e1, model.quantizer.codebook[c1])
 
 
+@pytest.mark.parametrize("encoder", ["transformer", "conv"])
+@pytest.mark.parametrize("stride", [4, 2])
+def test_a_files_reconstruction_does_not_depend_on_the_files_batched_with_it(encoder, stride):
+    """A short file padded in a batch is reconstructed as when it is alone (padding code frames
+    hold codebook[0]; the decoder must see zeros there, as its convolutions' own padding)."""
+    torch.manual_seed(0)
+    cfg = VQVAEConfig(input_dim=6, encoder=encoder, stride=stride, codebook_size=16, **SMALL)
+    model = VQVAE(cfg, n_speakers=3).eval()
+    torch.nn.init.normal_(model.quantizer.codebook, std=3.0)  # codebook[0] far from zero
+    long, short = torch.randn(31, 6), torch.randn(9, 6)
+    batch = torch.zeros(2, 31, 6)
+    batch[0], batch[1, :9] = long, short
+    speakers = torch.tensor([0, 2])
+    with torch.no_grad():
+        together = model(batch, torch.tensor([31, 9]), speakers).recon
+        alone = model(short[None], torch.tensor([9]), speakers[1:]).recon
+    torch.testing.assert_close(together[1, :9], alone[0], rtol=1e-5, atol=1e-6)
+
+
 def test_vqvae_config_rejects_bad_values():
     with pytest.raises(ValueError, match="stride must be 2 or 4"):
         VQVAEConfig(stride=3)

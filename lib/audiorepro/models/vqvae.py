@@ -405,13 +405,28 @@ class Decoder(nn.Module):
     def _cat(self, h: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         return torch.cat([h, v[:, :, None].expand(-1, -1, h.shape[2])], dim=1)
 
-    def forward(self, e: torch.Tensor, speakers: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, e: torch.Tensor, speakers: torch.Tensor, lengths: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """e (B, T', D_e), speakers (B,), lengths (B,) valid code frames → (B, T' · stride, F).
+
+        With ``lengths``, every layer's input is zero past a file's last frame, as a
+        convolution's own padding is for a file decoded alone: a file's reconstruction does not
+        depend on the files batched with it (padding code frames hold ``codebook[0]``)."""
         v = self.speakers(speakers)  # (B, D_v)
-        h = F.relu(self.inp(self._cat(e.transpose(1, 2), v)))  # (B, C, T')
+        valid = None if lengths is None else length_mask(lengths, e.shape[1])[:, None, :]
+
+        def layer_input(h: torch.Tensor) -> torch.Tensor:  # (B, C, T) → (B, C + D_v, T)
+            x = self._cat(h, v)
+            return x if valid is None else x * valid  # speaker channels included
+
+        h = F.relu(self.inp(layer_input(e.transpose(1, 2))))  # (B, C, T')
         for conv in self.ups:
             h = F.interpolate(h, scale_factor=2, mode="nearest")  # (B, C, 2T')
-            h = F.relu(conv(self._cat(h, v)))
-        h = F.relu(self.mid(self._cat(h, v)))
+            if valid is not None:
+                valid = valid.repeat_interleave(2, dim=2)  # (B, 1, 2T')
+            h = F.relu(conv(layer_input(h)))
+        h = F.relu(self.mid(layer_input(h)))
         return self.out(h).transpose(1, 2)  # (B, T, F)
 
 
@@ -486,7 +501,7 @@ class VQVAE(nn.Module):
         zq = z + (e - z).detach()  # straight-through: value e, gradient to z
         if self.training and self.cfg.jitter > 0:
             zq = temporal_jitter(zq, code_lengths, self.cfg.jitter)
-        recon = self.decoder(zq, speakers)[:, : x.shape[1]]  # (B, T, F)
+        recon = self.decoder(zq, speakers, code_lengths)[:, : x.shape[1]]  # (B, T, F)
         if recon.shape[1] < x.shape[1]:
             recon = F.pad(recon, (0, 0, 0, x.shape[1] - recon.shape[1]))
         rec = reconstruction_loss(x, recon, lengths)
