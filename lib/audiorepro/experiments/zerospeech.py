@@ -184,7 +184,7 @@ __all__ = [
 CHAPTER = "03_zerospeech"
 PRESETS = repo_root() / "book" / CHAPTER / "presets"
 # Bump when a change to the code changes what a stored model would be.
-RUNS_VERSION = 3  # 3: padding frames zeroed before the encoder convolutions
+RUNS_VERSION = 4  # 3: padding frames zeroed before the encoder convolutions; 4: in the decoder too
 CHECKPOINT_STEPS = 100
 """Most optimizer steps between two checkpoints of an unfinished VQ-VAE run (at least one per
 epoch), kept in the run store's staging folder so that a rerun after a kill continues there."""
