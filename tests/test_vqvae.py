@@ -217,6 +217,21 @@ def test_inverter_repeats_codes_and_predicts_magnitudes():
     assert np.isfinite(mag.detach().numpy()).all()
 
 
+def test_an_inverted_files_magnitudes_do_not_depend_on_the_files_batched_with_it():
+    """A short file padded in a batch (padding vectors far from zero) is inverted as when it is
+    alone: the convolutions must see zeros past its end, as their own padding."""
+    torch.manual_seed(0)
+    cfg = InverterConfig(code_dim=8, n_bins=17, repeat=4, d_model=16, ffn_dim=32)
+    inv = CodebookInverter(cfg).eval()
+    long, short = torch.randn(7, 8), torch.randn(3, 8)
+    batch = torch.full((2, 7, 8), 5.0)
+    batch[0], batch[1, :3] = long, short
+    with torch.no_grad():
+        together = inv(batch, torch.tensor([7, 3]))
+        alone = inv(short[None], torch.tensor([3]))
+    torch.testing.assert_close(together[1, :12], alone[0], rtol=1e-5, atol=1e-6)
+
+
 def test_pre_quant_norm_fixes_the_scale_of_the_encoder_output():
     cfg = VQVAEConfig(
         input_dim=6,

@@ -185,6 +185,7 @@ CHAPTER = "03_zerospeech"
 PRESETS = repo_root() / "book" / CHAPTER / "presets"
 # Bump when a change to the code changes what a stored model would be.
 RUNS_VERSION = 4  # 3: padding frames zeroed before the encoder convolutions; 4: in the decoder too
+INVERTER_VERSION = 1  # inverter runs only; 1: padding zeroed before the inverter's convolutions
 CHECKPOINT_STEPS = 100
 """Most optimizer steps between two checkpoints of an unfinished VQ-VAE run (at least one per
 epoch), kept in the run store's staging folder so that a rerun after a kill continues there."""
@@ -941,6 +942,7 @@ def train_inverter(
             features_key(lang_dir / "train/voice", "linear"),
         ],
         "version": RUNS_VERSION,
+        "inverter_version": INVERTER_VERSION,
     }
     seed_everything(seed)
     model = CodebookInverter(inv_cfg)

@@ -78,10 +78,14 @@ class CodebookInverter(nn.Module):
         self.register_buffer("mag_scale", torch.ones(()))
 
     def forward(self, vectors: torch.Tensor, code_lengths: torch.Tensor) -> torch.Tensor:
-        """vectors (B, T, D_e), code_lengths (B,) → predicted magnitudes (B, T·r, n_bins) ≥ 0."""
+        """vectors (B, T, D_e), code_lengths (B,) → predicted magnitudes (B, T·r, n_bins) ≥ 0.
+
+        Each convolution's input is zero past a file's last frame, as its own padding is for a
+        file inverted alone: a file's magnitudes do not depend on the files batched with it."""
         x = vectors.repeat_interleave(self.cfg.repeat, dim=1)  # (B, S, D_e)
         lengths = code_lengths * self.cfg.repeat
-        h = self.conv2(self.conv1(x))  # (B, S, D)
+        valid = length_mask(lengths, x.shape[1])[..., None].to(x.dtype)  # (B, S, 1)
+        h = self.conv2(self.conv1(x * valid) * valid)  # (B, S, D)
         h = h + sinusoidal_positions(h.shape[1], h.shape[2], h.device)
         pad = ~length_mask(lengths, h.shape[1])
         for layer in self.layers:
