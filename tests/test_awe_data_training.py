@@ -397,6 +397,69 @@ def test_sweeps_run_every_seed_once_per_run_and_workers_do_not_change_them(tmp_p
     assert curves["h = 1"] == pytest.approx(mean)
 
 
+def test_train_ahead_trains_each_run_of_the_chapter_once_and_the_pages_then_only_load(
+    tmp_path, monkeypatch
+):
+    from audiorepro.config import replace
+    from audiorepro.experiments import awe
+    from audiorepro.storage import RunStore
+
+    cfg, data = _tiny_run(tmp_path)
+    cfg = replace(
+        cfg, seeds=(5, 6), sweep_layers=(1, 2), sweep_heads=(1, 2), table1_heads=2, sweep_epochs=2
+    )
+    squared = awe.squared_config(cfg)
+    assert (squared.distance, squared.train.num_epochs, squared.seed) == ("cos2", 2, 5)
+    assert len(awe.chapter_configs(cfg)) == 8 + 4 + 2 + 1
+    store = RunStore("04_awe", tmp_path / "runs")
+    # Table 1: 8 runs; Table 2's h = 1 at N = 1: 2 more; the chosen model is Table 2's h = 2
+    # (= Table 1's N = 1 Avg) as sweep_epochs = num_epochs; the 1 - cos² run: 1.
+    assert awe.train_ahead(cfg, data, workers=2, store=store) == 8 + 2 + 1
+    assert len(store.runs("model")) == 11
+    assert awe.train_ahead(cfg, data, workers=2, store=store) == 0
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("a page trained a run train_ahead should have trained")
+
+    monkeypatch.setattr(awe, "_fit", no_training)
+    ahead = awe.sweeps(cfg, data, workers=1, store=store)
+    awe.train(squared, data, store=store)
+    monkeypatch.undo()
+    alone = awe.sweeps(cfg, data, workers=1, store=RunStore("04_awe", tmp_path / "alone"))
+
+    def without_time(rows):
+        return [{k: v for k, v in r.items() if k != "seconds"} for r in rows]
+
+    for table in ("1", "2", "chosen"):
+        assert without_time(ahead[table]) == without_time(alone[table])
+
+
+def test_curve_ends_say_which_settings_levelled_off_within_their_seed_spread():
+    from audiorepro.experiments.awe import curve_ends, sweep_curves, sweep_spreads
+
+    def row(h, seed, curve):
+        return {"phone_layers": 4, "phone_pooling": "avg", "phone_heads": h, "seed": seed,
+                "dev_curve": curve}  # fmt: skip
+
+    rows = [
+        row(1, 0, [0.1, 0.5, 0.6]),  # mean 0.1, 0.45, 0.6: last gain 0.15
+        row(1, 1, [0.1, 0.4, 0.6]),  # last values 0.6, 0.6: spread 0
+        row(4, 0, [0.2, 0.60, 0.60]),  # mean 0.2, 0.6, 0.63: last gain 0.03
+        row(4, 1, [0.2, 0.60, 0.66]),  # last values 0.60, 0.66: spread 0.06 / sqrt(2) = 0.042
+    ]
+    spreads = sweep_spreads(rows, "2")
+    assert spreads == pytest.approx({"h = 1": 0.0, "h = 4": 0.06 / np.sqrt(2)})
+    ends = curve_ends(sweep_curves(rows, "2"), spreads)
+    assert ends.loc["h = 1", "last-epoch gain"] == pytest.approx(0.15)
+    assert ends.loc["h = 1", "share of the rise"] == pytest.approx(0.15 / 0.5)
+    assert ends.loc["h = 4", "last-epoch gain"] == pytest.approx(0.03)
+    assert ends["levelled off"].tolist() == [False, True]  # 0.15 >= 0; 0.03 < 0.042
+    one_seed = sweep_spreads(rows[:1], "2")
+    assert np.isnan(one_seed["h = 1"])
+    assert not curve_ends(sweep_curves(rows[:1], "2"), one_seed)["levelled off"].any()
+    assert "levelled off" not in curve_ends(sweep_curves(rows, "2")).columns
+
+
 def _tiny_run(tmp_path):
     """A tiny configuration (3 steps per epoch, 2 epochs) and its train/dev/test data."""
     from audiorepro.config import CorpusSpec
@@ -557,3 +620,80 @@ def test_the_corpus_as_a_segments_table_gives_the_chapters_tokens_exactly(tmp_pa
     no_audio = replace(cfg, corpus=CorpusSpec("paper", root=str(tmp_path / "swbd")))
     with pytest.raises(FileNotFoundError, match="no audio"):
         awe.corpus_segments_table(no_audio, data["test"], tmp_path / "x.tsv")
+
+
+def test_written_word_geometry_counts_first_phone_neighbours_and_the_mean_cosine(monkeypatch):
+    from audiorepro.experiments import awe
+
+    phones = {w: np.array(p) for w, p in
+              {"a": [1, 2], "b": [1, 3], "c": [2, 1], "d": [2, 2]}.items()}  # fmt: skip
+    vectors = {"a": [1.0, 0.0], "b": [0.9, 0.1], "c": [0.0, 1.0], "d": [0.1, 0.9]}
+
+    def fake_embed_words(model, word_phones, batch_size=512):
+        words = sorted(word_phones)
+        return words, np.array([vectors[w] for w in words], dtype=np.float32)
+
+    monkeypatch.setattr(awe, "embed_words", fake_embed_words)
+    # a <-> b and c <-> d are nearest: all four share their neighbour's first phone; each word
+    # has 1 of 3 others with its first phone.
+    unit = {w: np.array(v) / np.linalg.norm(v) for w, v in vectors.items()}
+    pairs = [unit[a] @ unit[b] for a in unit for b in unit if a != b]
+    assert awe.written_word_geometry(None, phones) == pytest.approx(
+        {"first_phone_share": 1.0, "chance": 1 / 3, "mean_cosine": np.mean(pairs)}
+    )
+    # Now a points away from all (nearest: d, cos -0.994), b and d nearly coincide (cos
+    # 0.99998) and c's nearest is b (0.995 against 0.994): every neighbour starts otherwise.
+    vectors.update(a=[0.0, -1.0], b=[0.1, 1.0])
+    assert awe.written_word_geometry(None, phones)["first_phone_share"] == 0.0
+    with pytest.raises(ValueError, match="two written words"):
+        awe.written_word_geometry(None, {"a": phones["a"]})
+    vectors.update(a=[1.0, 0.0], b=[2.0, 0.0], c=[3.0, 0.0], d=[0.5, 0.0])  # collapsed
+    assert awe.written_word_geometry(None, phones)["mean_cosine"] == pytest.approx(1.0)
+
+
+def test_anchor_check_ranks_other_speakers_tokens_against_centroids_and_written_words(
+    monkeypatch,
+):
+    from audiorepro.data.awe import WordSegments
+    from audiorepro.experiments import awe
+    from audiorepro.metrics.average_precision import cross_view_ap, same_different_ap
+
+    rng = np.random.default_rng(0)
+    # speakers s1, s3 form the first half (sorted, alternately), s2, s4 the second; "z" has
+    # tokens in the second half only and is left out.
+    tokens = [("x", "s1"), ("x", "s3"), ("y", "s1"), ("x", "s2"), ("y", "s2"), ("x", "s4"),
+              ("y", "s4"), ("z", "s2"), ("y", "s3")]  # fmt: skip
+    words, speakers = [t[0] for t in tokens], [t[1] for t in tokens]
+    segments = WordSegments(
+        split="test", keys=[f"k{i}" for i in range(len(tokens))], words=words,
+        speakers=speakers, feats=[np.zeros((3, 2), np.float32)] * len(tokens),
+        phones=[np.array([1])] * len(tokens),
+        word_phones={"x": np.array([1]), "y": np.array([2]), "z": np.array([3])},
+        num_phones=3, dropped={},
+    )  # fmt: skip
+    emb = rng.normal(size=(len(tokens), 4)).astype(np.float32)
+    written = {"x": rng.normal(size=4), "y": rng.normal(size=4), "z": rng.normal(size=4)}
+    monkeypatch.setattr(awe, "embed_segments", lambda model, seg, batch_size=512: emb)
+    monkeypatch.setattr(
+        awe,
+        "embed_words",
+        lambda model, wp, batch_size=512: (
+            sorted(wp),
+            np.array([written[w] for w in sorted(wp)], np.float32),
+        ),
+    )
+    got = awe.anchor_check(None, segments)
+    test = [3, 4, 5, 6]  # second-half tokens of x and y
+    labels = [words[i] for i in test]
+    centroids = np.stack([emb[[0, 1]].mean(0), emb[[2, 8]].mean(0)])  # x: s1, s3; y: s1, s3
+    assert got["tokens"] == 4 and got["words"] == 2
+    assert got["acoustic_ap"] == pytest.approx(same_different_ap(emb[test], labels))
+    assert got["centroid_ap"] == pytest.approx(
+        cross_view_ap(emb[test], labels, centroids, ["x", "y"])
+    )
+    assert got["crossview_ap"] == pytest.approx(
+        cross_view_ap(emb[test], labels, np.stack([written["x"], written["y"]]), ["x", "y"])
+    )
+    lonely = WordSegments(**{**segments.__dict__, "speakers": ["s1"] * len(tokens)})
+    with pytest.raises(ValueError, match="fewer than two words"):
+        awe.anchor_check(None, lonely)

@@ -314,6 +314,74 @@ def sign_stats(
     }
 
 
+def written_word_geometry(
+    model: MultiViewAWE, word_phones: Mapping[str, np.ndarray]
+) -> dict[str, float]:
+    """How the written-word embeddings g(c) of ``word_phones`` lie:
+
+    - ``first_phone_share``: the share of words whose nearest other word (cosine) begins with
+      the same phone; ``chance``: that share for a neighbour drawn at random (the mean, over
+      words, of the share of the other words with the same first phone). A "Rep" encoder that
+      reads little beyond the first phone's own position sits far above chance;
+    - ``mean_cosine``: the mean cosine between two different words; near 1 when the encoder
+      has collapsed, every word onto one direction (the paper's failing deep encoders)."""
+    words, emb = embed_words(model, dict(word_phones))
+    if len(words) < 2:
+        raise ValueError("written_word_geometry needs at least two written words")
+    unit = emb / np.maximum(np.linalg.norm(emb, axis=1, keepdims=True), 1e-12)
+    sim = unit @ unit.T
+    off = ~np.eye(len(words), dtype=bool)
+    mean_cosine = float(sim[off].mean())
+    np.fill_diagonal(sim, -np.inf)
+    first = np.array([int(word_phones[w][0]) for w in words])
+    same = (first[:, None] == first[None, :]) & off
+    return {
+        "first_phone_share": float(np.mean(first[np.argmax(sim, axis=1)] == first)),
+        "chance": float(np.mean(same.sum(axis=1) / (len(words) - 1))),
+        "mean_cosine": mean_cosine,
+    }
+
+
+def anchor_check(
+    model: MultiViewAWE, segments: WordSegments, batch_size: int = 512
+) -> dict[str, float]:
+    """Is cross-view AP high because a written word is one clean anchor per word? The
+    speakers of ``segments`` split in two halves (sorted, alternately); on the second half's
+    tokens of the words both halves say:
+
+    - ``acoustic_ap``: token against token (same-different AP);
+    - ``crossview_ap``: token against the written words (g(c) of those words);
+    - ``centroid_ap``: token against acoustic anchors, the mean f(x) of each word's tokens in
+      the *first* half (other speakers), ranked as cross-view AP;
+    - ``tokens``, ``words``: how many.
+
+    A centroid AP near the cross-view AP and above the acoustic AP says that ranking tokens
+    against one anchor per word, rather than against each other, is what lifts cross-view AP
+    above acoustic AP, whichever view the anchor comes from."""
+    speakers = sorted(set(segments.speakers))
+    first_half = set(speakers[0::2])
+    in_first = np.array([s in first_half for s in segments.speakers])
+    words = np.asarray(segments.words)
+    shared = sorted(set(words[in_first]) & set(words[~in_first]))
+    if len(shared) < 2:
+        raise ValueError("anchor_check: fewer than two words have tokens in both speaker halves")
+    keep = set(shared)
+    emb = embed_segments(model, segments, batch_size)
+    test = np.array([(not a) and w in keep for a, w in zip(in_first, words, strict=True)])
+    anchors = np.stack([emb[in_first & (words == w)].mean(axis=0) for w in shared])
+    written, written_emb = embed_words(
+        model, {w: segments.word_phones[w] for w in shared}, batch_size
+    )
+    labels = words[test].tolist()
+    return {
+        "acoustic_ap": float(same_different_ap(emb[test], labels)),
+        "crossview_ap": float(cross_view_ap(emb[test], labels, written_emb, written)),
+        "centroid_ap": float(cross_view_ap(emb[test], labels, anchors, shared)),
+        "tokens": int(test.sum()),
+        "words": len(shared),
+    }
+
+
 FLOOR_FACTOR = 3.0
 """A compared run must reach this many times the chance AP to count as having learned."""
 
@@ -554,6 +622,62 @@ def seed_configs(config: Config) -> list[Config]:
     return [replace(config, seed=s) for s in config.seeds]
 
 
+def squared_config(config: Config) -> Config:
+    """The training page's run with the paper's distance ``1 - cos²``, ``sweep_epochs`` epochs,
+    against the preset's model (its ``distance`` is ``1 - cos`` in the CPU presets)."""
+    return replace(config, distance="cos2", **{"train.num_epochs": config.sweep_epochs})
+
+
+def chapter_configs(config: Config) -> list[Config]:
+    """Every run the chapter's pages train: Tables 1 and 2 and the chosen model once per seed
+    of ``seeds``, and :func:`squared_config` (duplicates included; :func:`train_ahead` trains
+    each distinct run once)."""
+    return [
+        *table1_configs(config),
+        *table2_configs(config),
+        *seed_configs(config),
+        squared_config(config),
+    ]
+
+
+def _train_only(data: Mapping[str, WordSegments], task: tuple[Any, ...]) -> float:
+    """Train (or load) one run in a worker; its training seconds."""
+    config, store = task
+    return float(train(config, data, store=store).history.wall_time_s)
+
+
+def _distinct(
+    configs: Sequence[Config], data: Mapping[str, WordSegments]
+) -> tuple[list[str], dict[str, Config]]:
+    """Each config's run key (:func:`run_config` and ``select``) and one config per key."""
+    keys = [config_hash({**_run_fields(c, data), "select": c.select}) for c in configs]
+    unique: dict[str, Config] = {}
+    for key, config in zip(keys, configs, strict=True):
+        unique.setdefault(key, config)
+    return keys, unique
+
+
+def train_ahead(
+    config: Config,
+    data: Mapping[str, WordSegments],
+    *,
+    workers: int | None = None,
+    store: RunStore | None = None,
+) -> int:
+    """Train every run of :func:`chapter_configs` the run store lacks, side by side (one
+    process per core on the CPU, the longest first), so that the pages that follow only load
+    them. Every run seeds itself, so each equals the run trained alone. Returns how many runs
+    were trained."""
+    store = store if store is not None else RunStore(CHAPTER)
+    if workers is None:
+        workers = default_workers(str(resolve_device(config.train.device)))
+    _, unique = _distinct(chapter_configs(config), data)
+    missing = [c for c in unique.values() if not store.run("model", run_config(c, data)).complete]
+    missing.sort(key=lambda c: -_cost(c))
+    map_processes(_train_only, [(c, store) for c in missing], shared=data, workers=workers)
+    return len(missing)
+
+
 def _sweep_row(data: Mapping[str, WordSegments], task: tuple[Any, ...]) -> dict[str, Any]:
     """Train (or load) one sweep run and score it: a row of :func:`sweep` (one process)."""
     config, split, store = task
@@ -599,10 +723,7 @@ def sweep(
     ``dev_curve`` (the dev cross-view AP after each epoch), ``epochs`` and ``seconds`` (of the
     training).
     """
-    keys = [config_hash({**_run_fields(c, data), "select": c.select}) for c in configs]
-    unique: dict[str, Config] = {}
-    for key, config in zip(keys, configs, strict=True):
-        unique.setdefault(key, config)
+    keys, unique = _distinct(configs, data)
     order = sorted(unique, key=lambda k: -_cost(unique[k]))
     tasks = [(unique[k], split, store) for k in order]
     scored = map_processes(_sweep_row, tasks, shared=data, workers=workers)
@@ -724,24 +845,43 @@ def sweep_curves(rows: Sequence[Mapping[str, Any]], table: str) -> dict[str, lis
     return curves
 
 
-def curve_ends(curves: Mapping[str, Sequence[float]]) -> pd.DataFrame:
+def sweep_spreads(rows: Sequence[Mapping[str, Any]], table: str) -> dict[str, float]:
+    """The seed spread of each setting's last dev cross-view AP: the standard deviation
+    (ddof 1) over its runs of their curves' last value (NaN with one seed)."""
+    return {
+        label: float(np.std([r["dev_curve"][-1] for r in group], ddof=1))
+        if len(group) > 1
+        else float("nan")
+        for label, group in _by_setting(rows, table).items()
+    }
+
+
+def curve_ends(
+    curves: Mapping[str, Sequence[float]], spreads: Mapping[str, float] | None = None
+) -> pd.DataFrame:
     """How far each curve of :func:`sweep_curves` still rose at its end: the last value, the
     gain of the last epoch, and that gain as a share of the rise since the first epoch (near
-    0: flat, a plateau; 1 / (epochs - 1) or above: still climbing as fast as on average)."""
+    0: flat, a plateau; 1 / (epochs - 1) or above: still climbing as fast as on average).
+
+    With ``spreads`` (:func:`sweep_spreads`), also the seed spread of the last value and
+    whether the curve has levelled off: its last epoch added less than that spread, so another
+    epoch at that pace would move the setting by less than its seeds already differ."""
     out = []
     for label, curve in curves.items():
         first, last = curve[0], curve[-1]
         gain = last - curve[-2] if len(curve) > 1 else float("nan")
         rise = last - first
-        out.append(
-            {
-                "setting": label,
-                "epochs": len(curve),
-                "last": last,
-                "last-epoch gain": gain,
-                "share of the rise": gain / rise if rise > 0 else float("nan"),
-            }
-        )
+        row: dict[str, Any] = {
+            "setting": label,
+            "epochs": len(curve),
+            "last": last,
+            "last-epoch gain": gain,
+            "share of the rise": gain / rise if rise > 0 else float("nan"),
+        }
+        if spreads is not None:
+            row["seed std at the end"] = spreads[label]
+            row["levelled off"] = bool(gain < spreads[label])
+        out.append(row)
     return pd.DataFrame(out).set_index("setting")
 
 
@@ -1391,7 +1531,9 @@ __all__ = [
     "Config",
     "FLOOR_FACTOR",
     "acoustic_ap_on",
+    "anchor_check",
     "chance_levels",
+    "chapter_configs",
     "corpus_root",
     "curve_ends",
     "current",
@@ -1425,13 +1567,17 @@ __all__ = [
     "compare_segments",
     "setting_label",
     "sign_stats",
+    "squared_config",
     "sweep",
     "sweep_curves",
+    "sweep_spreads",
     "sweep_table",
     "sweep_tags",
     "sweeps",
     "table1_configs",
     "table2_configs",
     "train",
+    "train_ahead",
     "train_on_segments",
+    "written_word_geometry",
 ]
