@@ -102,3 +102,33 @@ def test_convergence_compares_the_last_tenth_with_the_one_before(monkeypatch):
     short = zs.convergence(cfg, [row], tenths=40).loc["base"]
     assert short["reconstruction"] == 2.5 and short["reconstruction_change"] == 0.0
     assert short["batch_codes"] == 55.0 and short["batch_codes_change"] == 25.0  # +50 %, 0 %
+
+
+def test_train_ahead_trains_each_run_once_and_the_pages_then_only_load_them(tmp_path, monkeypatch):
+    import dataclasses
+
+    cfg = replace(zs.load_config("smoke"), main_seeds=(0, 1))
+    base, other = zs.ablation_rows(cfg)[:2]
+    assert base.model != other.model
+    rows = [base, other, dataclasses.replace(base, key="same model")]
+    monkeypatch.setenv("AUDIOREPRO_RUNS", str(tmp_path / "ahead"))
+    assert zs.train_ahead(cfg, rows, workers=2) == 2 * 2  # two models, two seeds
+    assert len(zs.store().runs("vqvae")) == 4
+    assert zs.train_ahead(cfg, rows, workers=2) == 0
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("a page trained a run train_ahead should have trained")
+
+    monkeypatch.setattr(zs, "fit_vqvae", no_training)
+    ahead = {(r.key, s): zs.train_vqvae(cfg, r.model, s) for r in rows for s in cfg.main_seeds}
+    monkeypatch.undo()
+    monkeypatch.setenv("AUDIOREPRO_RUNS", str(tmp_path / "alone"))
+    assert all(run.from_cache for run in ahead.values())
+    for row in (base, other):  # "same model" is base's run
+        for seed in cfg.main_seeds:
+            run, alone = ahead[row.key, seed], zs.train_vqvae(cfg, row.model, seed)
+            assert not alone.from_cache
+            for (name, x), y in zip(
+                run.model.state_dict().items(), alone.model.state_dict().values(), strict=True
+            ):
+                assert torch.equal(x, y), (row.key, seed, name)

@@ -110,6 +110,7 @@ from audiorepro.paths import data_dir, repo_root, results_dir
 from audiorepro.repro import seed_everything, single_thread
 from audiorepro.storage import (
     RunStore,
+    config_hash,
     load_model_weights,
     read_json,
     save_model_weights,
@@ -177,6 +178,7 @@ __all__ = [
     "synthesis_voices",
     "train_inverter",
     "train_units",
+    "train_ahead",
     "train_vqvae",
     "unit_runs",
 ]
@@ -1500,6 +1502,35 @@ def run_rows(
     tasks = [(jobs, language) for jobs in sorted(groups.values(), key=len, reverse=True)]
     done = map_processes(_run_jobs, tasks, shared=config, workers=workers)
     return {(r.key, r.seed): r for results in done for r in results}
+
+
+def _train_job(config: Config, task: tuple[Any, ...]) -> bool:
+    """Train (or load) one VQ-VAE in a worker; whether it was trained."""
+    model_cfg, seed, language = task
+    return not train_vqvae(config, model_cfg, seed, language=language).from_cache
+
+
+def train_ahead(
+    config: Config,
+    rows: Sequence[AblationRow] | None = None,
+    language: str = "english",
+    workers: int | None = None,
+) -> int:
+    """Train the VQ-VAE of every row (default :func:`ablation_rows`, whose first is the main
+    model) with every seed of ``config.main_seeds``, side by side, one process per core on
+    the CPU (one on a GPU), rows of the same model once, so that the pages that follow only
+    load them (:func:`train_vqvae`, :func:`run_rows`). Each run seeds itself and trains as it
+    would alone. Returns how many runs were trained (the others were in the run store)."""
+    if workers is None:
+        workers = default_workers("cuda" if torch.cuda.is_available() else "cpu")
+    rows = ablation_rows(config) if rows is None else rows
+    jobs: dict[str, tuple[Any, ...]] = {}
+    for seed in config.main_seeds:
+        for row in rows:
+            jobs.setdefault(config_hash([to_dict(row.model), seed]), (row.model, seed, language))
+    # Longest first: conv encoders train fastest, the rest alike.
+    tasks = sorted(jobs.values(), key=lambda job: job[0].encoder == "conv")
+    return sum(map_processes(_train_job, tasks, shared=config, workers=workers))
 
 
 def current(records: Sequence[Mapping[str, Any]], config: Config) -> list[Mapping[str, Any]]:
