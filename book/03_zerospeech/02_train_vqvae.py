@@ -96,9 +96,7 @@ print(f"trained {trained} runs; the others were in the run store")
 # %%
 runs = {}
 for s in cfg.main_seeds:
-    runs[s] = zs.train_vqvae(
-        cfg, model_cfg, s, progress="lines" if s == cfg.seed else "none"
-    )
+    runs[s] = zs.train_vqvae(cfg, model_cfg, s)  # trained above: loaded
     h = runs[s].history
     print(
         f"seed {s}: {len(h['step'])} steps, final loss "
