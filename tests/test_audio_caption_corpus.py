@@ -329,6 +329,20 @@ def test_same_seed_gives_byte_identical_corpora(smoke_corpus, tmp_path):
     )
 
 
+def test_clips_made_by_two_processes_are_the_same_bytes_as_made_here(tmp_path):
+    # more clips per split than the maker keeps in flight (4 per worker), speech in every scene
+    config = _tiny_config(clotho_clips=(11, 2, 3), wavcaps_clips=(1, 9), speech_prob=1.0)
+    here = generate_audio_caption_corpora(
+        tmp_path / "here", "smoke", 0, fake_speech, config=config
+    )
+    two = generate_audio_caption_corpora(
+        tmp_path / "two", "smoke", 0, fake_speech, config=config, workers=2
+    )
+    assert not two.reused and two.counts == here.counts
+    assert _tree_hashes(two.root) == _tree_hashes(here.root)
+    assert len(_tree_hashes(here.root)) > 30
+
+
 def test_marker_reuse_and_partial_folders(tmp_path):
     config = _tiny_config()
     out = tmp_path / "corpus"

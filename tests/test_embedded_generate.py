@@ -1,11 +1,13 @@
 from __future__ import annotations
 
+import pickle
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
-from audiorepro.data.embedded.generate import ensure_corpora
+from audiorepro.data.embedded.generate import ensure_corpora, espeak_phrase_speech
 
 
 def test_cli_generates_then_reuses_and_rejects_bad_input(tmp_path):
@@ -42,6 +44,17 @@ def _contents(root):
                 data = json.dumps({k: v for k, v in json.loads(data).items() if "time" not in k})
             out[str(path.relative_to(root))] = data
     return out
+
+
+def test_the_scenes_speech_source_pickles_and_speaks_the_same_after():
+    speech = espeak_phrase_speech(3)
+    copy = pickle.loads(pickle.dumps(speech))
+    wav, text = speech("a dog barks", np.random.default_rng(7))
+    again, text_again = copy("a dog barks", np.random.default_rng(7))
+    assert text == text_again == "a dog barks" and wav.dtype == np.float32
+    assert len(wav) > 32_000 * 0.3 and np.array_equal(wav, again)
+    other, _ = copy("a dog barks", np.random.default_rng(8))  # another voice
+    assert not np.array_equal(wav, other)
 
 
 def test_two_processes_write_the_same_bytes_as_one(tmp_path):

@@ -40,12 +40,15 @@ complete; a folder without the marker is never taken for a finished corpus.
 
 from __future__ import annotations
 
+import collections
 import csv
 import dataclasses
 import json
+import multiprocessing
 import os
 import urllib.parse
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -278,10 +281,11 @@ def _make_clip(
     num_captions: int,
     generic_prob: float,
     paraphrases: tuple[int, int],
-    speech: Speech | None,
     duration: float | None = None,
     caption_key: tuple[int, int, int, int] | None = None,
     render: bool = True,
+    *,
+    speech: Speech | None,
 ) -> _Clip:
     """Scene, audio, captions and keywords of one clip, from its key's random streams.
 
@@ -298,6 +302,52 @@ def _make_clip(
         wav = np.zeros(0, dtype=np.float32)
     captions = write_captions(scene, caption_rng, style, num_captions, generic_prob, paraphrases)
     return _Clip(scene, wav, captions, scene_keywords(scene, meta_rng))
+
+
+_WORKER_SPEECH: Speech | None = None
+
+
+def _set_worker_speech(speech: Speech | None) -> None:
+    """Worker initializer: the synthesiser, sent once per worker."""
+    global _WORKER_SPEECH
+    _WORKER_SPEECH = speech
+
+
+def _make_clip_in_worker(call: tuple[Any, ...]) -> _Clip:
+    args, kwargs = call
+    return _make_clip(*args, speech=_WORKER_SPEECH, **kwargs)
+
+
+class _ClipMaker:
+    """Makes the clips a writer asks for, in its order: here, or ``workers`` processes ahead
+    of the writer (every clip depends only on its key's streams, so the files are the same
+    bytes either way). A call is ``(args, kwargs)`` of :func:`_make_clip` without ``speech``."""
+
+    def __init__(self, speech: Speech | None, workers: int) -> None:
+        self.speech, self.pool = speech, None
+        if workers > 1:
+            context = multiprocessing.get_context("spawn")
+            self.pool = ProcessPoolExecutor(
+                workers, mp_context=context, initializer=_set_worker_speech, initargs=(speech,)
+            )
+            self.ahead = 4 * workers  # clips in flight: bounds the memory of finished ones
+
+    def __call__(self, calls: Sequence[tuple[Any, ...]]) -> Iterator[_Clip]:
+        if self.pool is None:
+            for args, kwargs in calls:
+                yield _make_clip(*args, speech=self.speech, **kwargs)
+            return
+        pending: collections.deque[Future[_Clip]] = collections.deque()
+        for call in calls:
+            pending.append(self.pool.submit(_make_clip_in_worker, call))
+            if len(pending) >= self.ahead:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(cancel_futures=True)
 
 
 def _title(scene: Scene) -> str:
@@ -358,7 +408,7 @@ def _overlap_pairs(config: AudioCaptionCorpusConfig) -> dict[int, int]:
 
 
 def _write_clotho(
-    root: Path, config: AudioCaptionCorpusConfig, seed: int, speech: Speech | None
+    root: Path, config: AudioCaptionCorpusConfig, seed: int, clips: _ClipMaker
 ) -> tuple[dict[str, Any], list[int], list[Path]]:
     """Write the ClothoV2 layout; returns counts, the evaluation clips' sound ids and files."""
     scene_config = config.scene_config("clotho")
@@ -376,16 +426,21 @@ def _write_clotho(
         caption_rows, metadata_rows, scene_lines = [], [], []
         paraphrases: dict[str, list[str]] = {}
         prefix = {"development": "dev", "validation": "val", "evaluation": "eval"}[split]
-        for index in range(size):
-            clip = _make_clip(
-                (seed, _CLOTHO, split_code, index),
-                scene_config,
-                CLOTHO_STYLE,
-                5,
-                config.generic_caption_prob,
-                config.paraphrases,
-                speech,
+        calls = [
+            (
+                (
+                    (seed, _CLOTHO, split_code, index),
+                    scene_config,
+                    CLOTHO_STYLE,
+                    5,
+                    config.generic_caption_prob,
+                    config.paraphrases,
+                ),
+                {},
             )
+            for index in range(size)
+        ]
+        for index, clip in enumerate(clips(calls)):
             file_name = f"{prefix} {index:04d} {_title(clip.scene)}.wav"
             save_audio(audio_dir / file_name, clip.wav, SAMPLE_RATE)
             caption_rows.append([file_name] + [c.text for c in clip.captions])
@@ -433,7 +488,7 @@ def _write_clotho(
 
 
 def _write_audiocaps(
-    root: Path, config: AudioCaptionCorpusConfig, seed: int, speech: Speech | None
+    root: Path, config: AudioCaptionCorpusConfig, seed: int, clips: _ClipMaker
 ) -> dict[str, Any]:
     scene_config = config.scene_config("audiocaps")
     ids_rng = np.random.default_rng([seed, _IDS, 1])
@@ -447,17 +502,21 @@ def _write_audiocaps(
     for split_code, split in enumerate(AUDIOCAPS_SPLITS):
         size, num_captions = config.audiocaps_clips[split_code], per_clip[split_code]
         rows = []
-        for index in range(size):
-            clip = _make_clip(
-                (seed, _AUDIOCAPS, split_code, index),
-                scene_config,
-                AUDIOCAPS_STYLE,
-                num_captions,
-                config.generic_caption_prob,
-                (1, 1),
-                speech,
-                duration=config.audiocaps_duration_s,
+        calls = [
+            (
+                (
+                    (seed, _AUDIOCAPS, split_code, index),
+                    scene_config,
+                    AUDIOCAPS_STYLE,
+                    num_captions,
+                    config.generic_caption_prob,
+                    (1, 1),
+                ),
+                {"duration": config.audiocaps_duration_s},
             )
+            for index in range(size)
+        ]
+        for index, clip in enumerate(clips(calls)):
             youtube_id = youtube_ids[clip_offset + index]
             save_audio(root / "audio" / f"Y{youtube_id}.wav", clip.wav, SAMPLE_RATE)
             start_rng = np.random.default_rng([seed, _AUDIOCAPS, split_code, index, _META + 1])
@@ -475,7 +534,7 @@ def _write_wavcaps(
     root: Path,
     config: AudioCaptionCorpusConfig,
     seed: int,
-    speech: Speech | None,
+    clips: _ClipMaker,
     evaluation_ids: Sequence[int],
     evaluation_files: Sequence[Path],
 ) -> dict[str, Any]:
@@ -490,29 +549,25 @@ def _write_wavcaps(
     for source_code, source in enumerate(WAVCAPS_SOURCES):
         scene_config = config.scene_config(source.lower())
         entries = []
+        calls = []
         for index in range(config.wavcaps_clips[source_code]):
             own_key = (seed, _WAVCAPS, source_code, index)
             if source == "FreeSound" and index in pairs:
                 # A Clotho evaluation recording (its scene; its 16-bit samples copied from the
                 # Clotho file) with a WavCaps caption: the overlap the DCASE list removes.
+                key = (seed, _CLOTHO, CLOTHO_SPLITS.index("evaluation"), pairs[index])
+                call = (key, config.scene_config("clotho"), WAVCAPS_STYLE, 1, 0.1, (1, 1))
+                calls.append((call, {"caption_key": own_key, "render": False}))
+            else:
+                calls.append(((own_key, scene_config, WAVCAPS_STYLE, 1, 0.1, (1, 1)), {}))
+        for index, clip in enumerate(clips(calls)):
+            if source == "FreeSound" and index in pairs:
                 clotho_index = pairs[index]
-                clip = _make_clip(
-                    (seed, _CLOTHO, CLOTHO_SPLITS.index("evaluation"), clotho_index),
-                    config.scene_config("clotho"),
-                    WAVCAPS_STYLE,
-                    1,
-                    0.1,
-                    (1, 1),
-                    speech,
-                    caption_key=own_key,
-                    render=False,
-                )
                 samples, _ = sf.read(str(evaluation_files[clotho_index]), dtype="int16")
                 clip = dataclasses.replace(clip, wav=samples)
                 clip_id = evaluation_ids[clotho_index]
                 excluded.append(clip_id)
             else:
-                clip = _make_clip(own_key, scene_config, WAVCAPS_STYLE, 1, 0.1, (1, 1), speech)
                 clip_id = (soundbible_ids if source == "SoundBible" else freesound_ids)[index]
             audio_rel = f"audio/{source}/{clip_id}.flac"
             _write_flac(root / audio_rel, clip.wav, SAMPLE_RATE)
@@ -624,6 +679,7 @@ def generate_audio_caption_corpora(
     *,
     config: AudioCaptionCorpusConfig | None = None,
     progress: Callable[[str], None] | None = None,
+    workers: int = 1,
 ) -> AudioCaptionCorpora:
     """Generate the ClothoV2, AudioCaps and WavCaps look-alikes under ``out_dir`` (or reuse).
 
@@ -641,6 +697,10 @@ def generate_audio_caption_corpora(
             ``name`` attribute (or qualified name) is recorded in the marker.
         config: replaces the preset's configuration (recorded in the marker).
         progress: called with a short message after each corpus part (for notebooks).
+        workers: processes that make the clips ahead of the writer (1: here); the files are
+            the same bytes for any number. With more than one, ``speech`` must pickle (a
+            module-level function or an object such as
+            :class:`~audiorepro.data.embedded.generate.EspeakPhraseSpeech`).
 
     Raises:
         ConfigError: unknown preset.
@@ -660,14 +720,20 @@ def generate_audio_caption_corpora(
     say = progress or (lambda message: None)
 
     def build(tmp: Path) -> dict[str, Any]:
-        clotho_counts, eval_ids, eval_files = _write_clotho(tmp / "clotho", config, seed, speech)
-        say(f"clotho: {clotho_counts}")
-        audiocaps_counts = _write_audiocaps(tmp / "audiocaps", config, seed, speech)
-        say(f"audiocaps: {audiocaps_counts}")
-        wavcaps_counts = _write_wavcaps(
-            tmp / "wavcaps", config, seed, speech, eval_ids, eval_files
-        )
-        say(f"wavcaps: {wavcaps_counts}")
+        clips = _ClipMaker(speech, workers)
+        try:
+            clotho_counts, eval_ids, eval_files = _write_clotho(
+                tmp / "clotho", config, seed, clips
+            )
+            say(f"clotho: {clotho_counts}")
+            audiocaps_counts = _write_audiocaps(tmp / "audiocaps", config, seed, clips)
+            say(f"audiocaps: {audiocaps_counts}")
+            wavcaps_counts = _write_wavcaps(
+                tmp / "wavcaps", config, seed, clips, eval_ids, eval_files
+            )
+            say(f"wavcaps: {wavcaps_counts}")
+        finally:
+            clips.close()
         excluded = wavcaps_counts.pop("excluded")
         _write_manifests_and_sources(tmp)
         return {

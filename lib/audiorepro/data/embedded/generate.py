@@ -11,9 +11,8 @@ marker, so a partial corpus is never taken for a finished one)::
 from __future__ import annotations
 
 import multiprocessing
-import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from audiorepro.data.embedded.corpus_presets import CORPUS_PRESETS
 from audiorepro.data.embedded.espeak import english_voices, synthesize
 from audiorepro.data.embedded.word_corpus import generate_word_corpus
 from audiorepro.data.embedded.zerospeech_corpus import generate_zerospeech_corpus
+from audiorepro.parallel import usable_cores
 from audiorepro.paths import data_dir
 
 CORPORA = ("zerospeech", "words", "audio_caption")
@@ -38,21 +38,29 @@ def corpora_root(preset: str, seed: int, out: str | Path | None = None) -> Path:
     return Path(out) if out is not None else data_dir() / "embedded" / f"{preset}-seed{seed}"
 
 
-def espeak_phrase_speech(
-    seed: int,
-) -> Callable[[str, np.random.Generator], tuple[np.ndarray, str]]:
-    """A ``speech(text, rng)`` source for the scenes: eSpeak voices, resampled 16 → 32 kHz."""
-    voices = english_voices(34, seed=seed)
+class EspeakPhraseSpeech:
+    """A ``speech(text, rng)`` source for the scenes: one of 34 eSpeak voices
+    (:func:`~audiorepro.data.embedded.espeak.english_voices` of ``seed``) drawn from ``rng``,
+    resampled 16 → 32 kHz. It pickles, so processes making clips side by side share it."""
 
-    def speech(text: str, rng: np.random.Generator) -> tuple[np.ndarray, str]:
-        voice = voices[int(rng.integers(len(voices)))]
+    name = "espeak_phrase_speech"
+
+    def __init__(self, seed: int) -> None:
+        self.seed = seed
+        self.voices = english_voices(34, seed=seed)
+
+    def __call__(self, text: str, rng: np.random.Generator) -> tuple[np.ndarray, str]:
+        voice = self.voices[int(rng.integers(len(self.voices)))]
         syn = synthesize(text, voice)
         return resample_poly(syn.wav, 2, 1).astype(np.float32), text
 
-    return speech
+
+def espeak_phrase_speech(seed: int) -> EspeakPhraseSpeech:
+    """The scenes' speech source of corpus seed ``seed`` (:class:`EspeakPhraseSpeech`)."""
+    return EspeakPhraseSpeech(seed)
 
 
-def _generate(name: str, target: Path, preset: str, seed: int) -> float:
+def _generate(name: str, target: Path, preset: str, seed: int, workers: int = 1) -> float:
     """Generate (or reuse) one corpus at ``target``; returns the seconds it took."""
     start = time.perf_counter()
     if name == "zerospeech":
@@ -60,7 +68,9 @@ def _generate(name: str, target: Path, preset: str, seed: int) -> float:
     elif name == "words":
         generate_word_corpus(target, preset, seed)
     else:
-        generate_audio_caption_corpora(target, preset, seed, speech=espeak_phrase_speech(seed))
+        generate_audio_caption_corpora(
+            target, preset, seed, speech=espeak_phrase_speech(seed), workers=workers
+        )
     return time.perf_counter() - start
 
 
@@ -76,8 +86,10 @@ def ensure_corpora(
     """Generate (or reuse) the named corpora; returns ``{name: path}`` plus ``"timings"``.
 
     Corpora still to generate are written by up to ``workers`` processes at once (None: one
-    per core, at most one per corpus): each corpus depends only on the preset and the seed, so
-    the files are the same bytes as one after the other."""
+    per core, at most one per corpus), and the audio-caption corpora, the largest, have their
+    clips made by ``workers`` processes ahead of the writer: each corpus and each clip depends
+    only on the preset, the seed and its own index, so the files are the same bytes as one
+    after the other."""
     if preset not in PRESETS:
         raise ValueError(f"unknown preset {preset!r}; valid presets: {', '.join(PRESETS)}")
     unknown = [c for c in only if c not in CORPORA]
@@ -91,18 +103,19 @@ def ensure_corpora(
         (n for n in names if not (root / n / MARKER).is_file()),
         key=lambda n: n != "audio_caption",
     )
-    if workers is None:
-        workers = min(os.cpu_count() or 1, len(missing))
+    cores = usable_cores() if workers is None else workers
     seconds: dict[str, float] = {}
-    if workers > 1 and len(missing) > 1:
+    if cores > 1 and len(missing) > 1:
         context = multiprocessing.get_context("spawn")  # no fork of a process holding threads
-        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-            futures = {n: pool.submit(_generate, n, root / n, preset, seed) for n in missing}
+        with ProcessPoolExecutor(min(cores, len(missing)), mp_context=context) as pool:
+            futures = {
+                n: pool.submit(_generate, n, root / n, preset, seed, cores) for n in missing
+            }
             seconds = {n: f.result() for n, f in futures.items()}
     paths: dict[str, Any] = {"timings": {}}
     for name in names:
         if name not in seconds:
-            seconds[name] = _generate(name, root / name, preset, seed)
+            seconds[name] = _generate(name, root / name, preset, seed, cores)
         paths[name] = root / name
         paths["timings"][name] = round(seconds[name], 1)
         if verbose:
