@@ -6,9 +6,6 @@ VENV := .venv
 VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PRESET ?= embedded
-# pages at once (chapters that do not read each other side by side); one for the paper preset,
-# whose runs each want the whole machine
-BOOK_JOBS ?= $(if $(filter paper,$(PRESET)),1,2)
 PYTEST_ARGS ?= -n 2 --dist loadfile  # both cores; a file's tests stay on one worker (module fixtures)
 
 .PHONY: help install test book pages html lab bench gpu-check paper-dry-run lint format clean
@@ -41,7 +38,7 @@ test: $(STAMP)
 	$(VPY) -m pytest $(PYTEST_ARGS)
 
 pages: $(STAMP)
-	$(VPY) -m audiorepro.pages build --preset $(PRESET) --jobs $(BOOK_JOBS)
+	$(VPY) -m audiorepro.pages build --preset $(PRESET)
 
 html: $(STAMP)
 	$(VENV)/bin/jupyter-book build _build/src --path-output . -W -n --keep-going

@@ -3,23 +3,18 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import nbformat
 import pytest
-import yaml
 
 from audiorepro.pages import (
     PageError,
     book_pages,
     execute_page,
-    execute_pages,
-    page_graph,
     page_parameters,
     read_page,
     toc_entries,
 )
-from audiorepro.parallel import Task
 from audiorepro.reporting import read_ledger
 from conftest import REPO
 
@@ -121,106 +116,3 @@ def test_page_script_overrides_parameters_and_runs_in_process(tmp_path):
     page.write_text('# %% tags=["parameters"]\npreset: str = "embedded"\n\n# %%\n%time x = 1\n')
     with pytest.raises(PageError, match="IPython magic"):
         page_script(page)
-
-
-def test_page_graph_orders_pages_within_a_chapter_and_chapters_after_what_they_read():
-    pages = [
-        Path(p)
-        for p in (
-            "book/00_data/a.py",
-            "book/00_data/b.py",
-            "book/01_retrieval/a.py",
-            "book/01_retrieval/b.py",
-            "book/02_distillation/a.py",
-            "book/03_zerospeech/a.py",
-            "book/05_new/a.py",
-        )
-    ]
-    graph = page_graph(pages)
-    after = {str(p): [str(d) for d in t.after] for p, t in graph.items()}
-    assert after == {
-        "book/00_data/a.py": [],
-        "book/00_data/b.py": ["book/00_data/a.py"],
-        "book/01_retrieval/a.py": ["book/00_data/b.py"],
-        "book/01_retrieval/b.py": ["book/01_retrieval/a.py"],
-        "book/02_distillation/a.py": ["book/01_retrieval/b.py"],
-        "book/03_zerospeech/a.py": ["book/00_data/b.py"],
-        # not in CHAPTER_AFTER: after every chapter before it
-        "book/05_new/a.py": [
-            "book/00_data/b.py",
-            "book/01_retrieval/b.py",
-            "book/02_distillation/a.py",
-            "book/03_zerospeech/a.py",
-        ],
-    }
-    assert all(t.item == p for p, t in graph.items())
-    # chapter 01 not selected: chapter 02 waits for what 01 waits for
-    partial = page_graph([pages[0], pages[4], pages[5]])
-    assert [str(d) for d in partial[pages[4]].after] == ["book/00_data/a.py"]
-    assert page_graph(pages[4:6]) == {p: Task(p) for p in pages[4:6]}
-    with pytest.raises(PageError, match="cycle through"):
-        page_graph(
-            pages[4:5],
-            {
-                "02_distillation": ("01_retrieval",),
-                "01_retrieval": ("02_x",),
-                "02_x": ("01_retrieval",),
-            },
-        )
-
-
-def _rendezvous_page(
-    tmp_path, mine: str, other: str | None, needs: str | None, wait_s: int = 90
-) -> str:
-    """A page that checks ``needs`` exists, writes ``mine``, then waits up to ``wait_s`` for
-    ``other`` (written by a page that must run at the same time)."""
-    lines = [
-        '# %% tags=["parameters"]',
-        'preset: str = "embedded"',
-        "# %%",
-        "import pathlib, time",
-        f"d = pathlib.Path({str(tmp_path)!r})",
-    ]
-    if needs:
-        lines.append(f"assert (d / {needs!r}).is_file(), 'started before {needs}'")
-    lines.append(f"(d / {mine!r}).write_text('done')")
-    if other:
-        lines += [
-            f"for _ in range({10 * wait_s}):",
-            f"    if (d / {other!r}).is_file():",
-            "        break",
-            "    time.sleep(0.1)",
-            "else:",
-            f"    raise RuntimeError('{other} never ran beside this page')",
-        ]
-    return "\n".join(lines) + "\n"
-
-
-@pytest.mark.notebook
-def test_two_jobs_run_chapters_that_do_not_read_each_other_side_by_side(tmp_path):
-    root = tmp_path / "repo"
-    pages = {
-        "00_data/a": ("data", None, None),
-        "01_retrieval/a": ("retrieval", "speech", "data"),
-        "03_zerospeech/a": ("speech", "retrieval", "data"),
-    }
-    toc = {"format": "jb-book", "root": "book/intro", "chapters": []}
-    for name, (mine, other, needs) in pages.items():
-        path = root / "book" / f"{name}.py"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(_rendezvous_page(tmp_path, mine, other, needs))
-        toc["chapters"].append({"file": f"book/{name}"})
-    (root / "_toc.yml").write_text(yaml.safe_dump(toc))
-    stage = root / "_build" / "src"
-    times = execute_pages("smoke", root=root, stage=stage, jobs=2)
-    assert list(times) == [f"book/{name}.py" for name in pages]
-    assert all(stage.joinpath(f"book/{name}.ipynb").is_file() for name in pages)
-    assert json.loads((root / "_build" / "page_times.json").read_text()) == times
-    # one at a time, chapter 01's page would wait for chapter 03's in vain
-    for name in ("retrieval", "speech"):
-        (tmp_path / name).unlink()
-    (tmp_path / "data").unlink()
-    retrieval = root / "book" / "01_retrieval" / "a.py"
-    retrieval.write_text(_rendezvous_page(tmp_path, "retrieval", "speech", "data", wait_s=3))
-    with pytest.raises(PageError, match="never ran beside this page"):
-        execute_pages("smoke", root=root, stage=stage, only=["00_data", "01_retr"], jobs=2)

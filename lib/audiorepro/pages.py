@@ -30,7 +30,6 @@ the command exits with status 1.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import shlex
@@ -56,16 +55,6 @@ PAGE_GLOB = "book/**/*.py"
 STAGE_DIR = Path("_build/src")
 STAGED_FILES = ("_config.yml", "_toc.yml")
 ASSET_SUFFIXES = (".md", ".png", ".jpg", ".svg", ".bib", ".yaml", ".yml")
-CHAPTER_AFTER: dict[str, tuple[str, ...]] = {
-    "01_retrieval": ("00_data",),
-    "02_distillation": ("01_retrieval",),  # the same corpora and log-mel cache, filled by 01
-    "03_zerospeech": ("00_data",),
-    "04_awe": ("00_data",),
-}
-"""The chapters whose pages must all have run before a chapter's first page starts (with
-``jobs`` > 1): every chapter reads the corpora ``00_data`` generates, and no chapter reads what
-another writes, except chapter 02, which starts from chapter 01's caches. A chapter missing here
-waits for every chapter before it in the table of contents."""
 
 
 class PageError(RuntimeError):
@@ -332,8 +321,6 @@ def execute_pages(
     only: Sequence[str] = (),
     parameters: Mapping[str, Any] | None = None,
     log_output: bool = False,
-    jobs: int = 1,
-    chapter_after: Mapping[str, Sequence[str]] | None = None,
 ) -> dict[str, float]:
     """Execute every page (or those whose path contains one of ``only``) into the stage.
 
@@ -342,92 +329,25 @@ def execute_pages(
     page has, or a value that does not fit a page's annotation, fails the build at once, not an
     hour in. Prints one line per page with its time and writes ``page_times.json`` next to the
     stage, so the README's timing table can be refreshed from a real build.
-
-    With ``jobs`` > 1, up to that many pages run at once, one process each
-    (:func:`page_graph`): a chapter's pages one after the other, a chapter after those it
-    reads (``chapter_after``, default :data:`CHAPTER_AFTER`). A page's numbers do not depend
-    on what runs beside it (every run seeds itself and fixes its own thread count); only its
-    time does. The first page to fail stops the build once the pages running beside it end.
     """
     root = root or repo_root()
     stage = stage or root / STAGE_DIR
     per_page = build_parameters(preset, parameters, root=root, only=only)
-    start = time.perf_counter()
-    items = {page: (page, root, stage, per_page[page], log_output) for page in per_page}
-    if jobs > 1:
-        from audiorepro.parallel import run_graph
-
-        graph = page_graph(list(per_page), chapter_after)
-        tasks = {page: dataclasses.replace(task, item=items[page]) for page, task in graph.items()}
-        seconds = run_graph(_execute_item, tasks, shared=None, workers=jobs)
-    else:
-        seconds = {page: _execute_item(None, items[page]) for page in per_page}
-    times = {str(page): round(s, 1) for page, s in seconds.items()}
+    times: dict[str, float] = {}
+    for page in per_page:
+        print(f"[book] executing {page} (preset={preset}) ...", flush=True)
+        seconds = execute_page(
+            root / page,
+            stage / page.with_suffix(".ipynb"),
+            preset=preset,
+            parameters={k: v for k, v in per_page[page].items() if k != "preset"},
+            log_output=log_output,
+        )
+        times[str(page)] = round(seconds, 1)
+        print(f"[book] {page}: {seconds:.1f} s", flush=True)
     (stage.parent / "page_times.json").write_text(json.dumps(times, indent=2) + "\n")
-    print(
-        f"[book] executed {len(times)} pages in {sum(times.values()):.1f} s "
-        f"({time.perf_counter() - start:.1f} s wall clock, {max(jobs, 1)} at a time)",
-        flush=True,
-    )
+    print(f"[book] executed {len(times)} pages in {sum(times.values()):.1f} s", flush=True)
     return times
-
-
-def _execute_item(_: Any, item: tuple[Any, ...]) -> float:
-    """Execute one page of a build (in this process or a worker); its seconds."""
-    page, root, stage, params, log_output = item
-    preset = params["preset"]
-    print(f"[book] executing {page} (preset={preset}) ...", flush=True)
-    seconds = execute_page(
-        root / page,
-        stage / page.with_suffix(".ipynb"),
-        preset=preset,
-        parameters={k: v for k, v in params.items() if k != "preset"},
-        log_output=log_output,
-    )
-    print(f"[book] {page}: {seconds:.1f} s", flush=True)
-    return seconds
-
-
-def page_graph(
-    pages: Sequence[Path], chapter_after: Mapping[str, Sequence[str]] | None = None
-) -> dict[Path, Any]:
-    """The order constraints of a build: ``{page: Task(page, after=...)}``
-    (:class:`audiorepro.parallel.Task`). A page waits for the page before it in its chapter
-    (``book/<chapter>/``); a chapter's first page waits for the last selected page of each
-    chapter it reads (``chapter_after``, default :data:`CHAPTER_AFTER`; a chapter not listed
-    there reads every chapter before it). A chapter with no selected page is skipped, and what
-    it waited for is waited for by those that wait for it."""
-    from audiorepro.parallel import Task
-
-    after_map = CHAPTER_AFTER if chapter_after is None else chapter_after
-    chapters: dict[str, list[Path]] = {}
-    for page in pages:
-        chapters.setdefault(Path(page).parts[1], []).append(Path(page))
-    order = list(chapters)
-
-    def reads(chapter: str, seen: frozenset[str] = frozenset()) -> set[str]:
-        """The selected chapters ``chapter`` waits for, through unselected ones."""
-        if chapter in seen:
-            raise PageError(f"chapter_after has a cycle through {chapter!r}")
-        if chapter in after_map:
-            direct = list(after_map[chapter])
-        else:
-            direct = order[: order.index(chapter)] if chapter in order else []
-        found: set[str] = set()
-        for dep in direct:
-            if dep in chapters:
-                found.add(dep)
-            elif dep != chapter:
-                found |= reads(dep, seen | {chapter})
-        return found
-
-    tasks: dict[Path, Any] = {}
-    for chapter, chapter_pages in chapters.items():
-        first = tuple(chapters[dep][-1] for dep in sorted(reads(chapter)))
-        for i, page in enumerate(chapter_pages):
-            after = first if i == 0 else (chapter_pages[i - 1],)
-            tasks[page] = Task(page, after=after)
-    return tasks
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -440,13 +360,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     build.add_argument("--preset", default="embedded", choices=("smoke", "embedded", "paper"))
     build.add_argument("--only", action="append", default=[], help="substring of page paths")
     build.add_argument("--log-output", action="store_true", help="stream cell output")
-    build.add_argument(
-        "--jobs",
-        type=int,
-        default=1,
-        help="pages at once, one process each (chapters that do not read each other side by "
-        "side; default 1: one page after the other)",
-    )
     build.add_argument(
         "-p",
         nargs=2,
@@ -477,11 +390,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             build_parameters(args.preset, params, only=args.only)  # before anything is staged
             stage_book()
             execute_pages(
-                args.preset,
-                only=args.only,
-                parameters=params,
-                log_output=args.log_output,
-                jobs=args.jobs,
+                args.preset, only=args.only, parameters=params, log_output=args.log_output
             )
         elif args.cmd == "script":
             run_script(args.page, parse_parameters(args.page, args.p))
