@@ -164,6 +164,35 @@ def test_unit_runs_report_milliseconds_per_row_over_seeds(monkeypatch):
     assert row["single_share"] == pytest.approx(round(1 / 3, 3))
 
 
+def test_unit_runs_take_the_statistics_the_scored_runs_computed(monkeypatch):
+    from types import SimpleNamespace
+
+    cfg = zs.load_config("smoke", main_seeds=(0, 1))
+    rows = zs.ablation_rows(cfg)[:1]
+    per_seed = {0: {"u": np.array([1, 1, 2, 2])}, 1: {"u": np.array([1, 2, 3, 3])}}
+    monkeypatch.setattr(zs, "language_dir", lambda config, language: None)
+    monkeypatch.setattr(zs, "load_features", lambda lang_dir, split, feature: {})
+    encoded = []
+    monkeypatch.setattr(
+        zs, "train_vqvae", lambda config, model, seed, language: SimpleNamespace(model=seed)
+    )
+    monkeypatch.setattr(
+        zs, "encode_files", lambda model, feats: encoded.append(model) or (per_seed[model], {})
+    )
+    alone = zs.unit_runs(cfg, rows)
+    assert encoded == [0, 1]
+    key = rows[0].key
+    # seed 0 scored by run_rows (its statistics kept), seed 1 not: only seed 1 is encoded
+    results = {(key, 0): zs.RowResult(key, 0, {}, 1.0, zs.code_runs(per_seed[0]))}
+    encoded.clear()
+    assert zs.unit_runs(cfg, rows, results=results).equals(alone)
+    assert encoded == [1]
+    # a result without statistics (an older caller) is encoded too
+    results = {(key, s): zs.RowResult(key, s, {}, 1.0) for s in (0, 1)}
+    encoded.clear()
+    assert zs.unit_runs(cfg, rows, results=results).equals(alone) and encoded == [0, 1]
+
+
 def test_frames_abx_scores_the_frames_as_the_model_standardises_them():
     """Angular ABX ignores one common scale: with ``input_scale="global"`` the score is that
     of the frames minus the training mean; ``dimension`` divides each dimension by its

@@ -215,7 +215,7 @@ def test_ablation_rows_and_findings():
 def _fake_run_row(calls):
     """A stand-in for :func:`run_row` that records its (row, seed) and returns metrics."""
 
-    def run_row(config, row, seed, language="english"):
+    def run_row(config, row, seed, language="english", code_stats=None):
         calls.append((row.key, seed, language))
         return None, {"abx_across": 30.0 + seed, "bitrate": 100.0}
 
@@ -290,6 +290,36 @@ def test_feature_cache_is_keyed_on_content(tmp_path):
     cache.write_bytes(cache.read_bytes()[:-100])
     with pytest.raises(ArrayFileError, match=rf"{cache}: .*expected mfcc features of "):
         load_features(tmp_path / "a", "mfcc", store)
+
+
+def test_loaded_features_are_read_once_per_process_until_their_cache_changes(
+    tmp_path, monkeypatch
+):
+    import audiorepro.data.speech_segments as segments
+
+    rng = np.random.default_rng(1)
+    (tmp_path / "a").mkdir()
+    for name in ("S1_0", "S2_0"):
+        save_audio(tmp_path / "a" / f"{name}.wav", rng.normal(0, 0.1, 1600), 16000)
+    store = RunStore("03_zerospeech", root=tmp_path / "runs")
+    first = load_features(tmp_path / "a", "mfcc", store)  # computed and written
+    reads = []
+    real_load = segments.load_npz
+    monkeypatch.setattr(
+        segments, "load_npz", lambda *a, **k: reads.append(1) or real_load(*a, **k)
+    )
+    again = load_features(tmp_path / "a", "mfcc", store)
+    assert reads == [] and again.keys() == first.keys() and again is not first
+    assert all(again[k] is first[k] for k in first)
+    with pytest.raises(ValueError, match="read-only"):
+        again["S1_0"] += 1.0
+    # a cache rewritten since (here: the same bytes, a new file) is read again
+    cache = store.runs("features")[0].file("features.npz")
+    data = cache.read_bytes()
+    cache.unlink()
+    cache.write_bytes(data)
+    third = load_features(tmp_path / "a", "mfcc", store)
+    assert reads == [1] and all(np.array_equal(third[k], first[k]) for k in first)
 
 
 def test_code_segments_merge_runs():

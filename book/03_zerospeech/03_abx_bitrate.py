@@ -221,7 +221,7 @@ zs.input_geometry(cfg)
 regularised = [
     r for r in rows if r.key in ("base", "conv") or r.table == "3"
 ]
-zs.unit_runs(cfg, regularised)
+zs.unit_runs(cfg, regularised, results=done)
 
 # %% [markdown]
 # ## Bitrate against ABX error

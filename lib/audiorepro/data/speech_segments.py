@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import collections
 import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -53,7 +54,12 @@ FEATURE_NORMS = ("none", "utterance", "speaker")
 # Bump when a change to the code changes what a cached feature file would hold.
 FEATURES_VERSION = 2
 
-_digests: dict[tuple[str, int, int], str] = {}
+_digests: dict[tuple[int, int, int, int], str] = {}
+_loaded: collections.OrderedDict[tuple[str, ...], dict[str, np.ndarray]] = (
+    collections.OrderedDict()
+)
+_LOADED_SETS = 8
+"""Feature sets a process keeps once loaded from a run store (the least recently used go)."""
 
 
 def feature_function(feature: str) -> Callable[[np.ndarray], np.ndarray]:
@@ -78,7 +84,7 @@ def feature_of(input_dim: int) -> str:
 
 def _file_digest(path: Path) -> str:
     stat = path.stat()
-    memo = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+    memo = (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
     if memo not in _digests:
         _digests[memo] = hashlib.sha1(path.read_bytes()).hexdigest()
     return _digests[memo]
@@ -121,7 +127,9 @@ def load_wav_features(
 ) -> dict[str, np.ndarray]:
     """``{name: (T, F) float32}`` for the wavs ``{name: path}`` at any sample rate (resampled to
     16 kHz, 10 ms frames); cached in ``store`` under the files' names and contents, as
-    :func:`load_features`."""
+    :func:`load_features`. A set loaded from the store is kept for the process (the
+    :data:`_LOADED_SETS` last ones, known by their cache file's identity, so a cache rewritten
+    or damaged since is read again): later calls return the same arrays, read-only."""
     paths = {name: Path(p) for name, p in paths.items()}
     if not paths:
         raise ValueError("no wav file to compute features of")
@@ -147,7 +155,25 @@ def load_wav_features(
             run.file("features.npz"), expected=f"{feature} features of {len(paths)} wavs"
         )
 
-    return store.cached("features", _files_key(paths, feature), build, load)
+    key = _files_key(paths, feature)
+    cache = store.run("features", key).path / "features.npz"
+
+    def identity() -> tuple[str, ...]:
+        stat = cache.stat() if cache.is_file() else None
+        seen = (stat.st_ino, stat.st_size, stat.st_mtime_ns) if stat else None
+        return (str(cache), str(seen))
+
+    memo = identity()
+    if memo not in _loaded:
+        feats = store.cached("features", key, build, load)
+        for x in feats.values():
+            x.flags.writeable = False  # shared by every later call in this process
+        memo = identity()  # a file just written, or replaced, is known by its new identity
+        _loaded[memo] = feats
+        while len(_loaded) > _LOADED_SETS:
+            _loaded.popitem(last=False)
+    _loaded.move_to_end(memo)
+    return dict(_loaded[memo])
 
 
 class SegmentDataset(Dataset):

@@ -39,6 +39,7 @@ import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from pathlib import Path
 from typing import Any
 
@@ -600,21 +601,30 @@ def code_runs(codes: Mapping[str, np.ndarray]) -> dict[str, float]:
 
 
 def unit_runs(
-    config: Config, rows: Sequence[AblationRow], language: str = "english"
+    config: Config,
+    rows: Sequence[AblationRow],
+    language: str = "english",
+    results: Mapping[tuple[str, int], RowResult] | None = None,
 ) -> pd.DataFrame:
     """:func:`code_runs` of the test units of each row's model for every seed of
     ``config.main_seeds`` (trained if missing, else read from the run store), as mean ± std
     over seeds: ``run_ms`` (the mean run of one code in milliseconds), ``single_share`` (runs
-    one code frame long), with ``seeds``. Indexed by row key."""
+    one code frame long), with ``seeds``. Indexed by row key. ``results`` (of
+    :func:`run_rows` on ``language``) gives the statistics its runs computed when they scored
+    the same units; the (row, seed) pairs it lacks are encoded here."""
     lang_dir = language_dir(config, language)
     out = []
     for row in rows:
-        test = load_features(lang_dir, "test", feature_of(row.model.input_dim))
         per_seed = []
         for seed in config.main_seeds:
-            trained = train_vqvae(config, row.model, seed, language=language)
-            codes, _ = encode_files(trained.model, test)
-            stats = code_runs(codes)
+            done = (results or {}).get((row.key, seed))
+            if done is not None and done.code_stats:
+                stats = dict(done.code_stats)
+            else:
+                test = load_features(lang_dir, "test", feature_of(row.model.input_dim))
+                trained = train_vqvae(config, row.model, seed, language=language)
+                codes, _ = encode_files(trained.model, test)
+                stats = code_runs(codes)
             if stats["empty_files"]:
                 print(
                     f"{row.key}, seed {seed}: {int(stats['empty_files'])} test files have no "
@@ -1434,15 +1444,24 @@ def ablation_rows(config: Config) -> list[AblationRow]:
 
 
 def run_row(
-    config: Config, row: AblationRow, seed: int, language: str = "english"
+    config: Config,
+    row: AblationRow,
+    seed: int,
+    language: str = "english",
+    *,
+    code_stats: dict[str, float] | None = None,
 ) -> tuple[TrainedVQVAE, dict[str, float]]:
     """Train (or load) the row's model for one seed and evaluate its units on ``language``,
     with the k-means baseline of the same K, input and code rate (``kmeans_abx_across``,
-    ``kmeans_bitrate``; :func:`kmeans_baseline`, same seed)."""
+    ``kmeans_bitrate``; :func:`kmeans_baseline`, same seed). A ``code_stats`` dict receives
+    :func:`code_runs` of the test units just scored (what :func:`unit_runs` reports)."""
     trained = train_vqvae(config, row.model, seed, language=language)
     lang_dir = language_dir(config, language)
     test = load_features(lang_dir, "test", feature_of(row.model.input_dim))
-    metrics = evaluate(trained.model, lang_dir, test)
+    codes, vectors = encode_files(trained.model, test)
+    metrics = score_units(codes, vectors, lang_dir, trained.model.cfg.stride * HOP_S)
+    if code_stats is not None:
+        code_stats.update(code_runs(codes))
     metrics["train_wall_time_s"] = float(trained.history.get("wall_time_s", 0.0))
     baseline = kmeans_baseline(config, row.model, seed, language)
     metrics["kmeans_abx_across"] = baseline["abx_across"]
@@ -1452,13 +1471,15 @@ def run_row(
 
 @dataclass(frozen=True)
 class RowResult:
-    """One (row, seed) of Tables 1-3: its metrics (:func:`run_row`) and the seconds its
-    training (when not loaded from the run store), evaluation and baseline took."""
+    """One (row, seed) of Tables 1-3: its metrics (:func:`run_row`), the seconds its
+    training (when not loaded from the run store), evaluation and baseline took, and
+    :func:`code_runs` of its test units (``code_stats``, for :func:`unit_runs`)."""
 
     key: str
     seed: int
     metrics: dict[str, float]
     seconds: float
+    code_stats: dict[str, float] = dataclass_field(default_factory=dict)
 
 
 def _baseline_of(row: AblationRow, seed: int) -> tuple[Any, ...]:
@@ -1474,8 +1495,9 @@ def _run_jobs(config: Config, task: tuple[Any, ...]) -> list[RowResult]:
     out = []
     for row, seed in jobs:
         start = time.perf_counter()
-        _, metrics = run_row(config, row, seed, language)
-        out.append(RowResult(row.key, seed, metrics, time.perf_counter() - start))
+        stats: dict[str, float] = {}
+        _, metrics = run_row(config, row, seed, language, code_stats=stats)
+        out.append(RowResult(row.key, seed, metrics, time.perf_counter() - start, stats))
     return out
 
 
