@@ -129,7 +129,7 @@ def load_wav_features(
     16 kHz, 10 ms frames); cached in ``store`` under the files' names and contents, as
     :func:`load_features`. A set loaded from the store is kept for the process (the
     :data:`_LOADED_SETS` last ones, known by their cache file's identity, so a cache rewritten
-    or damaged since is read again): later calls return the same arrays, read-only."""
+    or damaged since is read again): later calls get copies of its arrays."""
     paths = {name: Path(p) for name, p in paths.items()}
     if not paths:
         raise ValueError("no wav file to compute features of")
@@ -166,14 +166,12 @@ def load_wav_features(
     memo = identity()
     if memo not in _loaded:
         feats = store.cached("features", key, build, load)
-        for x in feats.values():
-            x.flags.writeable = False  # shared by every later call in this process
         memo = identity()  # a file just written, or replaced, is known by its new identity
         _loaded[memo] = feats
         while len(_loaded) > _LOADED_SETS:
             _loaded.popitem(last=False)
     _loaded.move_to_end(memo)
-    return dict(_loaded[memo])
+    return {name: x.copy() for name, x in _loaded[memo].items()}  # a caller may write to them
 
 
 class SegmentDataset(Dataset):
