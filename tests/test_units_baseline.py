@@ -142,18 +142,28 @@ def test_code_runs_reject_bad_input():
         zs.code_runs({"b": np.zeros((2, 3), int)})
 
 
-def test_unit_runs_report_milliseconds_per_row_over_seeds(monkeypatch):
+def _two_seed_units(monkeypatch):
+    """Smoke config with seeds 0-1, one row, and stand-ins whose seed s encodes to
+    ``per_seed[s]``; returns (config, rows, per_seed, the seeds encoded in order)."""
     from types import SimpleNamespace
 
     cfg = zs.load_config("smoke", main_seeds=(0, 1))
     rows = zs.ablation_rows(cfg)[:1]
     per_seed = {0: {"u": np.array([1, 1, 2, 2])}, 1: {"u": np.array([1, 2, 3, 3])}}
+    encoded = []
     monkeypatch.setattr(zs, "language_dir", lambda config, language: None)
     monkeypatch.setattr(zs, "load_features", lambda lang_dir, split, feature: {})
     monkeypatch.setattr(
         zs, "train_vqvae", lambda config, model, seed, language: SimpleNamespace(model=seed)
     )
-    monkeypatch.setattr(zs, "encode_files", lambda model, feats: (per_seed[model], {}))
+    monkeypatch.setattr(
+        zs, "encode_files", lambda model, feats: encoded.append(model) or (per_seed[model], {})
+    )
+    return cfg, rows, per_seed, encoded
+
+
+def test_unit_runs_report_milliseconds_per_row_over_seeds(monkeypatch):
+    cfg, rows, _, _ = _two_seed_units(monkeypatch)
     table = zs.unit_runs(cfg, rows)
     ms = rows[0].model.stride * 10  # one code frame
     # seed 0: 2 runs of 2 frames; seed 1: runs 1, 1, 2 -> 4/3 frames, 2 of 3 single
@@ -165,20 +175,7 @@ def test_unit_runs_report_milliseconds_per_row_over_seeds(monkeypatch):
 
 
 def test_unit_runs_take_the_statistics_the_scored_runs_computed(monkeypatch):
-    from types import SimpleNamespace
-
-    cfg = zs.load_config("smoke", main_seeds=(0, 1))
-    rows = zs.ablation_rows(cfg)[:1]
-    per_seed = {0: {"u": np.array([1, 1, 2, 2])}, 1: {"u": np.array([1, 2, 3, 3])}}
-    monkeypatch.setattr(zs, "language_dir", lambda config, language: None)
-    monkeypatch.setattr(zs, "load_features", lambda lang_dir, split, feature: {})
-    encoded = []
-    monkeypatch.setattr(
-        zs, "train_vqvae", lambda config, model, seed, language: SimpleNamespace(model=seed)
-    )
-    monkeypatch.setattr(
-        zs, "encode_files", lambda model, feats: encoded.append(model) or (per_seed[model], {})
-    )
+    cfg, rows, per_seed, encoded = _two_seed_units(monkeypatch)
     alone = zs.unit_runs(cfg, rows)
     assert encoded == [0, 1]
     key = rows[0].key
@@ -219,3 +216,20 @@ def test_frames_abx_scores_the_frames_as_the_model_standardises_them():
     table = zs.input_geometry(cfg)
     assert list(table.columns) == ["raw", "global", "dimension"]
     assert table.loc["mfcc", "global"] == pytest.approx(centred, abs=0.5)
+
+
+def test_evaluate_hands_back_the_code_runs_of_the_units_it_scored():
+    import torch
+
+    from audiorepro.models.vqvae import VQVAE
+
+    cfg = zs.load_config("smoke")
+    lang = zs.language_dir(cfg)
+    model_cfg = zs.ablation_rows(cfg)[0].model
+    torch.manual_seed(0)
+    model = VQVAE(model_cfg, n_speakers=4)
+    test = zs.load_features(lang, "test", "mfcc")
+    stats: dict[str, float] = {}
+    metrics = zs.evaluate(model, lang, test, code_stats=stats)
+    assert stats == zs.code_runs(zs.encode_files(model, test)[0])
+    assert metrics == zs.evaluate(model, lang, test)

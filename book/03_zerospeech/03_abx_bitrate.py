@@ -221,6 +221,7 @@ zs.input_geometry(cfg)
 regularised = [
     r for r in rows if r.key in ("base", "conv") or r.table == "3"
 ]
+# the test units were encoded when `run_rows` scored them: their statistics
 zs.unit_runs(cfg, regularised, results=done)
 
 # %% [markdown]

@@ -714,14 +714,18 @@ def evaluate(
     test_feats: Mapping[str, np.ndarray],
     item_file: str = "abx/byCtxt_acSpkr.item",
     within: bool = False,
+    code_stats: dict[str, float] | None = None,
 ) -> dict[str, float]:
     """ABX across (%) on the codebook vectors and bitrate (b/s) of a model's test units.
 
     ABX: the whole-file items of ``item_file``, frames selected with libri-light's rule at the
     code frame shift (``stride`` × 10 ms). Bitrate: the files of ``bitrate_filelist.txt`` and
     their wav durations. Also the codebook usage over the test set (codes used, perplexity).
+    A ``code_stats`` dict receives :func:`code_runs` of the same units.
     """
     codes, vectors = encode_files(model, test_feats)
+    if code_stats is not None:
+        code_stats.update(code_runs(codes))
     shift = model.cfg.stride * HOP_S
     return score_units(codes, vectors, lang_dir, shift, item_file, within)
 
@@ -1458,10 +1462,7 @@ def run_row(
     trained = train_vqvae(config, row.model, seed, language=language)
     lang_dir = language_dir(config, language)
     test = load_features(lang_dir, "test", feature_of(row.model.input_dim))
-    codes, vectors = encode_files(trained.model, test)
-    metrics = score_units(codes, vectors, lang_dir, trained.model.cfg.stride * HOP_S)
-    if code_stats is not None:
-        code_stats.update(code_runs(codes))
+    metrics = evaluate(trained.model, lang_dir, test, code_stats=code_stats)
     metrics["train_wall_time_s"] = float(trained.history.get("wall_time_s", 0.0))
     baseline = kmeans_baseline(config, row.model, seed, language)
     metrics["kmeans_abx_across"] = baseline["abx_across"]
