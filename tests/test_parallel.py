@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import operator
+import time
+from pathlib import Path
 
 import pytest
 
 from audiorepro.parallel import (
+    ProcessStream,
     Task,
     critical_paths,
     default_workers,
@@ -25,6 +28,36 @@ def test_results_come_back_in_the_order_of_the_items(workers):
 def test_an_error_in_a_worker_is_raised_here():
     with pytest.raises(ZeroDivisionError):
         map_processes(operator.truediv, [1, 0, 2], shared=1.0, workers=2)
+
+
+def _mark_then_add(folder: str, item: int) -> int:
+    """Leave a file saying ``item`` started; the first item finishes last."""
+    (Path(folder) / f"started-{item}").touch()
+    if item == 0:
+        time.sleep(1.0)
+    return item + 100
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_stream_yields_in_order_and_runs_at_most_ahead_items_beyond_the_consumer(
+    tmp_path, workers
+):
+    with ProcessStream(_mark_then_add, shared=str(tmp_path), workers=workers, ahead=3) as f:
+        results = f(range(8))
+        assert next(results) == 100  # the slow first item, though later ones finish first
+        # submitted before the first result was consumed: at most `ahead` (1 here: lazily)
+        assert len(list(tmp_path.glob("started-*"))) <= (3 if workers > 1 else 1)
+        assert list(results) == [101, 102, 103, 104, 105, 106, 107]
+        assert list(f([7, 3])) == [107, 103]  # the workers serve later calls too
+    assert len(list(tmp_path.glob("started-*"))) == 8
+
+
+def test_an_error_in_a_stream_is_raised_where_its_result_is_consumed():
+    with ProcessStream(operator.truediv, shared=1.0, workers=2) as f:
+        results = f([1, 0, 2])
+        assert next(results) == 1.0
+        with pytest.raises(ZeroDivisionError):
+            next(results)
 
 
 def test_one_worker_per_core_on_the_cpu_and_one_on_a_gpu():

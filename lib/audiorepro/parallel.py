@@ -13,10 +13,11 @@ folder and run store as the calling process.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import multiprocessing
 import os
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from typing import Any, Generic, TypeVar
 
@@ -81,6 +82,58 @@ def map_processes(
             for f in futures:  # not started yet: drop them rather than wait for them
                 f.cancel()
             raise
+
+
+class ProcessStream(Generic[S, T, R]):
+    """``fn(shared, item)`` for the items of each call, yielded in their order while later
+    ones are still computing: up to ``workers`` processes that live as long as the stream
+    (``shared`` reaches each once, as in :func:`map_processes`), at most ``ahead`` items
+    (default 4 per worker) submitted beyond the one being consumed, so finished results that
+    wait for the consumer stay few. With ``workers`` <= 1 each item is computed here when it
+    is asked for. Use it as a context manager (or :meth:`close` it); the first exception of a
+    call is raised where its result is consumed."""
+
+    def __init__(
+        self,
+        fn: Callable[[S, T], R],
+        *,
+        shared: S,
+        workers: int = 1,
+        ahead: int | None = None,
+    ) -> None:
+        self.fn, self.shared, self.pool = fn, shared, None
+        self.ahead = max(1, ahead if ahead is not None else 4 * int(workers))
+        if workers > 1:
+            self.pool = ProcessPoolExecutor(
+                max_workers=int(workers),
+                mp_context=multiprocessing.get_context("spawn"),
+                initializer=_keep_shared,
+                initargs=(shared,),
+            )
+
+    def __call__(self, items: Iterable[T]) -> Iterator[R]:
+        if self.pool is None:
+            for item in items:
+                yield self.fn(self.shared, item)
+            return
+        pending: collections.deque[Future[R]] = collections.deque()
+        for item in items:
+            pending.append(self.pool.submit(_call, self.fn, item))
+            if len(pending) >= self.ahead:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+
+    def close(self) -> None:
+        """Stop the workers; items submitted and not started are dropped."""
+        if self.pool is not None:
+            self.pool.shutdown(cancel_futures=True)
+
+    def __enter__(self) -> ProcessStream[S, T, R]:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -177,6 +230,7 @@ def run_graph(
 
 
 __all__ = [
+    "ProcessStream",
     "Task",
     "critical_paths",
     "default_workers",

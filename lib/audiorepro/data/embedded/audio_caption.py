@@ -40,15 +40,12 @@ complete; a folder without the marker is never taken for a finished corpus.
 
 from __future__ import annotations
 
-import collections
 import csv
 import dataclasses
 import json
-import multiprocessing
 import os
 import urllib.parse
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +73,7 @@ from audiorepro.data.embedded.sound_events import SAMPLE_RATE
 from audiorepro.data.recipes import prepare_audiocaps, prepare_clotho, prepare_wavcaps
 from audiorepro.data.sources import write_sources_yaml
 from audiorepro.features.audio import save_audio
+from audiorepro.parallel import ProcessStream
 
 CLOTHO_SPLITS = ("development", "validation", "evaluation")
 AUDIOCAPS_SPLITS = ("train", "val", "test")
@@ -304,50 +302,17 @@ def _make_clip(
     return _Clip(scene, wav, captions, scene_keywords(scene, meta_rng))
 
 
-_WORKER_SPEECH: Speech | None = None
-
-
-def _set_worker_speech(speech: Speech | None) -> None:
-    """Worker initializer: the synthesiser, sent once per worker."""
-    global _WORKER_SPEECH
-    _WORKER_SPEECH = speech
-
-
-def _make_clip_in_worker(call: tuple[Any, ...]) -> _Clip:
+def _make_clip_call(speech: Speech | None, call: tuple[Any, ...]) -> _Clip:
+    """One clip from ``(args, kwargs)`` of :func:`_make_clip` without ``speech`` (a
+    :class:`~audiorepro.parallel.ProcessStream` item: every clip depends only on its key's
+    streams, so it is the same bytes in any process)."""
     args, kwargs = call
-    return _make_clip(*args, speech=_WORKER_SPEECH, **kwargs)
+    return _make_clip(*args, speech=speech, **kwargs)
 
 
-class _ClipMaker:
-    """Makes the clips a writer asks for, in its order: here, or ``workers`` processes ahead
-    of the writer (every clip depends only on its key's streams, so the files are the same
-    bytes either way). A call is ``(args, kwargs)`` of :func:`_make_clip` without ``speech``."""
-
-    def __init__(self, speech: Speech | None, workers: int) -> None:
-        self.speech, self.pool = speech, None
-        if workers > 1:
-            context = multiprocessing.get_context("spawn")
-            self.pool = ProcessPoolExecutor(
-                workers, mp_context=context, initializer=_set_worker_speech, initargs=(speech,)
-            )
-            self.ahead = 4 * workers  # clips in flight: bounds the memory of finished ones
-
-    def __call__(self, calls: Sequence[tuple[Any, ...]]) -> Iterator[_Clip]:
-        if self.pool is None:
-            for args, kwargs in calls:
-                yield _make_clip(*args, speech=self.speech, **kwargs)
-            return
-        pending: collections.deque[Future[_Clip]] = collections.deque()
-        for call in calls:
-            pending.append(self.pool.submit(_make_clip_in_worker, call))
-            if len(pending) >= self.ahead:
-                yield pending.popleft().result()
-        while pending:
-            yield pending.popleft().result()
-
-    def close(self) -> None:
-        if self.pool is not None:
-            self.pool.shutdown(cancel_futures=True)
+Clips = Callable[[Sequence[tuple[Any, ...]]], Iterator[_Clip]]
+"""What the writers call to make their clips, in order (a ``ProcessStream`` of
+:func:`_make_clip_call`)."""
 
 
 def _title(scene: Scene) -> str:
@@ -408,7 +373,7 @@ def _overlap_pairs(config: AudioCaptionCorpusConfig) -> dict[int, int]:
 
 
 def _write_clotho(
-    root: Path, config: AudioCaptionCorpusConfig, seed: int, clips: _ClipMaker
+    root: Path, config: AudioCaptionCorpusConfig, seed: int, clips: Clips
 ) -> tuple[dict[str, Any], list[int], list[Path]]:
     """Write the ClothoV2 layout; returns counts, the evaluation clips' sound ids and files."""
     scene_config = config.scene_config("clotho")
@@ -488,7 +453,7 @@ def _write_clotho(
 
 
 def _write_audiocaps(
-    root: Path, config: AudioCaptionCorpusConfig, seed: int, clips: _ClipMaker
+    root: Path, config: AudioCaptionCorpusConfig, seed: int, clips: Clips
 ) -> dict[str, Any]:
     scene_config = config.scene_config("audiocaps")
     ids_rng = np.random.default_rng([seed, _IDS, 1])
@@ -534,7 +499,7 @@ def _write_wavcaps(
     root: Path,
     config: AudioCaptionCorpusConfig,
     seed: int,
-    clips: _ClipMaker,
+    clips: Clips,
     evaluation_ids: Sequence[int],
     evaluation_files: Sequence[Path],
 ) -> dict[str, Any]:
@@ -720,8 +685,7 @@ def generate_audio_caption_corpora(
     say = progress or (lambda message: None)
 
     def build(tmp: Path) -> dict[str, Any]:
-        clips = _ClipMaker(speech, workers)
-        try:
+        with ProcessStream(_make_clip_call, shared=speech, workers=workers) as clips:
             clotho_counts, eval_ids, eval_files = _write_clotho(
                 tmp / "clotho", config, seed, clips
             )
@@ -732,8 +696,6 @@ def generate_audio_caption_corpora(
                 tmp / "wavcaps", config, seed, clips, eval_ids, eval_files
             )
             say(f"wavcaps: {wavcaps_counts}")
-        finally:
-            clips.close()
         excluded = wavcaps_counts.pop("excluded")
         _write_manifests_and_sources(tmp)
         return {
