@@ -25,6 +25,7 @@ from audiorepro.models.text import (
     default_text_model_path,
     preprocess_caption,
 )
+from audiorepro.repro import single_thread
 from audiorepro.search import AudioIndex, SearchIndexError
 
 
@@ -64,6 +65,58 @@ def test_first_token_embedding_and_cache_equal_uncached(minilm):
         full = minilm.model(**tokens).last_hidden_state[:, 0]
     torch.testing.assert_close(emb, full)
     assert set(minilm._cache) == set(captions)
+
+
+CAPTIONS = [
+    "A dog barks.",
+    "Rain falls on a roof",
+    "A man speaks while traffic passes by in the distance",
+    "Birds chirp",
+    "Someone knocks on a wooden door three times",
+    "A bell rings",
+    "Water runs from a tap into a sink",
+    "A car horn honks twice as an engine idles",
+    "Wind blows",
+    "Footsteps on gravel",
+    "A crowd cheers and claps loudly at the end",
+    "A cat meows",
+]
+
+
+def _filled(minilm, *batches):
+    """A fresh cache filled with ``batches`` of captions, one forward call each."""
+    minilm._cache = {}
+    for batch in batches:
+        minilm(batch)
+    cache, minilm._cache = minilm._cache, {}
+    return cache
+
+
+def test_a_cached_caption_vector_does_not_depend_on_what_was_embedded_before_it(minilm):
+    # A padded batch moves a caption's vector in the last bits with the longest caption
+    # beside it, so a cache filled in another order held other vectors (the drift of
+    # chapter 02's MobileNet runs between builds). Batches of one token count do not.
+    at_once = _filled(minilm, CAPTIONS)
+    in_turn = _filled(minilm, CAPTIONS[::3], CAPTIONS[5:1:-1], CAPTIONS)
+    with torch.no_grad(), single_thread():  # the cache embeds on one thread
+        alone = {c: minilm._embed([c])[0] for c in CAPTIONS}
+    for caption in CAPTIONS:
+        assert torch.equal(at_once[caption], alone[caption]), caption
+        assert torch.equal(in_turn[caption], alone[caption]), caption
+
+
+def test_missing_chunks_hold_one_token_count_each_at_most_chunk_size(minilm, monkeypatch):
+    monkeypatch.setattr(minilm, "chunk_size", 2)
+    minilm._cache = {"Birds chirp": torch.zeros(384)}
+    chunks = minilm.missing_chunks(CAPTIONS + CAPTIONS[:3])
+    flat = [c for chunk in chunks for c in chunk]
+    assert sorted(flat) == sorted(set(CAPTIONS) - {"Birds chirp"})
+    for chunk in chunks:
+        assert 1 <= len(chunk) <= 2
+        assert len(set(minilm.token_counts(chunk))) == 1, chunk
+        assert minilm.tokenize(chunk)["attention_mask"].all()  # no padding
+    assert minilm.missing_chunks(["Birds chirp"]) == []
+    minilm._cache = {}
 
 
 def test_trainable_layers_and_random_initialisation():

@@ -364,10 +364,13 @@ def store() -> RunStore:
 
 _TEXT_CACHES: dict[str, dict[str, torch.Tensor]] = {}
 _TEXT_CACHE_SIZES: dict[str, int] = {}
-TEXT_CACHE_VERSION = 5
-"""How the caption cache is computed (5: :func:`load_data` embeds the captions alone, each
-model embeds the rest into its own copy). Part of every run's key: the cached vectors feed
-training, and their last bits depend on how they were batched."""
+TEXT_CACHE_VERSION = 6
+"""How the caption cache is computed. Part of every run's key: the cached vectors feed
+training. 6: each caption's vector is the one it gets alone (batches of one token count, one
+thread: :meth:`~audiorepro.models.text.TextEncoder.missing_chunks`), whatever was cached
+before; under 5, padded batches of whatever was missing gave a caption other last bits when
+something else (a smaller corpus, an earlier call) had filled part of the cache first, and
+runs of the same key differed between builds."""
 
 
 def _text_cache_path(model: DualEncoderConfig, seed: int) -> Path:
@@ -421,9 +424,8 @@ def build_model(config: Config, seed: int, data: RetrievalData | None = None) ->
     loaded from ``audio_pretrained`` (``stage0`` needs ``data``: the tagging run is trained
     on it if missing). A frozen text encoder starts from a copy of the chapter's
     caption-embedding cache (what :func:`load_data` embedded) and keeps what it embeds later
-    (paraphrases, a random encoder's captions) to itself: a caption's vector moves in the last
-    bits with the captions batched beside it, so a cache that runs filled in turn would make a
-    run's numbers depend on the runs before it, or beside it."""
+    (paraphrases, a random encoder's captions) to itself, and into its checkpoints, so that
+    the shared cache on disk is only ever what :func:`load_data` wrote."""
     if data is not None:
         config = resolve_pretrained(config, data)
     return build_dual_encoder(

@@ -15,7 +15,9 @@ the first token (``[CLS]`` / ``<s>``).
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import itertools
 import os
 import string
 from collections.abc import Sequence
@@ -201,21 +203,48 @@ class TextEncoder(nn.Module):
 
     def missing_chunks(self, captions: Sequence[str]) -> list[list[str]]:
         """The distinct ``captions`` not in the cache, in the batches a frozen encoder embeds
-        them in: sorted by length, so that each batch pads little (then by text: the same
-        batches in every process, whatever the order of the set), ``chunk_size`` at a time.
-        A caption's vector moves in the last bits with the captions batched beside it, so
-        whoever fills a cache embeds these batches (:meth:`embed_chunks`)."""
-        missing = sorted({c for c in captions if c not in self._cache}, key=lambda c: (len(c), c))
-        step = self.chunk_size
-        return [missing[start : start + step] for start in range(0, len(missing), step)]
+        them in: captions of one token count together, ``chunk_size`` at a time (ordered by
+        token count, then text).
+
+        A batch without padding gives every caption the vector it gets alone, whatever else
+        is in the batch; a padded batch moves it in the last bits (up to 2e-6 in MiniLM) with
+        the longest caption beside it. So the cache holds one vector per caption, the same
+        whichever captions were embedded before it or beside it (:meth:`embed_chunks`)."""
+        missing = sorted({c for c in captions if c not in self._cache})
+        if not missing:
+            return []
+        counts = self.token_counts(missing)
+        chunks: list[list[str]] = []
+        for _, group in itertools.groupby(
+            sorted(zip(counts, missing, strict=True)), key=lambda pair: pair[0]
+        ):
+            texts = [caption for _, caption in group]
+            step = self.chunk_size
+            chunks += [texts[start : start + step] for start in range(0, len(texts), step)]
+        return chunks
+
+    def token_counts(self, captions: Sequence[str]) -> list[int]:
+        """Tokens of each caption as :meth:`tokenize` gives them (end token included, at most
+        ``max_length``)."""
+        texts = [preprocess_caption(c) for c in captions]
+        ids = self.tokenizer(texts, truncation=True, max_length=self.max_length)["input_ids"]
+        return [len(x) for x in ids]
 
     def embed_chunks(self, chunks: Sequence[Sequence[str]]) -> list[torch.Tensor]:
         """Each chunk's (len, dim) first-token states, in eval mode, without gradients, on
-        the CPU (what the cache holds)."""
+        the CPU (what the cache holds).
+
+        On the CPU on one torch thread, whatever the process uses: with several, a matrix
+        product splits its sums by the batch's size, and a caption's vector would again
+        depend on the captions beside it (on one thread, a chunk of :meth:`missing_chunks`
+        gives every caption the bits it gets alone)."""
+        from audiorepro.repro import single_thread
+
         was_training = self.model.training
         self.model.eval()
+        on_cpu = next(self.model.parameters()).device.type == "cpu"
         try:
-            with torch.no_grad():
+            with torch.no_grad(), single_thread() if on_cpu else contextlib.nullcontext():
                 return [self._embed(chunk).cpu() for chunk in chunks]
         finally:
             self.model.train(was_training)
