@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,21 @@ REPO = Path(__file__).resolve().parents[1]
 def session_data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One data folder per test session, so smoke corpora are generated once and reused."""
     return tmp_path_factory.mktemp("data")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _session_outputs(
+    session_data_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[None]:
+    """Corpora, caches, runs and the ledger of the whole session outside the checkout, set
+    before any module fixture runs (a module-scoped fixture is set up before the
+    function-scoped one below: two that loaded the smoke corpus used to write it, its
+    log-mel and 61 cached captions into the checkout's ``data/``, where the book found them)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("AUDIOREPRO_DATA", str(session_data_dir))
+        patch.setenv("AUDIOREPRO_RESULTS", str(tmp_path_factory.mktemp("results")))
+        patch.delenv("AUDIOREPRO_RUNS", raising=False)  # runs under the session's data folder
+        yield
 
 
 @pytest.fixture(autouse=True)

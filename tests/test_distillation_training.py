@@ -329,11 +329,19 @@ def test_two_processes_train_as_one_process_on_the_global_batch(tmp_path):
     run(2, 4)  # two processes of 4 each: the same global batches
     one = torch.load(tmp_path / "final-8.pt", weights_only=True)
     two = torch.load(tmp_path / "final-4.pt", weights_only=True)
+    # The sums run in another order (an all-reduce of two halves), and Adam turns a gradient
+    # near zero into a step of about lr whatever its last bits: so each tensor must equal the
+    # one-process tensor to 1 % of how far training moved it (measured: at most 0.12 %; local
+    # negatives instead of the global batch would differ by about the movement itself).
+    start = build_dual_encoder(cfg, 0).state_dict()
     moved = 0
     for key, value in one.items():
-        torch.testing.assert_close(two[key], value, rtol=1e-4, atol=1e-6, msg=key)
-    start = build_dual_encoder(cfg, 0).state_dict()
-    moved = sum(not torch.allclose(start[k], v) for k, v in one.items())
+        if not value.is_floating_point():
+            assert torch.equal(two[key], value), key
+            continue
+        movement = (value - start[key]).abs().max().item()
+        moved += movement > 0
+        assert (two[key] - value).abs().max().item() <= 0.01 * movement, key
     assert moved > 0
 
 
