@@ -132,3 +132,17 @@ def test_train_ahead_trains_each_run_once_and_the_pages_then_only_load_them(tmp_
                 run.model.state_dict().items(), alone.model.state_dict().values(), strict=True
             ):
                 assert torch.equal(x, y), (row.key, seed, name)
+
+
+def test_train_ahead_also_trains_the_surprise_languages_main_model(tmp_path, monkeypatch):
+    cfg = replace(zs.load_config("smoke"), main_seeds=(0,), seed=1, surprise=True)
+    base = zs.ablation_rows(cfg)[0]
+    monkeypatch.setattr(zs, "ablation_rows", lambda config: [base])
+    monkeypatch.setenv("AUDIOREPRO_RUNS", str(tmp_path / "runs"))
+    # English with seed 0, the surprise language with config.seed; given rows: English only
+    assert zs.train_ahead(cfg, [base], workers=1) == 1
+    assert zs.train_ahead(cfg, workers=2) == 1
+    assert zs.train_ahead(cfg, workers=2) == 0
+    assert len(zs.store().runs("vqvae")) == 2
+    assert zs.train_vqvae(cfg, base.model, cfg.seed, language="surprise").from_cache
+    assert zs.train_ahead(replace(cfg, surprise=False), workers=1) == 0

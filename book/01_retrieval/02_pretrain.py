@@ -34,6 +34,19 @@ data = retrieval.load_data(config)
 config
 
 # %% [markdown]
+# On a CPU the embedded preset trains each run on one thread (`train.torch_threads: 1`), and
+# `train_ahead(..., "chapter")` trains every run of the chapter first, here, side by side, one
+# per core; the cells below (and pages 03-04) read them back: stage 0 of both encoders, the
+# pretraining of every seed, both fine-tunings and every ablation. Each run starts as soon as
+# the runs it starts from are done, the longest remaining chain first, so no core waits for a
+# page to end. A run's numbers do not depend on where it trained, since its thread count is
+# part of its configuration. Where only one process runs (a GPU, `smoke`), it does nothing and
+# each cell trains what it needs.
+
+# %%
+retrieval.train_ahead(config, data, "chapter")
+
+# %% [markdown]
 # ## The model
 #
 # Each clip's log-mel is cut into non-overlapping snippets as long as PaSST's time encoding
@@ -92,16 +105,8 @@ print(
 # A caveat: the embedded captions are written from the very event classes stage 0 learns to
 # tag, so the head start it gives retrieval is larger than what AudioSet gives on real
 # captions.
-#
-# On a CPU the embedded preset trains each run on one thread (`train.torch_threads: 1`), and
-# `train_ahead(..., "chapter")` trains every run of the chapter here, side by side, one per
-# core, before the cells below (and pages 03-04) read them back: stage 0 of both encoders, the
-# pretraining of every seed, both fine-tunings and every ablation. Each run starts as soon as
-# the runs it starts from are done, the longest remaining chain first, so no core waits for a
-# page to end. A run's numbers do not depend on where it trained, since its thread count is
-# part of its configuration.
+
 # %%
-retrieval.train_ahead(config, data, "chapter")
 stage0 = retrieval.stage0_table(
     config, data, ["passt", "cnn14"], page="02_pretrain", preset=preset
 )

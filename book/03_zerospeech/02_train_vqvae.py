@@ -84,10 +84,11 @@ model_cfg
 # very models.
 
 # %% [markdown]
-# These three runs and the evaluation page's (every row of Tables 1-3, every seed) are
-# independent: each seeds its own weights, data order and jitter draws. They all train here,
-# side by side, one process per core (`zs.train_ahead`); below and on the next page they are
-# loaded from the run store, each as it would have trained alone.
+# These three runs and the evaluation page's (every row of Tables 1-3, every seed, and the
+# surprise language's main model) are independent: each seeds its own weights, data order
+# and jitter draws. They all train here, side by side, one process per core
+# (`zs.train_ahead`); below and on the next page they are loaded from the run store, each as
+# it would have trained alone.
 
 # %%
 trained = zs.train_ahead(cfg, workers=workers)

@@ -1542,17 +1542,23 @@ def train_ahead(
     """Train the VQ-VAE of every row (default :func:`ablation_rows`, whose first is the main
     model) with every seed of ``config.main_seeds``, side by side, one process per core on
     the CPU (one on a GPU), rows of the same model once, so that the pages that follow only
-    load them (:func:`train_vqvae`, :func:`run_rows`). Each run seeds itself and trains as it
+    load them (:func:`train_vqvae`, :func:`run_rows`). With the default rows on English and
+    ``config.surprise``, the surprise language's main model (``config.seed``, what the
+    evaluation page scores) trains in the same pool. Each run seeds itself and trains as it
     would alone. Returns how many runs were trained (the others were in the run store)."""
     if workers is None:
         workers = default_workers("cuda" if torch.cuda.is_available() else "cpu")
+    chapter = rows is None
     rows = ablation_rows(config) if rows is None else rows
+    runs = [(row.model, seed, language) for seed in config.main_seeds for row in rows]
+    if chapter and language == "english" and config.surprise:
+        runs.append((rows[0].model, config.seed, "surprise"))
     jobs: dict[str, tuple[Any, ...]] = {}
-    for seed in config.main_seeds:
-        for row in rows:
-            jobs.setdefault(config_hash([to_dict(row.model), seed]), (row.model, seed, language))
-    # Longest first: conv encoders train fastest, the rest alike.
-    tasks = sorted(jobs.values(), key=lambda job: job[0].encoder == "conv")
+    for model, seed, lang in runs:
+        jobs.setdefault(config_hash([to_dict(model), seed, lang]), (model, seed, lang))
+    # Longest first: English before the smaller surprise corpus, conv encoders (the fastest)
+    # after the others.
+    tasks = sorted(jobs.values(), key=lambda job: (job[2] != "english", job[0].encoder == "conv"))
     return sum(map_processes(_train_job, tasks, shared=config, workers=workers))
 
 
