@@ -3,7 +3,7 @@
 The corpus is written in the real corpus's distributed layout where the ``paper`` preset looks
 for it (under ``$AUDIOREPRO_DATA``), the models are the paper's sizes, and the only overrides are
 sizes that make a CPU run feasible (:data:`OVERRIDES`: epochs or steps, batch, captions per
-corpus, number of seeds, the number of ablation settings and λ values, the DTW subset).
+corpus, number of seeds, the number of ablation and sweep settings and λ values, the DTW subset).
 Each chapter goes through its experiments functions as its pages do (train, evaluate, record,
 findings) and must leave ledger rows; the script exits 1 if a chapter fails or records nothing.
 
@@ -75,6 +75,7 @@ OVERRIDES: dict[str, dict[str, Any]] = {
         "sweep_epochs": 1,  # paper: 15
         "seeds": [0],  # paper: 0, 1, 2
         "dtw_tokens": 20,  # paper: 2000
+        "sweep_heads": [4, 32],  # Table 2; paper: 1, 4, 8, 16, 32 (4 heads: a Table 1 run)
         "train.device": "cpu",
     },
 }
