@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from audiorepro.parallel import usable_cores  # imports neither torch nor numba
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -15,12 +17,13 @@ def _share_cores_between_workers() -> None:
     """Under ``pytest -n N`` each worker (and every process it starts: page kernels, training
     workers) gets its share of the cores for torch, BLAS and numba, unless the caller chose.
     By default every worker's torch and numba take all cores, so ``make test``'s two workers ran
-    four busy threads on two cores, waiting on each other (the suite took 440 s that way and
-    408 s with one thread each, on 2 cores). Set here, before torch or numba is imported."""
+    four busy threads on two cores, waiting on each other (``pytest -n 2 --dist loadfile`` took
+    440 s that way and 408 s with one thread each, on 2 cores). Set here, before torch or numba
+    is imported."""
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     if workers < 2:
         return
-    share = str(max(1, (os.cpu_count() or 1) // workers))
+    share = str(max(1, usable_cores() // workers))
     for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
         os.environ.setdefault(name, share)
 
