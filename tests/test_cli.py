@@ -15,10 +15,12 @@ import sys
 import numpy as np
 import pytest
 import soundfile as sf
+import torch
 
 from audiorepro.cli import main, parse_sets
 from audiorepro.config import ConfigError
 from audiorepro.data.embedded.espeak import english_voices, synthesize_raw
+from audiorepro.training.loop import TrainResult
 
 WORDS = ("garden", "yellow", "window")
 HEADER = "path\tword\tspeaker\tstart\tend\n"
@@ -126,6 +128,110 @@ def test_units_abx_and_awe_end_to_end(corpus, capsys):
     code, out, err = run_cli(capsys, "awe", "ap", root / "e.npz")
     assert code == 0, err
     assert 0.0 < last_number(out) <= 1.0
+
+
+def test_units_baselines_the_input_frames_and_the_runs_kmeans(corpus, tmp_path, capsys):
+    """``units train`` fits the k-means baseline of its K (written beside the model, recorded
+    in run.json); ``units encode --what frames|kmeans`` writes the two baselines, each scored
+    by ``abx score`` like the units: the frames every 10 ms, the k-means units on the code
+    frames, each line one of the saved centroids, the same centroids from the same seed."""
+    from audiorepro.experiments import zerospeech as zs
+
+    code, out, err = run_cli(
+        capsys,
+        "units", "train", "--audio", corpus / "audio", "--preset", "smoke",
+        "--set", "train.max_steps=2", "--set", "train.segment_frames=32", "--out", tmp_path / "u",
+    )  # fmt: skip
+    assert code == 0, err
+    info = json.loads((tmp_path / "u/run.json").read_text())["kmeans"]
+    assert info["file"] == "kmeans.npz" and info["k"] == 64 and info["code_frames"] >= 64
+    with np.load(tmp_path / "u/kmeans.npz") as archive:
+        centroids = archive["centroids"]
+    assert centroids.shape == (64, 39)
+
+    outputs = {}
+    for what, shift in (("vectors", "0.04"), ("frames", "0.01"), ("kmeans", "0.04")):
+        code, out, err = run_cli(
+            capsys,
+            "units", "encode", tmp_path / "u", "--audio", corpus / "audio",
+            "--out", tmp_path / what, "--what", what,
+        )  # fmt: skip
+        assert code == 0, err
+        assert f"wrote 18 files to {tmp_path / what} (one line every {shift} s)" in out
+        outputs[what] = np.loadtxt(tmp_path / what / "S002_yellow1.txt", ndmin=2)
+    units, frames, km = outputs["vectors"], outputs["frames"], outputs["kmeans"]
+    assert frames.shape[1] == 39 and len(units) == -(-len(frames) // 4)
+    assert km.shape == (len(units), 39)
+    # every k-means line is the nearest saved centroid of its (up to) four averaged frames
+    averaged = np.stack([frames[4 * t : 4 * t + 4].mean(0) for t in range(len(units))])
+    nearest = ((averaged[:, None, :] - centroids[None]) ** 2).sum(-1).argmin(1)
+    np.testing.assert_allclose(km, centroids[nearest], rtol=1e-6, atol=1e-6)
+
+    code, out, err = run_cli(
+        capsys, "abx", "items", "--segments", corpus / "seg.tsv", "--out", tmp_path / "w.item"
+    )
+    assert code == 0, err
+    for what in outputs:
+        code, out, err = run_cli(capsys, "abx", "score", tmp_path / "w.item", tmp_path / what)
+        assert code == 0, err
+        assert 0.0 <= last_number(out) <= 100.0
+
+    # the same seed fits the same centroids; a run from before the baseline says to retrain
+    run = zs.load_units(tmp_path / "u")
+    feats = zs.load_wav_features(zs.find_wavs(corpus / "audio"), "mfcc", zs.store())
+    again = zs._fit_units_baseline(
+        tmp_path, [feats[n] for n in sorted(feats)], ["S"] * len(feats), run.config
+    )
+    assert again["inertia"] == info["inertia"]
+    with np.load(tmp_path / "kmeans.npz") as archive:
+        np.testing.assert_array_equal(archive["centroids"], centroids)
+    meta = json.loads((tmp_path / "u/run.json").read_text())
+    del meta["kmeans"]
+    (tmp_path / "u/run.json").write_text(json.dumps(meta))
+    code, _, err = run_cli(
+        capsys,
+        "units", "encode", tmp_path / "u", "--audio", corpus / "audio",
+        "--out", tmp_path / "k2", "--what", "kmeans",
+    )  # fmt: skip
+    assert code == 1 and "the run has no k-means baseline" in err and "train it again" in err
+
+
+def test_awe_dtw_is_the_mfcc_dtw_baseline_of_a_segments_table(corpus, tmp_path, capsys):
+    """``awe dtw``: path-normalised angular DTW over the MFCC frames ``awe embed`` reads, every
+    pair of rows ranked by distance: equal to a brute-force AP over a plain DTW per pair; a
+    table without a repeated word is an error."""
+    from audiorepro.data.recordings import read_segments
+    from audiorepro.experiments import awe
+    from audiorepro.metrics.dtw import dtw_distance
+
+    code, out, err = run_cli(capsys, "awe", "dtw", "--segments", corpus / "seg.tsv")
+    assert code == 0, err
+    assert "18 segments, 153 pairs, 45 of one word" in out
+    rows = read_segments(corpus / "seg.tsv")
+    feats = awe.segment_features(rows)
+    scored = []
+    for a in range(len(rows)):
+        for b in range(a + 1, len(rows)):
+            d = dtw_distance(feats[a], feats[b], distance="cosine")
+            scored.append((d, rows[a].word == rows[b].word))
+    scored.sort(key=lambda pair: pair[0])
+    hits, precisions = 0, []
+    for rank, (_, same) in enumerate(scored, start=1):
+        if same:
+            hits += 1
+            precisions.append(hits / rank)
+    assert len({d for d, _ in scored}) == len(scored)  # no ties: the plain AP is exact
+    assert last_number(out) == pytest.approx(np.mean(precisions), abs=5e-5)
+    assert awe.dtw_table_ap(corpus / "seg.tsv")["ap"] == pytest.approx(np.mean(precisions))
+
+    subset = awe.dtw_table_ap(corpus / "seg.tsv", tokens=8, seed=1)
+    assert subset["tokens"] == 8 and subset["num_pairs"] == 28
+    lone = tmp_path / "lone.tsv"
+    lone.write_text(HEADER + "".join(
+        f"{corpus}/audio/S001_{w}0.wav\t{w}\tS001\t\t\n" for w in WORDS
+    ))  # fmt: skip
+    code, _, err = run_cli(capsys, "awe", "dtw", "--segments", lone)
+    assert code == 1 and "lone.tsv: no word occurs twice among the 3 segments" in err
 
 
 def test_python_dash_m_runs_the_same_command(corpus, tmp_path):
@@ -324,6 +430,58 @@ def test_awe_train_spells_words_no_dictionary_has(corpus, tmp_path, capsys):
     assert code == 0, err
     with np.load(tmp_path / "e.npz") as arrays:
         assert set(arrays["labels"]) == set(spanish.values())
+
+
+def test_train_commands_refuse_fields_a_single_run_does_not_read(corpus, tmp_path, capsys):
+    """``--set`` of a field one run ignores (a chapter's sweep, the corpus root) is an error
+    naming it, never silently dropped."""
+    for argv, key, why in (
+        (("units", "train", "--audio", corpus / "audio"), "corpus.root=/x", "from --audio"),
+        (("units", "train", "--audio", corpus / "audio"), "codebook_sizes=[8]", "pages"),
+        (("awe", "train", "--segments", corpus / "seg.tsv"), "sweep_heads=[2]", "pages"),
+        (("awe", "train", "--segments", corpus / "seg.tsv"), "corpus.root=/x", "--segments"),
+    ):
+        code, _, err = run_cli(
+            capsys, *argv, "--preset", "smoke", "--set", key, "--out", tmp_path / "r"
+        )
+        assert code == 1, (argv, key)
+        assert f"--set {key.split('=')[0]}: not used" in err and why in err
+        assert "the fields that apply: " in err and "train" in err
+    assert not (tmp_path / "r").exists()
+
+
+def test_awe_train_honours_select_and_says_which_epochs_weights_it_kept(corpus, tmp_path, capsys):
+    """``--set select=final`` makes ``awe embed`` use the last epoch's weights (both are
+    saved); the command prints the kept epoch, and warns when the development AP saturates."""
+    from audiorepro.experiments import awe
+    from audiorepro.storage import load_tensors
+
+    for select in ("best", "final"):
+        code, out, err = run_cli(
+            capsys,
+            "awe", "train", "--segments", corpus / "seg.tsv", "--preset", "smoke",
+            "--set", "train.num_epochs=3", "--set", f"select={select}",
+            "--out", tmp_path / select,
+        )  # fmt: skip
+        assert code == 0, err
+        info = json.loads((tmp_path / select / "run.json").read_text())
+        if select == "final":
+            assert info["kept_epoch"] == 3
+        assert f"kept the weights of epoch {info['kept_epoch']} (select: {select})" in out
+        assert ("warning: the development words reached AP 1" in err) == (
+            select == "best" and info["best_dev"] >= 1.0
+        )
+        model, _ = awe.load_run(tmp_path / select)
+        saved, _ = load_tensors(tmp_path / select / awe.SELECTED_WEIGHTS[select])
+        for name, tensor in model.state_dict().items():
+            assert torch.equal(tensor, saved[name]), name
+
+    steps = [1, 2, 3, 4, 5, 6]
+    result = TrainResult(steps=steps, epochs=[0, 0, 1, 1, 2, 2], final_epoch=3)
+    events = [(2, "best"), (4, "best"), (6, "decay")]
+    assert awe.kept_epoch(result, events, "best") == 2
+    assert awe.kept_epoch(result, events, "final") == 3
+    assert awe.kept_epoch(result, [], "best") == 3
 
 
 def test_parse_sets_reads_yaml_values_and_refuses_pairs_without_equals():

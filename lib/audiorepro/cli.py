@@ -6,7 +6,8 @@ can call the same way::
 
     audiorepro units train --audio DIR [--speaker-of prefix|parent|MAP.tsv] [--preset P]
                            [--set key=value ...] --out RUN
-    audiorepro units encode RUN --audio DIR --out SUBMISSION_DIR [--what vectors|codes]
+    audiorepro units encode RUN --audio DIR --out SUBMISSION_DIR
+                            [--what vectors|codes|frames|kmeans]
     audiorepro abx items --segments SEG.tsv --out FILE.item [--audio DIR]
                          [--times auto|relative|seconds]
     audiorepro abx score ITEM_FILE SUBMISSION_DIR [--mode across|within] [--distance D]
@@ -16,6 +17,7 @@ can call the same way::
                          [--preset P] [--set key=value ...] --out RUN
     audiorepro awe embed RUN --segments SEG.tsv --out EMB.npz
     audiorepro awe ap EMB.npz
+    audiorepro awe dtw --segments SEG.tsv [--tokens N] [--seed S]
 
 ``SEG.tsv``: a tab-separated table with the header ``path word speaker start end`` (seconds;
 ``start`` and ``end`` empty for a whole file). Audio files are ``.wav``, ``.flac`` or ``.ogg``
@@ -99,7 +101,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("run", help="a units train --out folder")
     p.add_argument("--audio", required=True, help="folder of audio files (as units train)")
     p.add_argument("--out", required=True, help="the submission folder to write")
-    p.add_argument("--what", default="vectors", choices=("vectors", "codes"))
+    p.add_argument(
+        "--what",
+        default="vectors",
+        choices=("vectors", "codes", "frames", "kmeans"),
+        help="the units as codebook vectors or one-hot codes, or a baseline to score beside "
+        "them: the input frames the model reads (10 ms) or the run's k-means units (same K "
+        "and code rate)",
+    )
 
     abx = groups.add_parser("abx", help="ABX item files and scores")
     abx_cmds = abx.add_subparsers(dest="command", required=True)
@@ -152,6 +161,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="the .npz to write")
     p = awe_cmds.add_parser("ap", help="same-different average precision of an .npz")
     p.add_argument("embeddings")
+    p = awe_cmds.add_parser(
+        "dtw", help="the MFCC + DTW baseline: same-different AP of a segments table"
+    )
+    p.add_argument("--segments", required=True, help="SEG.tsv: path word speaker start end")
+    p.add_argument(
+        "--tokens", type=int, default=None, help="a seeded subset of this many rows (default: all)"
+    )
+    p.add_argument("--seed", type=int, default=0, help="the subset's seed")
     return parser
 
 
@@ -175,8 +192,10 @@ def _run(args: argparse.Namespace) -> None:
         )
         print(f"final loss {losses[-1] if losses else float('nan'):.4f}")
     elif command == ("units", "encode"):
-        codes = zs.encode_units(args.run, args.audio, args.out, what=args.what)
-        print(f"wrote {len(codes)} files to {args.out}")
+        run = zs.load_units(args.run)
+        rows = zs.encode_units(run, args.audio, args.out, what=args.what)
+        shift = zs.output_frame_shift(run, args.what)
+        print(f"wrote {len(rows)} files to {args.out} (one line every {shift:g} s)")
     elif command == ("abx", "items"):
         path, times = zs.abx_items(args.segments, args.out, times=args.times, audio=args.audio)
         n = sum(1 for line in open(path, encoding="utf-8") if line.strip()) - 1
@@ -201,6 +220,13 @@ def _run(args: argparse.Namespace) -> None:
             overrides=parse_sets(args.sets),
         )
         print(f"trained {run.history.final_epoch} epochs -> {run.path}")
+        print(f"kept the weights of epoch {run.kept_epoch} (select: {run.selected})")
+        if run.best_dev >= 1.0 and run.selected == "best":
+            print(
+                "warning: the development words reached AP 1 and cannot tell later epochs "
+                "apart; give a larger --dev table, or --set select=final",
+                file=sys.stderr,
+            )
         print(f"best dev cross-view AP {run.best_dev:.4f}")
     elif command == ("awe", "embed"):
         arrays = awe.embed_table(args.run, args.segments)
@@ -209,6 +235,13 @@ def _run(args: argparse.Namespace) -> None:
         print(f"wrote {len(arrays['labels'])} embeddings to {args.out}")
     elif command == ("awe", "ap"):
         print(f"{awe.embeddings_ap(args.embeddings):.4f}")
+    elif command == ("awe", "dtw"):
+        base = awe.dtw_table_ap(args.segments, tokens=args.tokens, seed=args.seed)
+        print(
+            f"{base['tokens']} segments, {base['num_pairs']} pairs, "
+            f"{base['positives']} of one word"
+        )
+        print(f"{base['ap']:.4f}")
     else:  # pragma: no cover - argparse allows only the commands above
         raise AssertionError(command)
 

@@ -17,7 +17,7 @@ import dataclasses
 import difflib
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -32,6 +32,29 @@ C = TypeVar("C")
 
 class ConfigError(ValueError):
     """A preset file or an override does not fit the configuration dataclass."""
+
+
+def refuse_unused(
+    overrides: Mapping[str, Any] | None, used: Collection[str], what: str, source: str
+) -> None:
+    """Refuse each override whose top-level field ``what`` does not read, rather than ignore it.
+
+    ``used``: the top-level fields (sections or single fields) that shape one run of ``what``;
+    the others belong to a chapter's pages (sweeps, seed lists, the corpus). ``source`` says
+    where ``what`` reads its data instead of the ``corpus`` section. A ``ConfigError`` names the
+    key and the fields that apply."""
+    for key in overrides or {}:
+        head = str(key).split(".", 1)[0]
+        if head in used:
+            continue
+        why = (
+            f"{what} reads its recordings from {source}, not the corpus section"
+            if head == "corpus"
+            else f"{what} trains one run, and {head!r} is a field of the chapter's pages"
+        )
+        raise ConfigError(
+            f"--set {key}: not used ({why}); the fields that apply: {', '.join(sorted(used))}"
+        )
 
 
 def field(default: Any = dataclasses.MISSING, *, help: str, **kwargs: Any) -> Any:

@@ -38,6 +38,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import os
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -54,6 +55,7 @@ from audiorepro.config import (
     from_dict,
     load_preset,
     max_steps_alone,
+    refuse_unused,
     replace,
     to_dict,
 )
@@ -422,6 +424,8 @@ class AWERun:
         model_config: the encoders' configuration.
         path: the run's folder in the run store.
         selected: which weights ``model`` holds, ``"best"`` or ``"final"``.
+        kept_epoch: the epoch (1-based) of those weights (:func:`kept_epoch`; runs of
+            :func:`train_on_segments`).
     """
 
     model: MultiViewAWE
@@ -432,6 +436,11 @@ class AWERun:
     model_config: AWEModelConfig
     path: Path
     selected: str = "best"
+    kept_epoch: int | None = None
+
+
+SELECTED_WEIGHTS = {"best": "model.safetensors", "final": "final.safetensors"}
+"""The weights file of each ``select``: a run keeps both."""
 
 
 def run_config(config: Config, data: Mapping[str, WordSegments]) -> dict[str, Any]:
@@ -547,10 +556,10 @@ def train(
         staging = store.staging(store.run("model", key))
         model, result, schedule, final = _fit(config, data, progress, staging, callbacks)
         best_dev = float(schedule.best) if schedule.best is not None else float("nan")
-        save_model_weights(model, folder / "model.safetensors")
+        save_model_weights(model, folder / SELECTED_WEIGHTS["best"])
         final_model = MultiViewAWE(resolved)
         final_model.load_state_dict(final)
-        save_model_weights(final_model, folder / "final.safetensors")
+        save_model_weights(final_model, folder / SELECTED_WEIGHTS["final"])
         write_json(
             folder / "history.json",
             {
@@ -563,7 +572,7 @@ def train(
 
     def load(run: Run) -> AWERun:
         model = MultiViewAWE(resolved)
-        name = "model.safetensors" if config.select == "best" else "final.safetensors"
+        name = SELECTED_WEIGHTS[config.select]
         load_model_weights(model, run.file(name))
         model.to(resolve_device(config.train.device)).eval()
         saved = read_json(run.file("history.json"))
@@ -902,12 +911,51 @@ def dtw_baseline(
     n = min(tokens, len(segments))
     indices = np.sort(rng.choice(len(segments), size=n, replace=False))
     feats = [segments.feats[i] for i in indices]
+    labels = [segments.words[k] for k in indices]
+    ap, num_pairs = _dtw_ap(feats, labels, distance)
+    return {"ap": ap, "indices": indices, "num_pairs": num_pairs}
+
+
+def _dtw_ap(
+    feats: Sequence[np.ndarray], labels: Sequence[str], distance: str = "cosine"
+) -> tuple[float, int]:
+    """Same-different AP of path-normalised DTW over all pairs of ``feats``, and the pairs."""
+    n = len(feats)
     offsets = np.concatenate([[0], np.cumsum([f.shape[0] for f in feats])])
     i, j = np.triu_indices(n, k=1)
     dist = pairwise_dtw(np.concatenate(feats), offsets, np.stack([i, j], 1), distance=distance)
-    labels = np.asarray([segments.words[k] for k in indices])
-    ap = pairs_average_precision(dist, labels[i] == labels[j])
-    return {"ap": float(ap), "indices": indices, "num_pairs": int(i.size)}
+    words = np.asarray(labels)
+    return float(pairs_average_precision(dist, words[i] == words[j])), int(i.size)
+
+
+def dtw_table_ap(
+    segments: str | os.PathLike[str],
+    tokens: int | None = None,
+    seed: int = 0,
+    feature_dim: int = 39,
+) -> dict[str, Any]:
+    """The MFCC + DTW baseline of :func:`dtw_baseline` on the rows of a segments table (no
+    lexicon, no model): the features ``awe train`` and ``awe embed`` read
+    (:func:`segment_features`), all pairs of every row, or of a seeded subset of ``tokens``
+    rows. ``awe ap`` of the embeddings of the same table is the number to set beside it.
+    Returns ``{"ap", "tokens", "num_pairs", "positives"}``."""
+    rows = read_segments(segments)
+    n = len(rows) if tokens is None else min(tokens, len(rows))
+    if n < 2:
+        raise ValueError(f"{segments}: the baseline needs at least 2 segments, got {n}")
+    chosen = list(rows)
+    if n < len(rows):
+        picked = np.random.default_rng(seed).choice(len(rows), size=n, replace=False)
+        chosen = [rows[k] for k in np.sort(picked)]
+    labels = [r.word for r in chosen]
+    positives = sum(c * (c - 1) // 2 for c in Counter(labels).values())
+    if positives == 0:
+        raise ValueError(
+            f"{segments}: no word occurs twice among the {n} segments, so there is no "
+            "same-word pair to rank"
+        )
+    ap, num_pairs = _dtw_ap(segment_features(chosen, feature_dim), labels)
+    return {"ap": ap, "tokens": n, "num_pairs": num_pairs, "positives": positives}
 
 
 # ------------------------------------------------------------------------------- figures
@@ -1193,10 +1241,13 @@ def train_on_segments(
 
     The development rows (the plateau schedule's cross-view AP) are the table ``dev``, or else
     about ``dev_fraction`` of the rows held out of training (:func:`hold_out`). ``preset`` and
-    ``overrides`` as :func:`load_config` (the corpus section unused). Writes
-    ``out/model.safetensors`` and ``out/run.json``.
+    ``overrides`` as :func:`load_config`; an override of a field outside
+    :data:`SEGMENTS_FIELDS` is a ``ConfigError``. Writes ``out/model.safetensors`` (the best dev
+    epoch's weights), ``out/final.safetensors`` (the last epoch's) and ``out/run.json``; ``select``
+    picks the weights :func:`load_run` (``awe embed``) uses.
     """
-    config = load_config(preset, overrides)
+    config = load_config(preset, overrides)  # unknown keys first: "did you mean ..."
+    refuse_unused(overrides, SEGMENTS_FIELDS, "awe train", "--segments")
     rows = read_segments(segments)
     if dev is not None:
         train_rows, dev_rows = rows, read_segments(dev)
@@ -1221,12 +1272,16 @@ def train_on_segments(
         for split, split_rows in (("train", train_rows), ("dev", dev_rows))
     }
     _set_threads(config)
-    model, result, schedule, _ = _fit(config, data, progress)
+    model, result, schedule, final = _fit(config, data, progress)
     best_dev = float(schedule.best) if schedule.best is not None else float("nan")
     resolved = model_config(config, data)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    save_model_weights(model, out / "model.safetensors")
+    save_model_weights(model, out / SELECTED_WEIGHTS["best"])
+    final_model = MultiViewAWE(resolved)
+    final_model.load_state_dict(final)
+    save_model_weights(final_model, out / SELECTED_WEIGHTS["final"])
+    kept = kept_epoch(result, schedule.history, config.select)
     write_json(
         out / RUN_FILE,
         {
@@ -1238,10 +1293,13 @@ def train_on_segments(
             "phones_to_ids": phone_ids,
             "pronunciations": {w: list(p) for w, p in pronunciations.items()},
             "best_dev": best_dev,
+            "kept_epoch": kept,
             "history": result.to_dict(),
             "schedule": [list(h) for h in schedule.history],
         },
     )
+    if config.select == "final":
+        model.load_state_dict(final)
     return AWERun(
         model=model.eval(),
         history=result,
@@ -1250,7 +1308,26 @@ def train_on_segments(
         seed=config.seed,
         model_config=resolved,
         path=out,
+        selected=config.select,
+        kept_epoch=kept,
     )
+
+
+SEGMENTS_FIELDS = (
+    "model", "train", "seed", "select", "margin", "loss_k", "distance", "min_frames",
+    "eval_batch_size",
+)  # fmt: skip
+"""The configuration fields that shape a :func:`train_on_segments` run; ``--set`` of any other
+(the chapter's sweeps, seed lists and baseline size, the corpus) is refused, never ignored."""
+
+
+def kept_epoch(result: TrainResult, events: Sequence[tuple[int, str]], select: str) -> int:
+    """The epoch (1-based) whose weights a run keeps: the last one the plateau schedule called
+    ``best`` (``select: best``), or the last one trained (``final``)."""
+    best = [step for step, event in events if event == "best"]
+    if select == "final" or not best:
+        return int(result.final_epoch)
+    return int(result.epochs[result.steps.index(best[-1])]) + 1
 
 
 def load_run(run: str | os.PathLike[str]) -> tuple[MultiViewAWE, Config]:
@@ -1264,7 +1341,7 @@ def load_run(run: str | os.PathLike[str]) -> tuple[MultiViewAWE, Config]:
         raise ValueError(f"{info_path}: kind {info.get('kind')!r}, expected 'awe'")
     config = from_dict(Config, info["config"], source=str(info_path))
     model = MultiViewAWE(from_dict(AWEModelConfig, info["model"], source=str(info_path)))
-    load_model_weights(model, run / "model.safetensors")
+    load_model_weights(model, run / SELECTED_WEIGHTS[config.select])
     return model.eval(), config
 
 
@@ -1539,6 +1616,7 @@ __all__ = [
     "current",
     "data_digest",
     "dtw_baseline",
+    "dtw_table_ap",
     "embed_segments",
     "embed_table",
     "embed_words",

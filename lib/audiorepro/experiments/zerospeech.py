@@ -22,9 +22,10 @@ The pages of ``book/03_zerospeech`` call these one line at a time:
   :func:`score_submission` scores it from its files.
 - any folder of recordings (``audiorepro units ...`` / ``audiorepro abx ...``):
   :func:`fit_vqvae` trains on feature arrays (the chapter's :func:`train_vqvae` goes through
-  it), :func:`train_units` on a folder of wavs into a run folder, :func:`encode_units` writes
-  one ZeroSpeech 2019 ``.txt`` per wav, :func:`abx_items` writes word items from a segments
-  table.
+  it), :func:`train_units` on a folder of wavs into a run folder (with the k-means baseline of
+  its K), :func:`encode_units` writes one ZeroSpeech 2019 ``.txt`` per wav (the units, or the
+  input frames and the k-means units to score beside them), :func:`abx_items` writes word
+  items from a segments table.
 
 Every trained model and feature file is one run of ``RunStore("03_zerospeech")``, keyed by what
 defines it: the VQ-VAE by its model and training sections, seed and the training features'
@@ -56,6 +57,7 @@ from audiorepro.config import (
     from_dict,
     load_preset,
     max_steps_alone,
+    refuse_unused,
     replace,
     to_dict,
 )
@@ -104,13 +106,14 @@ from audiorepro.losses.inverter import inverter_loss
 from audiorepro.metrics.abx import abx, abx_error, abx_modes, relative_time_item_file
 from audiorepro.metrics.bitrate import bitrate, bitrate_from_submission
 from audiorepro.models.inverter import CodebookInverter, InverterConfig
-from audiorepro.models.kmeans import KMeans, kmeans
+from audiorepro.models.kmeans import KMeans, kmeans, nearest_centroid
 from audiorepro.models.vqvae import INPUT_SCALES, VQVAE, VQVAEConfig, input_statistics
 from audiorepro.parallel import default_workers, map_processes
 from audiorepro.paths import data_dir, repo_root, results_dir
 from audiorepro.repro import seed_everything, single_thread
 from audiorepro.storage import (
     RunStore,
+    atomic_write,
     config_hash,
     load_model_weights,
     read_json,
@@ -163,6 +166,7 @@ __all__ = [
     "load_features",
     "load_units",
     "model_inputs",
+    "output_frame_shift",
     "read_bitrate_filelist",
     "read_item_file",
     "relative_time_abx",
@@ -1049,9 +1053,11 @@ def synthesis_targets(lang_dir: Path, voice: str) -> list[tuple[str, str]]:
 
 
 def _one_hot_lines(codes: np.ndarray, k: int) -> str:
-    rows = np.zeros((len(codes), k), dtype=np.int64)
-    rows[np.arange(len(codes)), codes] = 1
-    return "".join(" ".join(map(str, row)) + "\n" for row in rows)
+    return _int_lines(np.eye(k, dtype=np.int64)[codes])
+
+
+def _int_lines(rows: np.ndarray) -> str:
+    return "".join(" ".join(map(str, row)) + "\n" for row in rows.tolist())
 
 
 def _vector_lines(vectors: np.ndarray) -> str:
@@ -1164,11 +1170,34 @@ class UnitsRun:
     feature: str
     history: dict[str, Any]
     path: Path
+    kmeans: dict[str, Any] | None = None
+    """What ``run.json`` records of the k-means baseline (``None``: a run from before it)."""
 
     @property
     def frame_shift(self) -> float:
         """Seconds between two code frames (stride × 10 ms)."""
         return self.model.cfg.stride * HOP_S
+
+    def centroids(self) -> np.ndarray:
+        """The k-means baseline's centroids (K, F): an error saying why a run has none."""
+        info = self.kmeans
+        if info is None:
+            raise FileNotFoundError(
+                f"{self.path}: the run has no k-means baseline (trained before `units train` "
+                "fitted one); train it again"
+            )
+        if "skipped" in info:
+            raise ValueError(f"{self.path}: no k-means baseline: {info['skipped']}")
+        path = self.path / info["file"]
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: the run's k-means baseline is missing")
+        with np.load(path, allow_pickle=False) as archive:
+            return archive["centroids"]
+
+
+UNITS_FIELDS = ("model", "train", "seed")
+"""The configuration fields that shape a :func:`train_units` run; ``--set`` of any other (the
+chapter's sweeps and seed lists, the corpus) is refused, never ignored."""
 
 
 def train_units(
@@ -1184,10 +1213,12 @@ def train_units(
 
     ``speaker_of``: ``prefix``, ``parent`` or a ``MAP.tsv`` (:func:`audiorepro.data.recordings.
     speakers_of`); ``preset`` and ``overrides`` (``{"train.max_steps": 200}``) as
-    :func:`load_config`, the corpus section unused. Writes ``out/model.safetensors`` and
-    ``out/run.json`` (configuration, speakers, feature, history).
+    :func:`load_config`; an override of a field outside :data:`UNITS_FIELDS` is a
+    ``ConfigError``. Writes ``out/model.safetensors``, ``out/run.json`` (configuration,
+    speakers, feature, history, the k-means baseline) and ``out/kmeans.npz``.
     """
-    config = load_config(preset, overrides)
+    config = load_config(preset, overrides)  # unknown keys first: "did you mean ..."
+    refuse_unused(overrides, UNITS_FIELDS, "units train", "--audio")
     wavs = find_wavs(audio)
     speakers = speakers_of(wavs, speaker_of, audio)
     feature = feature_of(config.model.input_dim)
@@ -1204,6 +1235,9 @@ def train_units(
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     save_model_weights(model, out / "model.safetensors")
+    baseline = _fit_units_baseline(
+        out, [feats[n] for n in names], [speakers[n] for n in names], config
+    )
     spk = sorted(set(speakers.values()))
     write_json(
         out / RUN_FILE,
@@ -1216,9 +1250,43 @@ def train_units(
             "audio": str(Path(audio).resolve()),
             "files": len(names),
             "history": history,
+            "kmeans": baseline,
         },
     )
-    return UnitsRun(model, config, spk, feature, history, out)
+    return UnitsRun(model, config, spk, feature, history, out, baseline)
+
+
+KMEANS_FILE = "kmeans.npz"
+UNIT_OUTPUTS = ("vectors", "codes", "frames", "kmeans")
+"""What :func:`encode_units` writes: the units (codebook vectors or one-hot codes) or one of
+their two baselines, the input frames themselves (10 ms) and the k-means units of the run."""
+
+
+def _fit_units_baseline(
+    out: Path, feats: Sequence[np.ndarray], speakers: Sequence[str], config: Config
+) -> dict[str, Any]:
+    """Fit the run's k-means baseline (:func:`kmeans_units`' recipe: the training frames,
+    normalised as the model's input, averaged to the code rate, K = the codebook size, the
+    run's seed) and write its centroids to ``out/kmeans.npz`` atomically. Returns what
+    ``run.json`` records of it; too few code frames for K centroids is recorded, not raised."""
+    cfg = config.model
+    inputs = normalize_features(feats, cfg.feature_norm, speakers)
+    pooled = np.concatenate([average_frames(x, cfg.stride) for x in inputs])
+    info: dict[str, Any] = {"k": cfg.codebook_size, "code_frames": len(pooled)}
+    if len(pooled) < cfg.codebook_size:
+        return info | {
+            "skipped": f"the audio gives {len(pooled)} code frames, fewer than K = "
+            f"{cfg.codebook_size} centroids"
+        }
+    with single_thread():
+        fitted = kmeans(pooled, cfg.codebook_size, seed=config.seed)
+
+    def write(tmp: Path) -> None:
+        with open(tmp, "wb") as handle:
+            np.savez(handle, centroids=fitted.centroids)
+
+    atomic_write(out / KMEANS_FILE, write)
+    return info | {"file": KMEANS_FILE, "seed": config.seed, "inertia": fitted.inertia}
 
 
 def load_units(run: str | os.PathLike[str]) -> UnitsRun:
@@ -1234,7 +1302,13 @@ def load_units(run: str | os.PathLike[str]) -> UnitsRun:
     model = VQVAE(config.model, n_speakers=len(info["speakers"]))
     load_model_weights(model, run / "model.safetensors")
     return UnitsRun(
-        model.eval(), config, list(info["speakers"]), info["feature"], info["history"], run
+        model.eval(),
+        config,
+        list(info["speakers"]),
+        info["feature"],
+        info["history"],
+        run,
+        info.get("kmeans"),
     )
 
 
@@ -1244,33 +1318,58 @@ def encode_units(
     out: str | os.PathLike[str],
     what: str = "vectors",
 ) -> dict[str, np.ndarray]:
-    """Write one ZeroSpeech 2019 ``<out>/<file id>.txt`` per audio file under ``audio``: one
-    line per code frame (``run.frame_shift`` apart), the codebook vector (``what="vectors"``)
-    or the code one-hot (``"codes"``; never one integer per line, which the 2019 loader drops).
+    """Write one ZeroSpeech 2019 ``<out>/<file id>.txt`` per audio file under ``audio``.
+
+    ``what`` (:data:`UNIT_OUTPUTS`): the units, one line per code frame (``run.frame_shift``
+    apart), as codebook vectors (``"vectors"``) or code one-hots (``"codes"``; never one
+    integer per line, which the 2019 loader drops); or a baseline to score beside them: the
+    input frames as the model reads them (``"frames"``: the run's MFCC or log-Mel, normalised
+    per its ``feature_norm``, one line every 10 ms) or the k-means units that ``units train``
+    fitted on the same frames averaged to the code rate (``"kmeans"``: the nearest centroid,
+    one line per code frame). Whole-file items (relative times) score every kind as it is;
+    items in seconds need each kind's frame shift (:func:`output_frame_shift`).
 
     File ids are those of :func:`audiorepro.data.recordings.find_wavs`: the file names, or,
     when names repeat across subfolders, the paths under ``audio`` (``spk1/001.txt``: the
     subfolders are mirrored under ``out``; write the items with ``abx_items(..., audio=)``).
 
-    Returns ``{file id: codes (T',)}``.
+    Returns ``{file id: the rows written (T', D)}``.
     """
-    if what not in ("vectors", "codes"):
-        raise ValueError(f"what must be vectors or codes, got {what!r}")
+    if what not in UNIT_OUTPUTS:
+        raise ValueError(f"what must be one of {', '.join(UNIT_OUTPUTS)}, got {what!r}")
     run = run if isinstance(run, UnitsRun) else load_units(run)
+    centroids = run.centroids() if what == "kmeans" else None
     feats = load_wav_features(find_wavs(audio), run.feature, store())
-    codes, vectors = encode_files(run.model, feats)
+    cfg = run.model.cfg
+    rows: dict[str, np.ndarray] = {}
+    if what in ("vectors", "codes"):
+        codes, vectors = encode_files(run.model, feats)
+        for name in codes:
+            hot = np.eye(cfg.codebook_size, dtype=np.int64)[codes[name]]
+            rows[name] = vectors[name] if what == "vectors" else hot
+    else:  # the baselines read the frames as the model does
+        inputs = model_inputs(feats, cfg.feature_norm)
+        for name, x in inputs.items():
+            if centroids is None:
+                rows[name] = x
+            else:
+                rows[name] = centroids[nearest_centroid(average_frames(x, cfg.stride), centroids)]
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    for name in sorted(codes):
-        text = (
-            _vector_lines(vectors[name])
-            if what == "vectors"
-            else _one_hot_lines(codes[name], run.model.cfg.codebook_size)
-        )
+    for name in sorted(rows):
+        text = _int_lines(rows[name]) if what == "codes" else _vector_lines(rows[name])
         target = out / f"{name}.txt"
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text)
-    return codes
+    return rows
+
+
+def output_frame_shift(run: UnitsRun, what: str) -> float:
+    """Seconds between two lines of ``encode_units(run, ..., what=what)``: 10 ms for the input
+    frames, the code rate (``run.frame_shift``) for the units and their k-means baseline."""
+    if what not in UNIT_OUTPUTS:
+        raise ValueError(f"what must be one of {', '.join(UNIT_OUTPUTS)}, got {what!r}")
+    return HOP_S if what == "frames" else run.frame_shift
 
 
 def abx_items(
