@@ -196,6 +196,70 @@ def test_units_baselines_the_input_frames_and_the_runs_kmeans(corpus, tmp_path, 
     assert code == 1 and "the run has no k-means baseline" in err and "train it again" in err
 
 
+def test_units_bitrate_voice_and_resynthesis_of_a_folder(corpus, tmp_path, capsys):
+    """``units bitrate`` is N·H/D of the units (durations from the wavs or an official file
+    list, both equal to the count here); ``units voice`` trains an inverter on a folder and
+    ``units resynth`` speaks each file again, one 16 kHz wav as long as its source."""
+    audio = corpus / "audio"
+    code, _, err = run_cli(
+        capsys,
+        "units", "train", "--audio", audio, "--preset", "smoke",
+        "--set", "train.max_steps=2", "--set", "train.segment_frames=32", "--out", tmp_path / "u",
+    )  # fmt: skip
+    assert code == 0, err
+    code, _, err = run_cli(
+        capsys, "units", "encode", tmp_path / "u", "--audio", audio,
+        "--out", tmp_path / "hot", "--what", "codes",
+    )  # fmt: skip
+    assert code == 0, err
+    rows, seconds, listed = [], 0.0, []
+    for wav in sorted(audio.glob("*.wav")):
+        info = sf.info(wav)
+        seconds += info.frames / info.samplerate
+        listed.append(f"{wav.stem}.txt {info.frames / info.samplerate!r}\n")
+        rows += [tuple(r) for r in np.loadtxt(tmp_path / "hot" / f"{wav.stem}.txt", ndmin=2)]
+    counts = np.array([rows.count(r) for r in sorted(set(rows))], dtype=float)
+    p = counts / counts.sum()
+    expected = len(rows) * float(-(p * np.log2(p)).sum()) / seconds
+    code, out, err = run_cli(capsys, "units", "bitrate", tmp_path / "hot", "--audio", audio)
+    assert code == 0, err
+    assert last_number(out) == pytest.approx(expected, abs=0.005)
+    (tmp_path / "bitrate.txt").write_text("".join(listed))
+    code, out2, err = run_cli(
+        capsys, "units", "bitrate", tmp_path / "hot", "--filelist", tmp_path / "bitrate.txt"
+    )
+    assert code == 0 and out2 == out, err
+    with pytest.raises(SystemExit) as usage:
+        main(["units", "bitrate", str(tmp_path / "hot")])
+    assert usage.value.code == 2
+
+    code, out, err = run_cli(
+        capsys, "units", "voice", tmp_path / "u", "--audio", audio,
+        "--set", "inverter_train.max_steps=2", "--out", tmp_path / "v",
+    )  # fmt: skip
+    assert code == 0, err
+    assert f"trained the inverter 2 steps -> {tmp_path / 'v'}" in out
+    code, out, err = run_cli(
+        capsys, "units", "resynth", tmp_path / "v", "--audio", audio, "--out", tmp_path / "w"
+    )
+    assert code == 0, err
+    assert "wrote 18 wavs (16 kHz)" in out and np.isfinite(last_number(out))
+    for name in ("S001_garden0", "S003_window1"):
+        spoken, sr = sf.read(tmp_path / "w" / f"{name}.wav")
+        source = sf.info(audio / f"{name}.wav")
+        assert sr == 16000 and np.isfinite(spoken).all() and np.abs(spoken).max() > 0
+        assert abs(len(spoken) / sr - source.frames / source.samplerate) <= 0.02
+    code, _, err = run_cli(
+        capsys, "units", "voice", tmp_path / "u", "--audio", audio,
+        "--set", "model.d_model=8", "--out", tmp_path / "v2",
+    )  # fmt: skip
+    assert code == 1 and "--set model.d_model: not used" in err
+    code, _, err = run_cli(
+        capsys, "units", "resynth", tmp_path / "u", "--audio", audio, "--out", tmp_path / "w2"
+    )
+    assert code == 1 and "not a voice run" in err
+
+
 def test_awe_dtw_is_the_mfcc_dtw_baseline_of_a_segments_table(corpus, tmp_path, capsys):
     """``awe dtw``: path-normalised angular DTW over the MFCC frames ``awe embed`` reads, every
     pair of rows ranked by distance: equal to a brute-force AP over a plain DTW per pair; a

@@ -8,6 +8,9 @@ can call the same way::
                            [--set key=value ...] --out RUN
     audiorepro units encode RUN --audio DIR --out SUBMISSION_DIR
                             [--what vectors|codes|frames|kmeans]
+    audiorepro units bitrate SUBMISSION_DIR (--audio DIR | --filelist FILE)
+    audiorepro units voice RUN --audio VOICE_DIR [--set key=value ...] --out VOICE
+    audiorepro units resynth VOICE --audio DIR --out WAV_DIR
     audiorepro abx items --segments SEG.tsv --out FILE.item [--audio DIR]
                          [--times auto|relative|seconds]
     audiorepro abx score ITEM_FILE SUBMISSION_DIR [--mode across|within] [--distance D]
@@ -110,6 +113,29 @@ def _parser() -> argparse.ArgumentParser:
         "and code rate)",
     )
 
+    p = units_cmds.add_parser("voice", help="train an inverter: units -> speech in one voice")
+    p.add_argument("run", help="a units train --out folder")
+    p.add_argument("--audio", required=True, help="recordings of the voice to speak with")
+    p.add_argument(
+        "--set",
+        dest="sets",
+        action="append",
+        metavar="KEY=VALUE",
+        help="override an inverter field (inverter_train.max_steps=600); repeatable",
+    )
+    p.add_argument("--out", required=True, help="the voice folder to write")
+    p = units_cmds.add_parser("resynth", help="speak recordings again through their units")
+    p.add_argument("voice", help="a units voice --out folder")
+    p.add_argument("--audio", required=True, help="folder of audio files to resynthesise")
+    p.add_argument("--out", required=True, help="the folder of 16 kHz wavs to write")
+    p = units_cmds.add_parser(
+        "bitrate", help="bits per second of a units folder (ZeroSpeech 2019)"
+    )
+    p.add_argument("submission_dir", help="a units encode --out folder")
+    durations = p.add_mutually_exclusive_group(required=True)
+    durations.add_argument("--audio", help="the folder units encode read (durations from it)")
+    durations.add_argument("--filelist", help="an official bitrate list: <name>.txt <seconds>")
+
     abx = groups.add_parser("abx", help="ABX item files and scores")
     abx_cmds = abx.add_subparsers(dest="command", required=True)
     p = abx_cmds.add_parser("items", help="word items from a segments table")
@@ -196,6 +222,21 @@ def _run(args: argparse.Namespace) -> None:
         rows = zs.encode_units(run, args.audio, args.out, what=args.what)
         shift = zs.output_frame_shift(run, args.what)
         print(f"wrote {len(rows)} files to {args.out} (one line every {shift:g} s)")
+    elif command == ("units", "voice"):
+        voice = zs.train_voice(args.run, args.audio, args.out, overrides=parse_sets(args.sets))
+        losses = voice.history["loss"]
+        print(f"trained the inverter {len(losses)} steps -> {voice.path}")
+        print(f"final loss {losses[-1] if losses else float('nan'):.4f}")
+    elif command == ("units", "resynth"):
+        convergence = zs.resynthesize_folder(args.voice, args.audio, args.out)
+        print(f"wrote {len(convergence)} wavs (16 kHz) to {args.out}")
+        print(
+            "spectral convergence to the sources' magnitudes, mean "
+            f"{float(np.mean(list(convergence.values()))):.4f}"
+        )
+    elif command == ("units", "bitrate"):
+        rate = zs.submission_bitrate(args.submission_dir, audio=args.audio, filelist=args.filelist)
+        print(f"{rate:.2f}")
     elif command == ("abx", "items"):
         path, times = zs.abx_items(args.segments, args.out, times=args.times, audio=args.audio)
         n = sum(1 for line in open(path, encoding="utf-8") if line.strip()) - 1

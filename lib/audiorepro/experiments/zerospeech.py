@@ -104,7 +104,7 @@ from audiorepro.features import (
 )
 from audiorepro.losses.inverter import inverter_loss
 from audiorepro.metrics.abx import abx, abx_error, abx_modes, relative_time_item_file
-from audiorepro.metrics.bitrate import bitrate, bitrate_from_submission
+from audiorepro.metrics.bitrate import bitrate, bitrate_from_submission, bitrate_of_files
 from audiorepro.models.inverter import CodebookInverter, InverterConfig
 from audiorepro.models.kmeans import KMeans, kmeans, nearest_centroid
 from audiorepro.models.vqvae import INPUT_SCALES, VQVAE, VQVAEConfig, input_statistics
@@ -165,8 +165,11 @@ __all__ = [
     "load_data",
     "load_features",
     "load_units",
+    "load_voice",
     "model_inputs",
     "output_frame_shift",
+    "resynthesize_folder",
+    "submission_bitrate",
     "read_bitrate_filelist",
     "read_item_file",
     "relative_time_abx",
@@ -183,6 +186,7 @@ __all__ = [
     "synthesis_voices",
     "train_inverter",
     "train_units",
+    "train_voice",
     "train_ahead",
     "train_vqvae",
     "unit_runs",
@@ -933,22 +937,9 @@ def train_inverter(
     )
     if not names:
         raise ValueError(f"no training file of voice {config.target_voice} in {lang_dir}")
-    _, vectors = encode_files(vqvae.model, {n: inputs[n] for n in names})
-    r = vqvae.model.cfg.stride
     seg = config.inverter_train.segment_frames
-    items = []
-    for n in names:
-        for start in range(0, len(vectors[n]), seg):
-            v = vectors[n][start : start + seg]
-            m = mags[n][start * r : (start + len(v)) * r]
-            if len(m) >= r:
-                items.append((v, m))
-    inv_cfg = replace(
-        config.inverter,
-        code_dim=vqvae.model.cfg.code_dim,
-        n_bins=next(iter(mags.values())).shape[1],
-        repeat=r,
-    )
+    items = inverter_pairs(vqvae.model, {n: inputs[n] for n in names}, mags, seg)
+    inv_cfg = inverter_config(config.inverter, vqvae.model, mags)
     train_cfg = config.inverter_train.loop(seed)
     key = {
         "inverter": to_dict(inv_cfg),
@@ -970,23 +961,10 @@ def train_inverter(
     runs = store()
 
     def build(tmp: Path) -> None:
-        model.mag_scale.fill_(float(np.concatenate([m for _, m in items]).mean()))
-        per_epoch = -(-len(items) // train_cfg.batch_size)
-        trainer = Trainer(
-            model,
-            _inverter_step,
-            PairDataset(items),
-            replace(train_cfg, checkpoint_every=min(per_epoch, CHECKPOINT_STEPS)),
-            collate_fn=collate_pairs,
-            optimizer_factory=adam_factory,
-            out_dir=runs.staging(runs.run("inverter", key)),
-            callbacks=callbacks,
-            progress=progress,
+        staging = runs.staging(runs.run("inverter", key))
+        trained["model"], history = _train_inverter(
+            model, items, train_cfg, staging, callbacks, progress
         )
-        with single_thread():
-            result = trainer.fit(resume=True)
-        trained["model"] = trainer.unwrapped_model.cpu().eval()
-        history = {"step": result.steps, "loss": result.losses, "wall_time_s": result.wall_time_s}
         save_model_weights(trained["model"], tmp / "model.safetensors")
         write_json(tmp / "history.json", history)
 
@@ -1000,6 +978,67 @@ def train_inverter(
         return TrainedInverter(net, history, config.target_voice, "model" not in trained)
 
     return runs.cached("inverter", key, build, load)
+
+
+def inverter_pairs(
+    vqvae: VQVAE, inputs: Mapping[str, np.ndarray], mags: Mapping[str, np.ndarray], segment: int
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The inverter's training pairs: each file's codebook vectors (``vqvae``, frozen) cut into
+    pieces of ``segment`` code frames, each beside the linear magnitudes of the same stretch
+    (``stride`` frames per code); a last piece shorter than one code's frames is dropped."""
+    _, vectors = encode_files(vqvae, dict(inputs))
+    r = vqvae.cfg.stride
+    items = []
+    for n in inputs:
+        for start in range(0, len(vectors[n]), segment):
+            v = vectors[n][start : start + segment]
+            m = mags[n][start * r : (start + len(v)) * r]
+            if len(m) >= r:
+                items.append((v, m))
+    return items
+
+
+def inverter_config(
+    base: InverterConfig, vqvae: VQVAE, mags: Mapping[str, np.ndarray]
+) -> InverterConfig:
+    """``base`` sized for the units of ``vqvae`` and the magnitudes ``mags`` it learns."""
+    return replace(
+        base,
+        code_dim=vqvae.cfg.code_dim,
+        n_bins=next(iter(mags.values())).shape[1],
+        repeat=vqvae.cfg.stride,
+    )
+
+
+def _train_inverter(
+    model: CodebookInverter,
+    items: Sequence[tuple[np.ndarray, np.ndarray]],
+    train_cfg: TrainConfig,
+    staging: Path | None,
+    callbacks: Sequence[Any] = (),
+    progress: str = "none",
+) -> tuple[CodebookInverter, dict[str, Any]]:
+    """Train ``model`` on ``items`` (its magnitude scale first set to their mean); with
+    ``staging``, checkpoint there and continue from the newest checkpoint found."""
+    model.mag_scale.fill_(float(np.concatenate([m for _, m in items]).mean()))
+    per_epoch = -(-len(items) // train_cfg.batch_size)
+    if staging is not None:
+        train_cfg = replace(train_cfg, checkpoint_every=min(per_epoch, CHECKPOINT_STEPS))
+    trainer = Trainer(
+        model,
+        _inverter_step,
+        PairDataset(items),
+        train_cfg,
+        collate_fn=collate_pairs,
+        optimizer_factory=adam_factory,
+        out_dir=staging,
+        callbacks=callbacks,
+        progress=progress,
+    )
+    with single_thread():
+        result = trainer.fit(resume=staging is not None)
+    history = {"step": result.steps, "loss": result.losses, "wall_time_s": result.wall_time_s}
+    return trainer.unwrapped_model.cpu().eval(), history
 
 
 @torch.no_grad()
@@ -1172,6 +1211,8 @@ class UnitsRun:
     path: Path
     kmeans: dict[str, Any] | None = None
     """What ``run.json`` records of the k-means baseline (``None``: a run from before it)."""
+    preset: str = "embedded"
+    """The preset the run was trained from (its other sections: the inverter's defaults)."""
 
     @property
     def frame_shift(self) -> float:
@@ -1253,7 +1294,7 @@ def train_units(
             "kmeans": baseline,
         },
     )
-    return UnitsRun(model, config, spk, feature, history, out, baseline)
+    return UnitsRun(model, config, spk, feature, history, out, baseline, preset)
 
 
 KMEANS_FILE = "kmeans.npz"
@@ -1309,6 +1350,7 @@ def load_units(run: str | os.PathLike[str]) -> UnitsRun:
         info["history"],
         run,
         info.get("kmeans"),
+        info.get("preset", "embedded"),
     )
 
 
@@ -1362,6 +1404,144 @@ def encode_units(
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text)
     return rows
+
+
+VOICE_FILE = "voice.json"
+VOICE_FIELDS = ("inverter", "inverter_train", "seed", "griffin_lim_iters")
+"""The configuration fields that shape a :func:`train_voice` run; ``--set`` of others is
+refused."""
+
+
+@dataclass
+class VoiceRun:
+    """A codebook inverter trained for a units run on one voice (``audiorepro units voice``)."""
+
+    units: UnitsRun
+    inverter: CodebookInverter
+    griffin_lim_iters: int
+    history: dict[str, Any]
+    path: Path
+
+
+def train_voice(
+    run: UnitsRun | str | os.PathLike[str],
+    audio: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    *,
+    overrides: Mapping[str, Any] | None = None,
+    progress: str = "none",
+) -> VoiceRun:
+    """Train the chapter's codebook inverter (page ``04_inverter``) for the units of ``run`` on
+    every audio file under ``audio``, the recordings of the voice that :func:`resynthesize_folder`
+    will then speak with: the frozen VQ-VAE encodes each file, and the inverter learns to map
+    its codebook vectors to the file's linear magnitudes (10 ms frames).
+
+    ``overrides`` (``{"inverter_train.max_steps": 600}``) change the fields of
+    :data:`VOICE_FIELDS` of the units run's preset; others are a ``ConfigError``. Writes
+    ``out/inverter.safetensors`` and ``out/voice.json`` (the units run's folder, the
+    inverter's configuration, the files, the history)."""
+    units = run if isinstance(run, UnitsRun) else load_units(run)
+    config = load_config(units.preset, overrides)
+    refuse_unused(overrides, VOICE_FIELDS, "units voice", "--audio")
+    vqvae = units.model
+    if vqvae.cfg.feature_norm == "speaker":
+        raise ValueError(
+            f"{units.path}: the units normalise per speaker (model.feature_norm=speaker); "
+            "resynthesis reads one file at a time: train the units with another feature_norm"
+        )
+    wavs = find_wavs(audio)
+    inputs = load_wav_features(wavs, units.feature, store())
+    mags = load_wav_features(wavs, "linear", store())
+    items = inverter_pairs(vqvae, inputs, mags, config.inverter_train.segment_frames)
+    if not items:
+        raise ValueError(f"{audio}: every file is shorter than one code frame")
+    inv_cfg = inverter_config(config.inverter, vqvae, mags)
+    seed_everything(config.seed)
+    inverter, history = _train_inverter(
+        CodebookInverter(inv_cfg), items, config.inverter_train.loop(config.seed), None,
+        progress=progress,
+    )  # fmt: skip
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    save_model_weights(inverter, out / "inverter.safetensors")
+    write_json(
+        out / VOICE_FILE,
+        {
+            "kind": "voice",
+            "units": str(units.path.resolve()),
+            "inverter": to_dict(inv_cfg),
+            "inverter_train": to_dict(config.inverter_train),
+            "seed": config.seed,
+            "griffin_lim_iters": config.griffin_lim_iters,
+            "audio": str(Path(audio).resolve()),
+            "files": len(wavs),
+            "history": history,
+        },
+    )
+    return VoiceRun(units, inverter, config.griffin_lim_iters, history, out)
+
+
+def load_voice(path: str | os.PathLike[str]) -> VoiceRun:
+    """The :class:`VoiceRun` that :func:`train_voice` wrote to the folder ``path``, with the
+    units run it names."""
+    path = Path(path)
+    info_path = path / VOICE_FILE
+    if not info_path.is_file():
+        raise FileNotFoundError(f"{path}: not a voice run (no {VOICE_FILE}; see `units voice`)")
+    info = read_json(info_path)
+    if info.get("kind") != "voice":
+        raise ValueError(f"{info_path}: kind {info.get('kind')!r}, expected 'voice'")
+    units = load_units(info["units"])
+    inverter = CodebookInverter(from_dict(InverterConfig, info["inverter"], source=str(info_path)))
+    load_model_weights(inverter, path / "inverter.safetensors")
+    return VoiceRun(units, inverter.eval(), info["griffin_lim_iters"], info["history"], path)
+
+
+def resynthesize_folder(
+    voice: VoiceRun | str | os.PathLike[str],
+    audio: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+) -> dict[str, float]:
+    """Speak every audio file under ``audio`` again through its units, in ``voice``'s voice:
+    units (:func:`resynthesize`) → the inverter's magnitudes → Griffin-Lim, one 16 kHz
+    ``<out>/<file id>.wav`` each, as long as its source (to the 10 ms frame). Returns ``{file id: spectral
+    convergence of the inverter's magnitudes to the file's own}`` (0 is exact; voice
+    conversion into another speaker is far from 0 by design)."""
+    voice = voice if isinstance(voice, VoiceRun) else load_voice(voice)
+    wavs = find_wavs(audio)
+    inputs = load_wav_features(wavs, voice.units.feature, store())
+    mags = load_wav_features(wavs, "linear", store())
+    out = Path(out)
+    convergence = {}
+    for name in sorted(wavs):
+        wav, mag, _ = resynthesize(
+            voice.units.model, voice.inverter, inputs[name], None, voice.griffin_lim_iters
+        )
+        save_audio(out / f"{name}.wav", wav, SAMPLE_RATE)
+        convergence[name] = spectral_convergence(mags[name], mag[: len(mags[name])])
+    return convergence
+
+
+def submission_bitrate(
+    submission: str | os.PathLike[str],
+    *,
+    audio: str | os.PathLike[str] | None = None,
+    filelist: str | os.PathLike[str] | None = None,
+) -> float:
+    """Bitrate (bits/s) of a units folder as ZeroSpeech 2019 scores it, ``N · H / D``: the
+    durations D from the audio files themselves (``audio``, the folder ``units encode`` read:
+    one ``<file id>.txt`` per file) or from an official bitrate file list (``filelist``:
+    ``<name>.txt <seconds>`` lines). Give exactly one. Files without a ``.txt`` in
+    ``submission`` count for neither N nor D, as in the official evaluation."""
+    if (audio is None) == (filelist is None):
+        raise ValueError("give the durations: audio=DIR or filelist=FILE (exactly one)")
+    if filelist is not None:
+        return bitrate_from_submission(submission, filelist)
+    entries = []
+    for name, path in find_wavs(audio).items():
+        num_samples, sr, _ = audio_info(path)
+        entries.append((f"{name}.txt", num_samples / sr))
+    return bitrate_of_files(submission, entries, f"of {audio} (as <file id>.txt)")
 
 
 def output_frame_shift(run: UnitsRun, what: str) -> float:

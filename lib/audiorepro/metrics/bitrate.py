@@ -23,7 +23,13 @@ from audiorepro.data.recipes.zerospeech import (
     read_embedding_file,
 )
 
-__all__ = ["bitrate", "bitrate_from_submission", "entropy_bits", "read_embedding_file"]
+__all__ = [
+    "bitrate",
+    "bitrate_from_submission",
+    "bitrate_of_files",
+    "entropy_bits",
+    "read_embedding_file",
+]
 
 
 def entropy_bits(symbols: np.ndarray) -> float:
@@ -84,11 +90,21 @@ def bitrate_from_submission(
     skipped for both N and D; D is the sum of the durations of the files that are present. A
     file whose vector dimension differs from the others raises :class:`ZeroSpeechFormatError`.
     """
+    return bitrate_of_files(folder, read_bitrate_filelist(filelist), f"listed in {filelist}")
+
+
+def bitrate_of_files(
+    folder: str | os.PathLike[str],
+    entries: Sequence[tuple[str, float]],
+    source: str = "given",
+) -> float:
+    """:func:`bitrate_from_submission` over ``(file name under folder, seconds)`` entries
+    (``source`` says where they come from, for the error when none of the files exists)."""
     folder = Path(folder)
     if not folder.is_dir():
         raise ZeroSpeechFormatError(folder, None, "not a directory")
     arrays, duration, first = [], 0.0, None
-    for name, seconds in read_bitrate_filelist(filelist):
+    for name, seconds in entries:
         path = folder / name
         if not path.is_file():
             continue
@@ -105,5 +121,5 @@ def bitrate_from_submission(
         arrays.append(x)
         duration += seconds
     if duration == 0.0:
-        raise ZeroSpeechFormatError(folder, None, f"none of the files listed in {filelist} exist")
+        raise ZeroSpeechFormatError(folder, None, f"none of the files {source} exist")
     return bitrate(arrays, duration)
