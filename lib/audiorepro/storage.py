@@ -91,6 +91,20 @@ def write_json(path: Path, obj: Any, *, indent: int | None = None) -> None:
         os.fsync(handle.fileno())
 
 
+def read_run_info(folder: str | Path, name: str, kind: str, what: str, made_by: str) -> Any:
+    """The JSON file ``name`` of a run folder that the command ``made_by`` wrote, checked to
+    record ``"kind": kind``: a missing file says the folder is not ``what`` (``"a units run"``)
+    and which command makes one; another kind is a ``ValueError`` naming the file."""
+    folder = Path(folder)
+    path = folder / name
+    if not path.is_file():
+        raise FileNotFoundError(f"{folder}: not {what} (no {name}; see `{made_by}`)")
+    info = read_json(path)
+    if info.get("kind") != kind:
+        raise ValueError(f"{path}: kind {info.get('kind')!r}, expected {kind!r}")
+    return info
+
+
 def read_json(path: Path) -> Any:
     """Read a JSON file; a missing or corrupt file is a ``CheckpointError`` naming it."""
     try:

@@ -98,6 +98,7 @@ from audiorepro.storage import (
     config_hash,
     load_model_weights,
     read_json,
+    read_run_info,
     save_model_weights,
     write_json,
 )
@@ -1334,11 +1335,7 @@ def load_run(run: str | os.PathLike[str]) -> tuple[MultiViewAWE, Config]:
     """The model (eval mode, CPU) and configuration that :func:`train_on_segments` wrote."""
     run = Path(run)
     info_path = run / RUN_FILE
-    if not info_path.is_file():
-        raise FileNotFoundError(f"{run}: not an AWE run (no {RUN_FILE}; see `awe train`)")
-    info = read_json(info_path)
-    if info.get("kind") != "awe":
-        raise ValueError(f"{info_path}: kind {info.get('kind')!r}, expected 'awe'")
+    info = read_run_info(run, RUN_FILE, "awe", "an AWE run", "awe train")
     config = from_dict(Config, info["config"], source=str(info_path))
     model = MultiViewAWE(from_dict(AWEModelConfig, info["model"], source=str(info_path)))
     load_model_weights(model, run / SELECTED_WEIGHTS[config.select])

@@ -117,6 +117,7 @@ from audiorepro.storage import (
     config_hash,
     load_model_weights,
     read_json,
+    read_run_info,
     save_model_weights,
     write_json,
 )
@@ -1334,11 +1335,7 @@ def load_units(run: str | os.PathLike[str]) -> UnitsRun:
     """The :class:`UnitsRun` that :func:`train_units` wrote to the folder ``run``."""
     run = Path(run)
     info_path = run / RUN_FILE
-    if not info_path.is_file():
-        raise FileNotFoundError(f"{run}: not a units run (no {RUN_FILE}; see `units train`)")
-    info = read_json(info_path)
-    if info.get("kind") != "units":
-        raise ValueError(f"{info_path}: kind {info.get('kind')!r}, expected 'units'")
+    info = read_run_info(run, RUN_FILE, "units", "a units run", "units train")
     config = from_dict(Config, info["config"], source=str(info_path))
     model = VQVAE(config.model, n_speakers=len(info["speakers"]))
     load_model_weights(model, run / "model.safetensors")
@@ -1486,11 +1483,7 @@ def load_voice(path: str | os.PathLike[str]) -> VoiceRun:
     units run it names."""
     path = Path(path)
     info_path = path / VOICE_FILE
-    if not info_path.is_file():
-        raise FileNotFoundError(f"{path}: not a voice run (no {VOICE_FILE}; see `units voice`)")
-    info = read_json(info_path)
-    if info.get("kind") != "voice":
-        raise ValueError(f"{info_path}: kind {info.get('kind')!r}, expected 'voice'")
+    info = read_run_info(path, VOICE_FILE, "voice", "a voice run", "units voice")
     units = load_units(info["units"])
     inverter = CodebookInverter(from_dict(InverterConfig, info["inverter"], source=str(info_path)))
     load_model_weights(inverter, path / "inverter.safetensors")
