@@ -297,6 +297,12 @@ def test_bad_inputs_name_the_line_or_file(tmp_path):
         abx_error(tmp_path / "empty", _write(tmp_path, good))
     with pytest.raises(ValueError, match="no across-speaker ABX triplet"):
         abx_error(feats, _write(tmp_path, good))
+    alone = {f"S1_{k}": np.ones((4, 2)) for k in (1, 2, 3)}
+    one_speaker = "S1_1 0 1 p x y S1\nS1_2 0 1 p x y S1\nS1_3 0 1 q x y S1\n"
+    with pytest.raises(ValueError, match=r"\(3 items, 1 speaker\(s\), 2 label\(s\); .*"
+                       r"X from another\); with one speaker, score --mode within"):  # fmt: skip
+        abx_error(alone, _write(tmp_path, one_speaker))
+    assert abx_error(alone, _write(tmp_path, one_speaker), mode="within") == 50.0  # all ties
     with pytest.raises(ValueError, match="distance must be one of"):
         abx_error(feats, _write(tmp_path, good), distance="dtw")
 

@@ -599,7 +599,21 @@ def _mode_cells(layout: _Layout, mode: str) -> np.ndarray:
         lay.g_start, lay.g_end, lay.g_ctx, lay.g_spk, lay.g_phone, lay.ctx_start, mode == "within"
     )
     if len(cells) == 0:
-        raise ValueError(f"the item file defines no {mode}-speaker ABX triplet")
+        rule = (
+            "A and B from one speaker, X from another"
+            if mode == "across"
+            else "all three from one speaker"
+        )
+        hint = (
+            "; with one speaker, score --mode within"
+            if mode == "across" and len(lay.speakers) < 2
+            else ""
+        )
+        raise ValueError(
+            f"the item file defines no {mode}-speaker ABX triplet ({len(lay.order)} items, "
+            f"{len(lay.speakers)} speaker(s), {len(lay.phones)} label(s); a triplet needs A "
+            f"and X of one label and B of another in one context, {rule}){hint}"
+        )
     return cells
 
 
