@@ -196,6 +196,53 @@ def test_units_baselines_the_input_frames_and_the_runs_kmeans(corpus, tmp_path, 
     assert code == 1 and "the run has no k-means baseline" in err and "train it again" in err
 
 
+def test_per_speaker_normalisation_encodes_with_the_speakers_the_run_was_trained_with(
+    corpus, tmp_path, capsys
+):
+    """A run trained with ``model.feature_norm=speaker`` and ``--speaker-of parent`` encodes a
+    folder with the same rule (its file names have no speaker prefix), and the frames it reads
+    are each speaker's files standardised by that speaker's own mean and deviation."""
+    audio = tmp_path / "audio"
+    for wav in sorted((corpus / "audio").glob("*.wav")):
+        speaker, rest = wav.stem.split("_")
+        (audio / speaker).mkdir(parents=True, exist_ok=True)
+        shutil.copy(wav, audio / speaker / f"{rest}.wav")
+    code, _, err = run_cli(
+        capsys,
+        "units", "train", "--audio", audio, "--speaker-of", "parent", "--preset", "smoke",
+        "--set", "model.feature_norm=speaker", "--set", "train.max_steps=2",
+        "--set", "train.segment_frames=32", "--out", tmp_path / "u",
+    )  # fmt: skip
+    assert code == 0, err
+    for what in ("vectors", "frames"):
+        code, _, err = run_cli(
+            capsys, "units", "encode", tmp_path / "u", "--audio", audio,
+            "--out", tmp_path / what, "--what", what,
+        )  # fmt: skip
+        assert code == 0, err
+    from audiorepro.data.speech_segments import feature_function
+    from audiorepro.features import load_audio
+
+    mfcc = feature_function("mfcc")  # the features units train reads, as it reads them
+    raw = {
+        speaker.name: [
+            mfcc(load_audio(wav, sr=16000)[0]).astype(np.float32)
+            for wav in sorted(speaker.glob("*.wav"))
+        ]
+        for speaker in audio.iterdir()
+    }
+    spoken = np.concatenate(raw["S002"])
+    mean, std = spoken.mean(0), np.maximum(spoken.std(0), 1e-5)
+    frames = np.loadtxt(tmp_path / "frames" / "S002" / "yellow1.txt", ndmin=2)
+    first = sorted(p.stem for p in (audio / "S002").glob("*.wav")).index("yellow1")
+    np.testing.assert_allclose(frames, (raw["S002"][first] - mean) / std, rtol=1e-4, atol=1e-4)
+    code, _, err = run_cli(
+        capsys, "units", "encode", tmp_path / "u", "--audio", audio,
+        "--out", tmp_path / "p", "--speaker-of", "prefix",
+    )  # fmt: skip
+    assert code == 1 and "--speaker-of prefix: expected a file name <speaker>_<rest>" in err
+
+
 def test_units_bitrate_voice_and_resynthesis_of_a_folder(corpus, tmp_path, capsys):
     """``units bitrate`` is N·H/D of the units (durations from the wavs or an official file
     list, both equal to the count here); ``units voice`` trains an inverter on a folder and

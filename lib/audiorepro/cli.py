@@ -7,7 +7,7 @@ can call the same way::
     audiorepro units train --audio DIR [--speaker-of prefix|parent|MAP.tsv] [--preset P]
                            [--set key=value ...] --out RUN
     audiorepro units encode RUN --audio DIR --out SUBMISSION_DIR
-                            [--what vectors|codes|frames|kmeans]
+                            [--what vectors|codes|frames|kmeans] [--speaker-of RULE]
     audiorepro units bitrate SUBMISSION_DIR (--audio DIR | --filelist FILE)
     audiorepro units voice RUN --audio VOICE_DIR [--set key=value ...] --out VOICE
     audiorepro units resynth VOICE --audio DIR --out WAV_DIR
@@ -104,6 +104,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("run", help="a units train --out folder")
     p.add_argument("--audio", required=True, help="folder of audio files (as units train)")
     p.add_argument("--out", required=True, help="the submission folder to write")
+    p.add_argument(
+        "--speaker-of",
+        default=None,
+        help="with per-speaker normalisation (model.feature_norm=speaker): how to tell this "
+        "folder's speakers apart (prefix, parent or a MAP.tsv); default: the run's own rule",
+    )
     p.add_argument(
         "--what",
         default="vectors",
@@ -219,7 +225,9 @@ def _run(args: argparse.Namespace) -> None:
         print(f"final loss {losses[-1] if losses else float('nan'):.4f}")
     elif command == ("units", "encode"):
         run = zs.load_units(args.run)
-        rows = zs.encode_units(run, args.audio, args.out, what=args.what)
+        rows = zs.encode_units(
+            run, args.audio, args.out, what=args.what, speaker_of=args.speaker_of
+        )
         shift = zs.output_frame_shift(run, args.what)
         print(f"wrote {len(rows)} files to {args.out} (one line every {shift:g} s)")
     elif command == ("units", "voice"):

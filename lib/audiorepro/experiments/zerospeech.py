@@ -1214,6 +1214,9 @@ class UnitsRun:
     """What ``run.json`` records of the k-means baseline (``None``: a run from before it)."""
     preset: str = "embedded"
     """The preset the run was trained from (its other sections: the inverter's defaults)."""
+    speaker_of: str = "prefix"
+    """How the run told the speakers of its files (``--speaker-of``): the rule that
+    :func:`encode_units` applies to a folder when the model normalises per speaker."""
 
     @property
     def frame_shift(self) -> float:
@@ -1263,6 +1266,7 @@ def train_units(
     refuse_unused(overrides, UNITS_FIELDS, "units train", "--audio")
     wavs = find_wavs(audio)
     speakers = speakers_of(wavs, speaker_of, audio)
+    rule = speaker_of if speaker_of in ("prefix", "parent") else str(Path(speaker_of).resolve())
     feature = feature_of(config.model.input_dim)
     feats = load_wav_features(wavs, feature, store())
     names = sorted(feats)
@@ -1290,12 +1294,13 @@ def train_units(
             "speakers": spk,
             "feature": feature,
             "audio": str(Path(audio).resolve()),
+            "speaker_of": rule,
             "files": len(names),
             "history": history,
             "kmeans": baseline,
         },
     )
-    return UnitsRun(model, config, spk, feature, history, out, baseline, preset)
+    return UnitsRun(model, config, spk, feature, history, out, baseline, preset, rule)
 
 
 KMEANS_FILE = "kmeans.npz"
@@ -1348,6 +1353,7 @@ def load_units(run: str | os.PathLike[str]) -> UnitsRun:
         run,
         info.get("kmeans"),
         info.get("preset", "embedded"),
+        info.get("speaker_of", "prefix"),
     )
 
 
@@ -1356,6 +1362,7 @@ def encode_units(
     audio: str | os.PathLike[str],
     out: str | os.PathLike[str],
     what: str = "vectors",
+    speaker_of: str | None = None,
 ) -> dict[str, np.ndarray]:
     """Write one ZeroSpeech 2019 ``<out>/<file id>.txt`` per audio file under ``audio``.
 
@@ -1372,22 +1379,30 @@ def encode_units(
     when names repeat across subfolders, the paths under ``audio`` (``spk1/001.txt``: the
     subfolders are mirrored under ``out``; write the items with ``abx_items(..., audio=)``).
 
+    A model that normalises per speaker (``model.feature_norm: speaker``) pools each speaker's
+    files of ``audio``, told apart by ``speaker_of`` (``prefix``, ``parent`` or a ``MAP.tsv``,
+    as :func:`train_units`), by default the rule the run was trained with.
+
     Returns ``{file id: the rows written (T', D)}``.
     """
     if what not in UNIT_OUTPUTS:
         raise ValueError(f"what must be one of {', '.join(UNIT_OUTPUTS)}, got {what!r}")
     run = run if isinstance(run, UnitsRun) else load_units(run)
     centroids = run.centroids() if what == "kmeans" else None
-    feats = load_wav_features(find_wavs(audio), run.feature, store())
+    wavs = find_wavs(audio)
+    feats = load_wav_features(wavs, run.feature, store())
     cfg = run.model.cfg
+    speakers = None
+    if cfg.feature_norm == "speaker":
+        speakers = speakers_of(wavs, speaker_of or run.speaker_of, audio)
     rows: dict[str, np.ndarray] = {}
     if what in ("vectors", "codes"):
-        codes, vectors = encode_files(run.model, feats)
+        codes, vectors = encode_files(run.model, feats, speakers=speakers)
         for name in codes:
             hot = np.eye(cfg.codebook_size, dtype=np.int64)[codes[name]]
             rows[name] = vectors[name] if what == "vectors" else hot
     else:  # the baselines read the frames as the model does
-        inputs = model_inputs(feats, cfg.feature_norm)
+        inputs = model_inputs(feats, cfg.feature_norm, speakers)
         for name, x in inputs.items():
             if centroids is None:
                 rows[name] = x
