@@ -279,13 +279,18 @@ def test_units_bitrate_voice_and_resynthesis_of_a_folder(corpus, tmp_path, capsy
     with pytest.raises(SystemExit) as usage:
         main(["units", "bitrate", str(tmp_path / "hot")])
     assert usage.value.code == 2
+    (tmp_path / "hot" / "S002_yellow1.txt").unlink()  # the folder no longer matches the audio
+    code, _, err = run_cli(capsys, "units", "bitrate", tmp_path / "hot", "--audio", audio)
+    assert code == 1 and "no S002_yellow1.txt (and 0 more of the 18 audio files" in err
 
     code, out, err = run_cli(
         capsys, "units", "voice", tmp_path / "u", "--audio", audio,
         "--set", "inverter_train.max_steps=2", "--out", tmp_path / "v",
     )  # fmt: skip
     assert code == 0, err
-    assert f"trained the inverter 2 steps -> {tmp_path / 'v'}" in out
+    assert re.search(
+        rf"trained the inverter 2 steps on \d+ pieces of 18 files -> {tmp_path / 'v'}", out
+    )
     code, out, err = run_cli(
         capsys, "units", "resynth", tmp_path / "v", "--audio", audio, "--out", tmp_path / "w"
     )

@@ -233,7 +233,10 @@ def _run(args: argparse.Namespace) -> None:
     elif command == ("units", "voice"):
         voice = zs.train_voice(args.run, args.audio, args.out, overrides=parse_sets(args.sets))
         losses = voice.history["loss"]
-        print(f"trained the inverter {len(losses)} steps -> {voice.path}")
+        print(
+            f"trained the inverter {len(losses)} steps on {voice.pieces} pieces of "
+            f"{len(zs.find_wavs(args.audio))} files -> {voice.path}"
+        )
         print(f"final loss {losses[-1] if losses else float('nan'):.4f}")
     elif command == ("units", "resynth"):
         convergence = zs.resynthesize_folder(args.voice, args.audio, args.out)

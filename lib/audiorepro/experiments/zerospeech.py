@@ -106,7 +106,7 @@ from audiorepro.losses.inverter import inverter_loss
 from audiorepro.metrics.abx import abx, abx_error, abx_modes, relative_time_item_file
 from audiorepro.metrics.bitrate import bitrate, bitrate_from_submission, bitrate_of_files
 from audiorepro.models.inverter import CodebookInverter, InverterConfig
-from audiorepro.models.kmeans import KMeans, kmeans, nearest_centroid
+from audiorepro.models.kmeans import KMeans, kmeans
 from audiorepro.models.vqvae import INPUT_SCALES, VQVAE, VQVAEConfig, input_statistics
 from audiorepro.parallel import default_workers, map_processes
 from audiorepro.paths import data_dir, repo_root, results_dir
@@ -157,6 +157,8 @@ __all__ = [
     "frames_abx",
     "griffin_lim",
     "input_geometry",
+    "code_rate_kmeans",
+    "fit_code_rate_kmeans",
     "kmeans_baseline",
     "kmeans_units",
     "language_dir",
@@ -789,13 +791,29 @@ def kmeans_units(
     ``train_feats`` [(T, F)], ``test_feats`` {file: (T, F)}, already normalised as the VQ-VAE's
     input. Returns ``({file: codes (T',)}, {file: centroids (T', F)}, the fitted KMeans)``.
     """
-    pooled = np.concatenate([average_frames(x, stride) for x in train_feats])
-    fitted = kmeans(pooled, k, seed=seed, iterations=iterations)
+    fitted = fit_code_rate_kmeans(train_feats, k, stride, seed, iterations)
     codes, vectors = {}, {}
     for name, x in test_feats.items():
-        codes[name] = fitted.assign(average_frames(x, stride))
-        vectors[name] = fitted.centroids[codes[name]]
+        codes[name], vectors[name] = code_rate_kmeans(fitted, x, stride)
     return codes, vectors, fitted
+
+
+def fit_code_rate_kmeans(
+    train_feats: Sequence[np.ndarray], k: int, stride: int, seed: int, iterations: int = 30
+) -> KMeans:
+    """``k`` centroids (seeded) of the utterances ``train_feats`` [(T, F)] averaged to the code
+    rate of a VQ-VAE that downsamples by ``stride``: the k-means baseline's fit."""
+    pooled = np.concatenate([average_frames(x, stride) for x in train_feats])
+    return kmeans(pooled, k, seed=seed, iterations=iterations)
+
+
+def code_rate_kmeans(
+    fitted: KMeans, feats: np.ndarray, stride: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """One utterance (T, F) as k-means units: its frames averaged to the code rate, each
+    replaced by its nearest centroid. Returns ``(codes (T',), centroids (T', F))``."""
+    codes = fitted.assign(average_frames(feats, stride))
+    return codes, fitted.centroids[codes]
 
 
 def kmeans_baseline(
@@ -1223,8 +1241,8 @@ class UnitsRun:
         """Seconds between two code frames (stride × 10 ms)."""
         return self.model.cfg.stride * HOP_S
 
-    def centroids(self) -> np.ndarray:
-        """The k-means baseline's centroids (K, F): an error saying why a run has none."""
+    def kmeans_baseline(self) -> KMeans:
+        """The k-means baseline :func:`train_units` fitted: an error saying why a run has none."""
         info = self.kmeans
         if info is None:
             raise FileNotFoundError(
@@ -1237,7 +1255,7 @@ class UnitsRun:
         if not path.is_file():
             raise FileNotFoundError(f"{path}: the run's k-means baseline is missing")
         with np.load(path, allow_pickle=False) as archive:
-            return archive["centroids"]
+            return KMeans(archive["centroids"], info["inertia"], info.get("iterations", 0))
 
 
 UNITS_FIELDS = ("model", "train", "seed")
@@ -1318,22 +1336,27 @@ def _fit_units_baseline(
     ``run.json`` records of it; too few code frames for K centroids is recorded, not raised."""
     cfg = config.model
     inputs = normalize_features(feats, cfg.feature_norm, speakers)
-    pooled = np.concatenate([average_frames(x, cfg.stride) for x in inputs])
-    info: dict[str, Any] = {"k": cfg.codebook_size, "code_frames": len(pooled)}
-    if len(pooled) < cfg.codebook_size:
+    code_frames = sum(-(-len(x) // cfg.stride) for x in inputs)
+    info: dict[str, Any] = {"k": cfg.codebook_size, "code_frames": code_frames}
+    if code_frames < cfg.codebook_size:
         return info | {
-            "skipped": f"the audio gives {len(pooled)} code frames, fewer than K = "
+            "skipped": f"the audio gives {code_frames} code frames, fewer than K = "
             f"{cfg.codebook_size} centroids"
         }
     with single_thread():
-        fitted = kmeans(pooled, cfg.codebook_size, seed=config.seed)
+        fitted = fit_code_rate_kmeans(inputs, cfg.codebook_size, cfg.stride, config.seed)
 
     def write(tmp: Path) -> None:
         with open(tmp, "wb") as handle:
             np.savez(handle, centroids=fitted.centroids)
 
     atomic_write(out / KMEANS_FILE, write)
-    return info | {"file": KMEANS_FILE, "seed": config.seed, "inertia": fitted.inertia}
+    return info | {
+        "file": KMEANS_FILE,
+        "seed": config.seed,
+        "inertia": fitted.inertia,
+        "iterations": fitted.iterations,
+    }
 
 
 def load_units(run: str | os.PathLike[str]) -> UnitsRun:
@@ -1388,7 +1411,7 @@ def encode_units(
     if what not in UNIT_OUTPUTS:
         raise ValueError(f"what must be one of {', '.join(UNIT_OUTPUTS)}, got {what!r}")
     run = run if isinstance(run, UnitsRun) else load_units(run)
-    centroids = run.centroids() if what == "kmeans" else None
+    baseline = run.kmeans_baseline() if what == "kmeans" else None
     wavs = find_wavs(audio)
     feats = load_wav_features(wavs, run.feature, store())
     cfg = run.model.cfg
@@ -1404,10 +1427,7 @@ def encode_units(
     else:  # the baselines read the frames as the model does
         inputs = model_inputs(feats, cfg.feature_norm, speakers)
         for name, x in inputs.items():
-            if centroids is None:
-                rows[name] = x
-            else:
-                rows[name] = centroids[nearest_centroid(average_frames(x, cfg.stride), centroids)]
+            rows[name] = x if baseline is None else code_rate_kmeans(baseline, x, cfg.stride)[1]
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     for name in sorted(rows):
@@ -1433,6 +1453,8 @@ class VoiceRun:
     griffin_lim_iters: int
     history: dict[str, Any]
     path: Path
+    pieces: int | None = None
+    """Training pairs of ``segment_frames`` code frames the files gave (:func:`inverter_pairs`)."""
 
 
 def train_voice(
@@ -1487,10 +1509,11 @@ def train_voice(
             "griffin_lim_iters": config.griffin_lim_iters,
             "audio": str(Path(audio).resolve()),
             "files": len(wavs),
+            "pieces": len(items),
             "history": history,
         },
     )
-    return VoiceRun(units, inverter, config.griffin_lim_iters, history, out)
+    return VoiceRun(units, inverter, config.griffin_lim_iters, history, out, len(items))
 
 
 def load_voice(path: str | os.PathLike[str]) -> VoiceRun:
@@ -1502,7 +1525,14 @@ def load_voice(path: str | os.PathLike[str]) -> VoiceRun:
     units = load_units(info["units"])
     inverter = CodebookInverter(from_dict(InverterConfig, info["inverter"], source=str(info_path)))
     load_model_weights(inverter, path / "inverter.safetensors")
-    return VoiceRun(units, inverter.eval(), info["griffin_lim_iters"], info["history"], path)
+    return VoiceRun(
+        units,
+        inverter.eval(),
+        info["griffin_lim_iters"],
+        info["history"],
+        path,
+        info.get("pieces"),
+    )
 
 
 def resynthesize_folder(
@@ -1539,8 +1569,10 @@ def submission_bitrate(
     """Bitrate (bits/s) of a units folder as ZeroSpeech 2019 scores it, ``N · H / D``: the
     durations D from the audio files themselves (``audio``, the folder ``units encode`` read:
     one ``<file id>.txt`` per file) or from an official bitrate file list (``filelist``:
-    ``<name>.txt <seconds>`` lines). Give exactly one. Files without a ``.txt`` in
-    ``submission`` count for neither N nor D, as in the official evaluation."""
+    ``<name>.txt <seconds>`` lines). Give exactly one. With a file list, files without a
+    ``.txt`` in ``submission`` count for neither N nor D, as in the official evaluation; with
+    ``audio``, every file must have its ``.txt`` (a missing one is an error naming it and the
+    count: the folder was encoded from other audio)."""
     if (audio is None) == (filelist is None):
         raise ValueError("give the durations: audio=DIR or filelist=FILE (exactly one)")
     if filelist is not None:
@@ -1549,6 +1581,12 @@ def submission_bitrate(
     for name, path in find_wavs(audio).items():
         num_samples, sr, _ = audio_info(path)
         entries.append((f"{name}.txt", num_samples / sr))
+    missing = [name for name, _ in entries if not (Path(submission) / name).is_file()]
+    if missing and Path(submission).is_dir():
+        raise FileNotFoundError(
+            f"{submission}: no {missing[0]} (and {len(missing) - 1} more of the "
+            f"{len(entries)} audio files of {audio}): encode this folder with `units encode`"
+        )
     return bitrate_of_files(submission, entries, f"of {audio} (as <file id>.txt)")
 
 
