@@ -66,3 +66,45 @@ def test_audio_in_a_format_not_read_is_an_error_not_a_silent_skip(tmp_path):
         RecordingsError, match=r"S1_two.MP3: 1 audio file\(s\) under .* not read here"
     ):
         find_wavs(tmp_path)
+
+
+def test_a_byte_order_mark_and_windows_line_ends_read_as_the_plain_table(tmp_path):
+    from audiorepro.data.recordings import read_segments
+
+    write(tmp_path / "S1_a.wav", seconds=0.5)
+    rows = [
+        "path\tword\tspeaker\tstart\tend",
+        "S1_a.wav\tyes\tS1\t0.1\t0.3",
+        "S1_a.wav\tno\tS1\t\t",
+    ]
+    plain, excel = tmp_path / "plain.tsv", tmp_path / "excel.tsv"
+    plain.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    excel.write_bytes(("\r\n".join(rows) + "\r\n").encode("utf-8-sig"))
+    strip = [(s.path, s.word, s.speaker, s.start, s.end, s.line) for s in read_segments(plain)]
+    assert strip == [
+        (s.path, s.word, s.speaker, s.start, s.end, s.line) for s in read_segments(excel)
+    ]
+    assert strip[0][1:5] == ("yes", "S1", 0.1, 0.3)
+    speaker_map = tmp_path / "map.tsv"
+    speaker_map.write_bytes("S1_a\tanna\r\n".encode("utf-8-sig"))
+    assert speakers_of(find_wavs(tmp_path), str(speaker_map), tmp_path) == {"S1_a": "anna"}
+    latin = tmp_path / "latin.tsv"
+    latin.write_bytes("\n".join(rows[:2] + ["S1_a.wav\tcaf\xe9\tS1\t\t"]).encode("latin-1"))
+    with pytest.raises(RecordingsError, match=r"latin.tsv: cannot read the file as UTF-8"):
+        read_segments(latin)
+
+
+def test_a_lexicon_in_the_cmu_releases_latin1_encoding_reads(tmp_path):
+    from audiorepro.data.recordings import read_lexicon
+
+    lexicon = tmp_path / "cmudict-0.7b"
+    text = ";;; # CMUdict -- Major Version: 0.07\nCAF\xc9  K AE0 F EY1\nCAFE  K AE0 F EY1\n"
+    text += "CAFE(1)  K AH0 F EY1\nHELLO  HH AH0 L OW1\n"
+    lexicon.write_bytes(text.encode("latin-1"))
+    assert read_lexicon(lexicon) == {
+        "caf\xe9": ("K", "AE0", "F", "EY1"),
+        "cafe": ("K", "AE0", "F", "EY1"),
+        "hello": ("HH", "AH0", "L", "OW1"),
+    }
+    lexicon.write_bytes(("\ufeff" + text.replace("\xc9", "\xe9")).encode("utf-8"))
+    assert read_lexicon(lexicon)["caf\xe9"] == ("K", "AE0", "F", "EY1")

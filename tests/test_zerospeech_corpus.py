@@ -347,6 +347,10 @@ def test_read_item_file_real_format(tmp_path) -> None:
     out = write_item_file(tmp_path / "copy.item", items)
     assert read_item_file(out) == items
     assert out.read_text().splitlines()[0] == " ".join(ITEM_HEADER)
+    # written by a Windows editor: a byte-order mark and CRLF line ends read the same
+    windows = tmp_path / "windows.item"
+    windows.write_bytes(path.read_text().replace("\n", "\r\n").encode("utf-8-sig"))
+    assert read_item_file(windows) == items
 
 
 @pytest.mark.parametrize(

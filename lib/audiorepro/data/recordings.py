@@ -136,13 +136,22 @@ def ids_under(folder: str | os.PathLike[str]) -> dict[Path, str]:
     return {path.resolve(): name for name, path in find_wavs(folder).items()}
 
 
-def _read_lines(path: Path) -> list[tuple[int, str]]:
+def _read_lines(path: Path, latin1: bool = False) -> list[tuple[int, str]]:
+    """The non-blank lines of a UTF-8 text file, a leading byte-order mark dropped (as
+    spreadsheet programs write one). With ``latin1``, a file that is not UTF-8 is read as
+    ISO-8859-1, the encoding of the CMU dictionary's own releases (``cmudict-0.7b``)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except FileNotFoundError:
         raise RecordingsError(path, None, "file not found") from None
-    except (OSError, UnicodeDecodeError) as err:
+    except OSError as err:
         raise RecordingsError(path, None, f"cannot read the file: {err}") from err
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        if not latin1:
+            raise RecordingsError(path, None, f"cannot read the file as UTF-8: {err}") from err
+        text = data.decode("latin-1")
     return [(n, line) for n, line in enumerate(text.splitlines(), start=1) if line.strip()]
 
 
@@ -342,7 +351,8 @@ def read_lexicon(path: str | os.PathLike[str]) -> dict[str, tuple[str, ...]]:
     """A pronouncing dictionary file: ``{word: phones}``, the first pronunciation of each word.
 
     Lines are ``WORD PH1 PH2 ...`` (whitespace separated); ``;;;`` lines are comments; a word
-    written ``WORD(2)`` is a further pronunciation and is skipped. Words are matched
+    written ``WORD(2)`` is a further pronunciation and is skipped. UTF-8, or ISO-8859-1 as the
+    CMU dictionary's releases are. Words are matched
     case-insensitively (stored lower-case); phones are kept as written.
 
     Raises:
@@ -350,7 +360,7 @@ def read_lexicon(path: str | os.PathLike[str]) -> dict[str, tuple[str, ...]]:
     """
     path = Path(path)
     out: dict[str, tuple[str, ...]] = {}
-    for number, line in _read_lines(path):
+    for number, line in _read_lines(path, latin1=True):
         if line.lstrip().startswith(";;;"):
             continue
         fields = line.split()

@@ -152,9 +152,10 @@ def _number(value: str, path: Path, line: int, what: str) -> float:
 
 
 def _read_text(path: Path) -> str:
-    """A UTF-8 text file; a missing or unreadable file raises :class:`ZeroSpeechFormatError`."""
+    """A UTF-8 text file (a leading byte-order mark dropped); a missing or unreadable file
+    raises :class:`ZeroSpeechFormatError`."""
     try:
-        return path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8-sig")
     except FileNotFoundError:
         raise ZeroSpeechFormatError(path, None, "file not found") from None
     except (OSError, UnicodeDecodeError) as err:
