@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import soundfile as sf
@@ -108,3 +110,30 @@ def test_a_lexicon_in_the_cmu_releases_latin1_encoding_reads(tmp_path):
     }
     lexicon.write_bytes(("\ufeff" + text.replace("\xc9", "\xe9")).encode("utf-8"))
     assert read_lexicon(lexicon)["caf\xe9"] == ("K", "AE0", "F", "EY1")
+
+
+def test_prefix_with_another_separator_reads_librispeech_names(tmp_path):
+    from audiorepro.data.recordings import speaker_rule
+
+    write(tmp_path / "84" / "121123" / "84-121123-0000.flac")
+    write(tmp_path / "84" / "121123" / "84-121123-0001.flac")
+    write(tmp_path / "174" / "50561" / "174-50561-0000.flac")
+    wavs = find_wavs(tmp_path)
+    assert speakers_of(wavs, "prefix:-") == {
+        "84-121123-0000": "84",
+        "84-121123-0001": "84",
+        "174-50561-0000": "174",
+    }
+    # the folder a LibriSpeech file is in is its chapter, not its speaker
+    assert set(speakers_of(wavs, "parent").values()) == {"121123", "50561"}
+    with pytest.raises(RecordingsError, match=r"expected a file name <speaker>_<rest>.flac.*"):
+        speakers_of(wavs, "prefix")
+    with pytest.raises(
+        RecordingsError, match=r"names like '174-50561-0000': --speaker-of prefix:-"
+    ):
+        speakers_of(wavs, "prefix")
+    with pytest.raises(RecordingsError, match=r"prefix:SEP: expected a separator"):
+        speakers_of(wavs, "prefix:")
+    assert speaker_rule("prefix:-") == "prefix:-"
+    assert speaker_rule("parent") == "parent"
+    assert speaker_rule("map.tsv") == str(Path("map.tsv").resolve())

@@ -96,7 +96,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--speaker-of",
         default="prefix",
-        help="prefix (name up to the first _), parent (folder name) or a MAP.tsv (file, speaker)",
+        help="prefix (name up to the first _; prefix:- up to the first -), parent (folder "
+        "name) or a MAP.tsv (file, speaker)",
     )
     preset_args(p)
     p.add_argument("--out", required=True, help="the run folder to write")

@@ -6,7 +6,7 @@ user's own speech through these:
 - :func:`find_wavs`: every audio file under a folder (recursively), keyed by file id: its name
   without extension, or its path under the folder when names repeat across subfolders;
 - :func:`speakers_of`: the speaker of each file by a rule: ``prefix`` (the file name up to the
-  first ``_``, the ZeroSpeech convention), ``parent`` (the folder the file is in) or a
+  first ``_``, the ZeroSpeech convention; ``prefix:SEP`` another separator), ``parent`` (the folder the file is in) or a
   ``MAP.tsv`` path (``file<TAB>speaker`` lines, ``file`` a stem or a path relative to the
   folder);
 - :func:`read_segments`: a ``SEG.tsv`` table with the header ``path word speaker start end``
@@ -44,6 +44,7 @@ __all__ = [
     "ids_under",
     "read_lexicon",
     "read_segments",
+    "speaker_rule",
     "speakers_of",
 ]
 
@@ -155,6 +156,32 @@ def _read_lines(path: Path, latin1: bool = False) -> list[tuple[int, str]]:
     return [(n, line) for n, line in enumerate(text.splitlines(), start=1) if line.strip()]
 
 
+def _prefix_separator(rule: str) -> str | None:
+    """``"_"`` for ``prefix``, ``SEP`` for ``prefix:SEP``, None for any other rule."""
+    if rule == "prefix":
+        return "_"
+    if rule.startswith("prefix:"):
+        separator = rule[len("prefix:") :]
+        if not separator or any(c.isspace() for c in separator) or "/" in separator:
+            raise RecordingsError(
+                rule,
+                None,
+                "speaker rule prefix:SEP: expected a separator without spaces or /, "
+                "e.g. prefix:- for LibriSpeech names (84-121123-0000)",
+            )
+        return separator
+    return None
+
+
+def speaker_rule(rule: str) -> str:
+    """How a run records a speaker rule: a named rule (``prefix``, ``prefix:SEP``,
+    ``parent``) as it is, a ``MAP.tsv`` as its absolute path (the run is read from
+    elsewhere later)."""
+    if rule in SPEAKER_RULES or _prefix_separator(rule) is not None:
+        return rule
+    return str(Path(rule).resolve())
+
+
 def speakers_of(
     wavs: Mapping[str, Path], rule: str = "prefix", root: str | os.PathLike[str] | None = None
 ) -> dict[str, str]:
@@ -162,27 +189,36 @@ def speakers_of(
 
     Args:
         wavs: ``{file id: path}``.
-        rule: ``"prefix"`` (the file name up to the first ``_`` or space), ``"parent"`` (the name of
-            the file's folder) or the path of a ``MAP.tsv`` whose lines are
+        rule: ``"prefix"`` (the file name up to the first ``_`` or space), ``"prefix:SEP"``
+            (up to the first ``SEP``: ``prefix:-`` for LibriSpeech's ``84-121123-0000``),
+            ``"parent"`` (the name of the file's folder) or the path of a ``MAP.tsv`` whose lines are
             ``file<TAB>speaker`` (``file``: a path relative to ``root``, or a file name, with
             or without the extension; a name shared by files in several subfolders must be
             given as a path).
         root: the audio folder (for relative paths in a map).
 
     Raises:
-        RecordingsError: a name without ``_`` (prefix), a malformed map line (names the line),
+        RecordingsError: a name without ``_`` (prefix) or ``SEP``, a malformed map line (names the line),
             a file the map does not list, or a map line naming by its name a file whose name
             several subfolders share.
     """
-    if rule == "prefix":
+    separator = _prefix_separator(rule)
+    if separator is not None:
         out = {}
         for name, path in wavs.items():
-            head, sep, _ = file_id(path.stem).partition("_")
+            stem = file_id(path.stem) if separator == "_" else path.stem
+            head, sep, _ = stem.partition(separator)
             if not sep or not head:
+                hint = (
+                    f" (names like {path.stem!r}: --speaker-of prefix:-)"
+                    if separator == "_" and "-" in path.stem.strip("-")
+                    else ""
+                )
                 raise RecordingsError(
                     path,
                     None,
-                    "--speaker-of prefix: expected a file name <speaker>_<rest>.wav; use "
+                    f"--speaker-of {rule}: expected a file name <speaker>{separator}<rest>"
+                    f"{path.suffix}; use prefix:SEP for another separator{hint}, "
                     "--speaker-of parent or a MAP.tsv for other names",
                 )
             out[name] = head

@@ -76,6 +76,7 @@ from audiorepro.data.recordings import (
     find_wavs,
     ids_under,
     read_segments,
+    speaker_rule,
     speakers_of,
 )
 from audiorepro.data.speech_segments import (
@@ -1284,7 +1285,7 @@ def train_units(
     refuse_unused(overrides, UNITS_FIELDS, "units train", "--audio")
     wavs = find_wavs(audio)
     speakers = speakers_of(wavs, speaker_of, audio)
-    rule = speaker_of if speaker_of in ("prefix", "parent") else str(Path(speaker_of).resolve())
+    rule = speaker_rule(speaker_of)
     feature = feature_of(config.model.input_dim)
     feats = load_wav_features(wavs, feature, store())
     names = sorted(feats)
