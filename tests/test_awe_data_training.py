@@ -697,3 +697,55 @@ def test_anchor_check_ranks_other_speakers_tokens_against_centroids_and_written_
     lonely = WordSegments(**{**segments.__dict__, "speakers": ["s1"] * len(tokens)})
     with pytest.raises(ValueError, match="fewer than two words"):
         awe.anchor_check(None, lonely)
+
+
+def test_pronunciation_variation_counts_dictionary_matches_and_each_words_realisations(
+    tmp_path, monkeypatch
+):
+    from audiorepro.data.embedded.word_corpus import MANIFEST_DIR
+    from audiorepro.data.manifests import AlignmentItem, Supervision, write_manifest
+    from audiorepro.experiments import awe
+
+    dictionary = {"better": ["B", "EH", "T", "ER"], "camera": ["K", "AE", "M", "ER", "AH"]}
+    realised = [
+        ["B", "EH", "T", "ER"],  # the dictionary's
+        ["B", "EH", "T", "ER", "R"],  # one insertion: 1 / 4
+        ["B", "EH", "T", "ER"],
+        ["K", "AE", "M", "AH", "R", "AH"],  # ER -> AH, R inserted: 2 / 5
+        ["K", "AE", "M", "AH", "R", "AH"],
+        ["B", "EH", "D", "ER"],  # one substitution: 1 / 4
+    ]
+    words = ["better", "better", "better", "camera", "camera", "better"]
+    got = awe.pronunciation_variation(realised, words, dictionary)
+    assert got["dictionary_match"] == pytest.approx(2 / 6)
+    assert got["phone_error_rate"] == pytest.approx((0 + 0.25 + 0 + 0.4 + 0.4 + 0.25) / 6)
+    # better: 2 of 4 tokens in its usual form; camera: 2 of 2
+    assert got["usual_realisation"] == pytest.approx(4 / 6)
+    assert got["words_with_variants"] == pytest.approx(1 / 2)
+    assert (got["tokens"], got["words"]) == (6, 2)
+    with pytest.raises(ValueError, match="no dictionary entry for \\['cat'\\]"):
+        awe.pronunciation_variation([["K"]], ["cat"], dictionary)
+    with pytest.raises(ValueError, match="no word has two or more tokens"):
+        awe.pronunciation_variation(realised[3:5], ["camera", "better"], dictionary)
+
+    # the same from a corpus's supervision manifest, in the layout the word corpus writes
+    sups = [
+        Supervision(
+            id=f"t{i}",
+            recording_id="S001-A",
+            start=float(i),
+            duration=0.5,
+            text=w,
+            speaker="S001",
+            custom={"pronunciation": dictionary[w]},
+            alignment={
+                "phone": tuple(AlignmentItem(p, i + 0.08 * k, 0.08) for k, p in enumerate(phones))
+            },
+        )  # fmt: skip
+        for i, (w, phones) in enumerate(zip(words, realised, strict=True))
+    ]
+    write_manifest(tmp_path / MANIFEST_DIR / "test_supervisions.jsonl.gz", sups)
+    monkeypatch.setattr(awe, "corpus_root", lambda config: tmp_path)
+    assert awe.corpus_pronunciation_variation(awe.load_config("smoke")) == got
+    # a corpus without phone alignments (Switchboard's list + npz layout): nothing to say
+    assert awe.corpus_pronunciation_variation(awe.load_config("smoke"), "dev") is None

@@ -282,13 +282,34 @@ anchors = anchors.astype({"tokens": int, "words": int})
 anchors.round(3)
 
 # %% [markdown]
+# Why would the written word predict a token better than other speakers' tokens do? Because
+# here a word is pronounced the same way by every voice. From the corpus's phone alignments
+# (`awe.corpus_pronunciation_variation`): `dictionary_match`, the share of tokens realised
+# exactly as the dictionary pronunciation the phoneme encoder reads, and `phone_error_rate`,
+# their mean phone edit distance to it; `usual_realisation`, over the words with two or more
+# tokens, the share of tokens said as their word's most frequent phone sequence, and
+# `words_with_variants`, the share of those words said in more than one way.
+
+# %%
+# empty for a corpus without phone alignments (Switchboard's list + npz layout)
+variation = pd.DataFrame(
+    {
+        split: awe.corpus_pronunciation_variation(cfg, split) or {}
+        for split in ("train", "test")
+    }
+).T
+variation.round(3)
+
+# %% [markdown]
 # Read together: the acoustic centroid of other speakers' tokens is a *worse* anchor than the
 # tokens themselves, and the written word the best one, so what lifts cross-view AP here is
 # not having one anchor per word but the written view itself, which predicts every voice's
-# tokens of a word better than other speakers' tokens do. The embedded tokens are synthesised
-# from the very pronunciations the phoneme encoder reads; Switchboard's conversational tokens
-# depart from their dictionary pronunciations, which is one reason the paper's cross-view AP
-# stays below its acoustic AP. On the depth checks: a one-layer Rep encoder groups written
+# tokens of a word better than other speakers' tokens do. eSpeak's pronunciation of a word
+# often differs from the dictionary's (the phone error rate), but it is the same for every
+# voice and context (nearly all tokens in their word's usual form): the written word maps to
+# one fixed phone sequence, and only the voice varies. Switchboard's conversational tokens
+# depart from their dictionary pronunciations differently from token to token, which is one
+# reason the paper's cross-view AP stays below its acoustic AP. On the depth checks: a one-layer Rep encoder groups written
 # words by their first phone almost entirely, deeper Rep encoders much less (the table before),
 # which is how Rep catches up with Avg and passes it at N = 4 and 8 here; and no encoder has
 # collapsed (mean cosines near 0), so the deepest one learns at this width and learning rate.

@@ -385,6 +385,85 @@ def anchor_check(
     }
 
 
+def _phone_edits(a: Sequence[str], b: Sequence[str]) -> int:
+    """Edit distance (insertions, deletions, substitutions) between two phone sequences."""
+    prev = list(range(len(b) + 1))
+    for i, x in enumerate(a, start=1):
+        cur = [i]
+        for j, y in enumerate(b, start=1):
+            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (x != y)))
+        prev = cur
+    return prev[-1]
+
+
+def pronunciation_variation(
+    realised: Sequence[Sequence[str]],
+    words: Sequence[str],
+    dictionary: Mapping[str, Sequence[str]],
+) -> dict[str, float]:
+    """How the spoken tokens of a word differ in pronunciation: from each token's realised
+    phones (``realised[i]``, its phone alignment), its word and the dictionary pronunciation
+    the phoneme encoder reads (``dictionary[word]``):
+
+    - ``dictionary_match``: share of tokens realised exactly as their dictionary
+      pronunciation; ``phone_error_rate``: mean edit distance to it over its length;
+    - ``usual_realisation``: over the words with two or more tokens, the share of their tokens
+      realised as their word's most frequent realisation (1: every token of a word the same
+      phones, whoever speaks it); ``words_with_variants``: the share of those words with more
+      than one realisation;
+    - ``tokens``, ``words``: how many (``words``: with two or more tokens).
+
+    Raises:
+        ValueError: lengths differ, a word is missing from ``dictionary``, or no word has two
+            tokens.
+    """
+    if len(realised) != len(words):
+        raise ValueError(
+            f"pronunciation_variation: {len(realised)} realisations for {len(words)} words"
+        )
+    missing = sorted(set(words) - set(dictionary))
+    if missing:
+        raise ValueError(f"pronunciation_variation: no dictionary entry for {missing[:5]}")
+    forms: dict[str, Counter[tuple[str, ...]]] = {}
+    matches, errors = 0, 0.0
+    for phones, word in zip(realised, words, strict=True):
+        phones = tuple(phones)
+        reference = tuple(dictionary[word])
+        matches += phones == reference
+        errors += _phone_edits(phones, reference) / max(len(reference), 1)
+        forms.setdefault(word, Counter())[phones] += 1
+    repeated = [c for c in forms.values() if sum(c.values()) > 1]
+    if not repeated:
+        raise ValueError("pronunciation_variation: no word has two or more tokens")
+    usual = sum(c.most_common(1)[0][1] for c in repeated)
+    return {
+        "dictionary_match": matches / len(words),
+        "phone_error_rate": errors / len(words),
+        "usual_realisation": usual / sum(sum(c.values()) for c in repeated),
+        "words_with_variants": sum(len(c) > 1 for c in repeated) / len(repeated),
+        "tokens": len(words),
+        "words": len(repeated),
+    }
+
+
+def corpus_pronunciation_variation(config: Config, split: str = "test") -> dict[str, float] | None:
+    """:func:`pronunciation_variation` of a split of the chapter's corpus, read from its
+    supervision manifest (each token's phone alignment and ``custom["pronunciation"]``, the
+    dictionary pronunciation its word's phone ids come from). ``None`` for a corpus without
+    that manifest (Switchboard in the Kamper/He layout has no phone alignments)."""
+    from audiorepro.data.embedded.word_corpus import MANIFEST_DIR
+    from audiorepro.data.manifests import read_supervisions
+
+    path = corpus_root(config) / MANIFEST_DIR / f"{split}_supervisions.jsonl.gz"
+    if not path.is_file():
+        return None
+    sups = read_supervisions(path)
+    realised = [[a.symbol for a in (s.alignment or {}).get("phone", ())] for s in sups]
+    words = [s.text for s in sups]
+    dictionary = {s.text: s.custom["pronunciation"] for s in sups}
+    return pronunciation_variation(realised, words, dictionary)
+
+
 FLOOR_FACTOR = 3.0
 """A compared run must reach this many times the chance AP to count as having learned."""
 
@@ -1608,6 +1687,7 @@ __all__ = [
     "anchor_check",
     "chance_levels",
     "chapter_configs",
+    "corpus_pronunciation_variation",
     "corpus_root",
     "curve_ends",
     "current",
@@ -1631,6 +1711,7 @@ __all__ = [
     "num_phone_ids",
     "project_2d",
     "projection",
+    "pronunciation_variation",
     "record_sweep",
     "run_config",
     "seed_configs",
