@@ -353,3 +353,42 @@ def test_mixed_channels_are_recorded_and_change_the_sides(tmp_path) -> None:
         assert np.array_equal(a, b) == (channel == "clean")
     with pytest.raises(ConfigError, match="channels must be one of"):
         dataclasses.replace(cfg, channels="phone")
+
+
+def test_accents_are_balanced_per_split_recorded_and_change_the_words_phones(tmp_path) -> None:
+    cfg = dataclasses.replace(
+        SMOKE, train_speakers=4, dev_speakers=1, test_speakers=2, sentences_per_speaker=2
+    )
+    # the default: every speaker American English, the voices otherwise unchanged
+    plain = wc.split_speakers(cfg, seed=0)
+    assert {v.language for vs in plain.values() for v in vs} == {"en-us"}
+    four = "en-us,en-029,en-gb-scotland,en-gb-x-rp"
+    accented = wc.split_speakers(dataclasses.replace(cfg, accents=four), seed=0)
+    assert sorted(v.language for v in accented["train"]) == sorted(four.split(","))
+    assert len({v.language for v in accented["test"]}) == 2
+    for split in plain:  # only the accent differs
+        assert [dataclasses.replace(v, language="en-us") for v in accented[split]] == plain[split]
+    assert accented == wc.split_speakers(dataclasses.replace(cfg, accents=four), seed=0)
+
+    counts = wc.generate_word_corpus(
+        tmp_path / "acc", "smoke", 0, config=dataclasses.replace(cfg, accents=four)
+    )
+    assert counts["train"]["sides"] == 4
+    sups = read_supervisions(tmp_path / "acc" / wc.MANIFEST_DIR / "train_supervisions.jsonl.gz")
+    by_speaker = {s.speaker: s.custom["espeak_language"] for s in sups}
+    assert by_speaker == {v.name: v.language for v in accented["train"]}
+    # some word is said with other phones by a speaker of another accent
+    phones = {}
+    for s in sups:
+        phones.setdefault(s.text, {})[s.custom["espeak_language"]] = tuple(
+            a.symbol for a in s.alignment["phone"]
+        )
+    assert any(len(set(by.values())) > 1 for by in phones.values())
+
+    for bad, message in [
+        ("en-au", "expected eSpeak English accents"),
+        ("", "expected eSpeak English accents"),
+        ("en-us,en-us", "names an accent twice"),
+    ]:
+        with pytest.raises(ConfigError, match=message):
+            dataclasses.replace(cfg, accents=bad)

@@ -28,7 +28,10 @@ split into train, dev and test; each has one side. No eSpeak voice variant occur
 (``ConfigError`` when the variant pools cannot serve the splits). With ``channels`` set, each
 side is heard through one channel condition (:func:`split_conditions`;
 :mod:`~audiorepro.data.embedded.channels`), applied to the whole side before its features are
-computed; supervisions record ``custom["espeak_variant"]`` and ``custom["channel"]``. A
+computed. With several ``accents`` each speaker talks in one of eSpeak's English accents (its
+pronunciation rules: rhoticity, vowels), so tokens of one word differ in phones as well as voice
+between speakers; supervisions record ``custom["espeak_variant"]``,
+``custom["espeak_language"]`` and ``custom["channel"]``. A
 seeded subset of the target words (``unseen_types``) never occurs in train sentences, so dev
 and test hold both seen and unseen word types. Sentences mix target words (probability
 ``target_fraction``) with shorter words of the vocabulary, which give the targets varied
@@ -98,8 +101,39 @@ SOURCES_FILE = "sources.yaml"
 FRAMES_PER_SECOND = 100
 
 # Stream ids for np.random.default_rng([seed, role, ...]); 10+ keeps them apart from ZeroSpeech.
-_ROLE_VOCAB, _ROLE_RATE, _ROLE_SENTENCE, _ROLE_CHANNEL = 10, 11, 12, 13
+_ROLE_VOCAB, _ROLE_RATE, _ROLE_SENTENCE, _ROLE_CHANNEL, _ROLE_ACCENT = 10, 11, 12, 13, 14
 _ZIP_TIME = (1980, 1, 1, 0, 0, 0)
+
+
+ACCENTS = (
+    "en-us",
+    "en-us-nyc",
+    "en",
+    "en-029",
+    "en-gb-scotland",
+    "en-gb-x-gbclan",
+    "en-gb-x-gbcwmd",
+    "en-gb-x-rp",
+)
+"""The English accents of eSpeak NG (its ``lang`` files; ``en-shaw``, a script, left out)."""
+
+
+def accent_list(accents: str) -> tuple[str, ...]:
+    """The accents of ``WordCorpusConfig.accents`` (comma separated) as a tuple.
+
+    Raises:
+        ConfigError: an empty list, a repeated accent or one not in :data:`ACCENTS`.
+    """
+    names = tuple(a.strip() for a in str(accents).split(","))
+    bad = [a for a in names if a not in ACCENTS]
+    if bad or not names:
+        raise ConfigError(
+            f"accents: expected eSpeak English accents from {', '.join(ACCENTS)} (comma "
+            f"separated), got {accents!r}"
+        )
+    if len(set(names)) < len(names):
+        raise ConfigError(f"accents: {accents!r} names an accent twice")
+    return names
 
 
 @dataclasses.dataclass(frozen=True)
@@ -134,12 +168,19 @@ class WordCorpusConfig:
     snr_db: float = field(20.0, help="signal-to-noise ratio of the noise condition (dB)")
     noise_color: str = field("pink", help="noise of the noise condition: white or pink")
     rt60_s: float = field(0.4, help="reverberation time of the reverb condition (s)")
+    accents: str = field(
+        "en-us",
+        help="eSpeak English accents of the speakers: one language (every speaker) or several, "
+        "comma separated, each speaker one of them, balanced per split (seeded; e.g. "
+        f"{','.join(ACCENTS)})",
+    )
 
     def __post_init__(self) -> None:
         check_channel_fields(self)
+        accent_list(self.accents)
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
-            if f.name in ("target_fraction", "gap_s", *CHANNEL_FIELDS):
+            if f.name in ("target_fraction", "gap_s", "accents", *CHANNEL_FIELDS):
                 continue
             low = 0 if f.name in ("word_types", "unseen_types") else 1
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
@@ -233,19 +274,27 @@ def split_speakers(config: WordCorpusConfig, seed: int) -> dict[str, list[Voice]
 
     Voices come from :func:`~audiorepro.data.embedded.espeak.disjoint_voices`: no eSpeak voice
     variant is used in two splits; each speaker's rate is then redrawn in
-    [min_rate, max_rate].
+    [min_rate, max_rate], and its accent is ``config.accents``' one, or with several, the next
+    of the split's own seeded permutation of them (every accent once per that many speakers).
 
     Raises:
         ConfigError: the splits cannot be made disjoint (too few variants).
     """
     groups = disjoint_voices(list(config.speakers.values()), seed, "en-us", 1)
+    accents = accent_list(config.accents)
     out, k = {}, 0
-    for split, voices in zip(config.speakers, groups, strict=True):
+    for g, (split, voices) in enumerate(zip(config.speakers, groups, strict=True)):
         out[split] = []
-        for voice in voices:
+        order = (
+            np.random.default_rng([seed, _ROLE_ACCENT, g]).permutation(len(accents))
+            if len(accents) > 1
+            else [0]
+        )
+        for i, voice in enumerate(voices):
             rng = np.random.default_rng([seed, _ROLE_RATE, k])
             rate = int(rng.integers(config.min_rate, config.max_rate + 1))
-            out[split].append(dataclasses.replace(voice, rate=rate))
+            accent = accents[int(order[i % len(accents)])]
+            out[split].append(dataclasses.replace(voice, rate=rate, language=accent))
             k += 1
     return out
 
@@ -386,7 +435,11 @@ def _build(root: Path, cfg: WordCorpusConfig, seed: int) -> dict[str, Any]:
     speakers = split_speakers(cfg, seed)
     conditions = split_conditions(cfg, seed)
     side_voice = {
-        f"{voice.name}-A": {"espeak_variant": voice.variant, "channel": condition}
+        f"{voice.name}-A": {
+            "espeak_variant": voice.variant,
+            "espeak_language": voice.language,
+            "channel": condition,
+        }
         for split in SPLITS
         for voice, condition in zip(speakers[split], conditions[split], strict=True)
     }
@@ -562,7 +615,9 @@ def generate_word_corpus(
 
 
 __all__ = [
+    "ACCENTS",
     "WordCorpusConfig",
+    "accent_list",
     "generate_word_corpus",
     "split_conditions",
     "split_speakers",
