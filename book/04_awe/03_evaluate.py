@@ -298,7 +298,7 @@ variation = pd.DataFrame(
         for split in ("train", "test")
     }
 ).T
-variation.round(3)
+variation.round(3).convert_dtypes()
 
 # %% [markdown]
 # Read together: the acoustic centroid of other speakers' tokens is a *worse* anchor than the
