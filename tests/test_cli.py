@@ -608,3 +608,46 @@ def test_parse_sets_reads_yaml_values_and_refuses_pairs_without_equals():
     }
     with pytest.raises(ConfigError, match="--set 'train.max_steps': expected key=value"):
         parse_sets(["train.max_steps"])
+
+
+def test_segments_writes_the_table_a_folder_layout_implies(corpus, tmp_path, capsys):
+    """Speech Commands' layout (word/speaker_nohash_n.wav) as a whole-file table: the same rows,
+    and the same DTW baseline, as the table written by hand."""
+    from audiorepro.data.recordings import read_segments
+
+    commands = tmp_path / "commands"
+    hand = read_segments(corpus / "seg.tsv")
+    for row in hand:
+        n = row.stem[-1]
+        target = commands / row.word / f"{row.speaker}_nohash_{n}.wav"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(row.path, target)
+    table = tmp_path / "tables" / "seg.tsv"
+    code, out, _ = run_cli(capsys, "segments", "--audio", commands, "--out", table)
+    assert code == 0 and f"wrote {len(hand)} whole-file rows" in out and "0 files" in out
+    rows = read_segments(table)
+    assert sorted((r.word, r.speaker, r.start, r.end) for r in rows) == sorted(
+        (r.word, r.speaker, None, None) for r in hand
+    )
+    assert table.read_text().splitlines()[1].startswith("../commands/")  # relative to the table
+    code, made, _ = run_cli(capsys, "awe", "dtw", "--segments", table)
+    code_hand, written, _ = run_cli(capsys, "awe", "dtw", "--segments", corpus / "seg.tsv")
+    assert code == code_hand == 0 and last_number(made) == last_number(written)
+
+    # a map labels the files it lists; the others are left out and counted
+    words = tmp_path / "words.tsv"
+    words.write_text("garden/S001_nohash_0.wav\tgarden\nyellow/S002_nohash_1\tyellow\n")
+    code, out, _ = run_cli(
+        capsys, "segments", "--audio", commands, "--word-of", words, "--out", table
+    )
+    assert code == 0 and "wrote 2 whole-file rows" in out
+    assert f"{len(hand) - 2} files without a word left out" in out
+    assert sorted((r.word, r.speaker) for r in read_segments(table)) == [
+        ("garden", "S001"),
+        ("yellow", "S002"),
+    ]
+    words.write_text("garden/S001_nohash_0.wav\tgarden\nyellow/S002_nohash_1\tyellow window\n")
+    code, _, err = run_cli(
+        capsys, "segments", "--audio", commands, "--word-of", words, "--out", table
+    )
+    assert code == 1 and "words.tsv:2: word: 'yellow window' contains whitespace" in err

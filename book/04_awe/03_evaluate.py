@@ -291,7 +291,7 @@ anchors.round(3)
 # `words_with_variants`, the share of those words said in more than one way.
 
 # %%
-# empty for a corpus without phone alignments (Switchboard's list + npz layout)
+# empty for a corpus without phone alignments (Switchboard's npz layout)
 variation = pd.DataFrame(
     {
         split: awe.corpus_pronunciation_variation(cfg, split) or {}

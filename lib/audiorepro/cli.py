@@ -4,6 +4,8 @@ Only argument parsing lives here; every command is one call of a chapter's exper
 (:mod:`audiorepro.experiments.zerospeech`, :mod:`audiorepro.experiments.awe`), which notebooks
 can call the same way::
 
+    audiorepro segments --audio DIR [--word-of parent|prefix[:SEP]|MAP.tsv]
+                        [--speaker-of RULE] --out SEG.tsv
     audiorepro units train --audio DIR [--speaker-of prefix|parent|MAP.tsv] [--preset P]
                            [--set key=value ...] --out RUN
     audiorepro units encode RUN --audio DIR --out SUBMISSION_DIR
@@ -86,6 +88,26 @@ def _parser() -> argparse.ArgumentParser:
             metavar="KEY=VALUE",
             help="override one preset field (dotted: train.max_steps=200); repeatable",
         )
+
+    p = groups.add_parser(
+        "segments", help="write a whole-file SEG.tsv from a folder (a word per file)"
+    )
+    p.set_defaults(command="table")
+    p.add_argument(
+        "--audio", required=True, help="folder of .wav/.flac/.ogg files (searched recursively)"
+    )
+    p.add_argument(
+        "--word-of",
+        default="parent",
+        help="parent (folder name: yes/x.wav), prefix[:SEP] (file name up to SEP) or a "
+        "MAP.tsv (file<TAB>word; files it leaves out are not in the table)",
+    )
+    p.add_argument(
+        "--speaker-of",
+        default="prefix",
+        help="prefix (name up to the first _; prefix:- up to the first -), parent or a MAP.tsv",
+    )
+    p.add_argument("--out", required=True, help="the SEG.tsv to write")
 
     units = groups.add_parser("units", help="discrete units (chapter 03's VQ-VAE)")
     units_cmds = units.add_subparsers(dest="command", required=True)
@@ -210,7 +232,14 @@ def _run(args: argparse.Namespace) -> None:
     from audiorepro.experiments import zerospeech as zs
 
     command = (args.group, args.command)
-    if command == ("units", "train"):
+    if command == ("segments", "table"):
+        from audiorepro.data.recordings import write_folder_segments
+
+        path, rows, left_out = write_folder_segments(
+            args.audio, args.out, word_of=args.word_of, speaker_of=args.speaker_of
+        )
+        print(f"wrote {rows} whole-file rows to {path} ({left_out} files without a word left out)")
+    elif command == ("units", "train"):
         run = zs.train_units(
             args.audio,
             args.out,

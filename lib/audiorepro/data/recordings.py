@@ -9,6 +9,8 @@ user's own speech through these:
   first ``_``, the ZeroSpeech convention; ``prefix:SEP`` another separator), ``parent`` (the folder the file is in) or a
   ``MAP.tsv`` path (``file<TAB>speaker`` lines, ``file`` a stem or a path relative to the
   folder);
+- :func:`write_folder_segments`: a whole-file ``SEG.tsv`` from a folder's layout (the word
+  from the folder name, the file name or a map);
 - :func:`read_segments`: a ``SEG.tsv`` table with the header ``path word speaker start end``
   (tab separated; ``start``/``end`` in seconds, both empty for a whole file; ``path`` relative
   to the table's folder unless absolute);
@@ -42,10 +44,12 @@ __all__ = [
     "file_id",
     "find_wavs",
     "ids_under",
+    "labels_of",
     "read_lexicon",
     "read_segments",
     "speaker_rule",
     "speakers_of",
+    "write_folder_segments",
 ]
 
 SEGMENT_COLUMNS = ("path", "word", "speaker", "start", "end")
@@ -191,17 +195,34 @@ def speakers_of(
         wavs: ``{file id: path}``.
         rule: ``"prefix"`` (the file name up to the first ``_`` or space), ``"prefix:SEP"``
             (up to the first ``SEP``: ``prefix:-`` for LibriSpeech's ``84-121123-0000``),
-            ``"parent"`` (the name of the file's folder) or the path of a ``MAP.tsv`` whose lines are
-            ``file<TAB>speaker`` (``file``: a path relative to ``root``, or a file name, with
-            or without the extension; a name shared by files in several subfolders must be
-            given as a path).
+            ``"parent"`` (the name of the file's folder) or the path of a ``MAP.tsv`` whose
+            lines are ``file<TAB>speaker`` (``file``: a path relative to ``root``, or a file
+            name, with or without the extension; a name shared by files in several subfolders
+            must be given as a path).
         root: the audio folder (for relative paths in a map).
 
     Raises:
-        RecordingsError: a name without ``_`` (prefix) or ``SEP``, a malformed map line (names the line),
-            a file the map does not list, or a map line naming by its name a file whose name
-            several subfolders share.
+        RecordingsError: a name without ``_`` (prefix) or ``SEP``, a malformed map line (names
+            the line), a file the map does not list, or a map line naming by its name a file
+            whose name several subfolders share.
     """
+    return labels_of(wavs, rule, root, "speaker")
+
+
+def labels_of(
+    wavs: Mapping[str, Path],
+    rule: str,
+    root: str | os.PathLike[str] | None = None,
+    what: str = "speaker",
+    every_file: bool = True,
+    one_token: bool = False,
+) -> dict[str, str]:
+    """A label (``what``: speaker, word) of the files of :func:`find_wavs` by a rule, as
+    :func:`speakers_of` describes (the command-line option is ``--<what>-of``). With
+    ``every_file`` False, a file a ``MAP.tsv`` does not list is left out of the result
+    instead of being an error; with ``one_token``, a label with whitespace (a transcript of
+    several words) is an error naming the map line or the file."""
+    option = f"--{what}-of"
     separator = _prefix_separator(rule)
     if separator is not None:
         out = {}
@@ -210,37 +231,50 @@ def speakers_of(
             head, sep, _ = stem.partition(separator)
             if not sep or not head:
                 hint = (
-                    f" (names like {path.stem!r}: --speaker-of prefix:-)"
+                    f" (names like {path.stem!r}: {option} prefix:-)"
                     if separator == "_" and "-" in path.stem.strip("-")
                     else ""
                 )
                 raise RecordingsError(
                     path,
                     None,
-                    f"--speaker-of {rule}: expected a file name <speaker>{separator}<rest>"
+                    f"{option} {rule}: expected a file name <{what}>{separator}<rest>"
                     f"{path.suffix}; use prefix:SEP for another separator{hint}, "
-                    "--speaker-of parent or a MAP.tsv for other names",
+                    f"{option} parent or a MAP.tsv for other names",
                 )
             out[name] = head
         return out
     if rule == "parent":
-        return {name: path.parent.name for name, path in wavs.items()}
+        out = {name: path.parent.name for name, path in wavs.items()}
+        for name, label in out.items():
+            if one_token and any(c.isspace() for c in label):
+                raise RecordingsError(
+                    wavs[name], None, f"{option} parent: {what} {label!r} contains whitespace"
+                )
+        return out
     map_path = Path(rule)
     if not map_path.is_file():
         raise RecordingsError(
-            map_path, None, "speaker rule: expected prefix, parent or an existing MAP.tsv file"
+            map_path, None, f"{what} rule: expected prefix, parent or an existing MAP.tsv file"
         )
     mapping: dict[str, tuple[str, int]] = {}
     for number, line in _read_lines(map_path):
         fields = line.split("\t")
         if len(fields) != 2 or not fields[0].strip() or not fields[1].strip():
             raise RecordingsError(
-                map_path, number, f"expected 'file<TAB>speaker', got {line.strip()!r}"
+                map_path, number, f"expected 'file<TAB>{what}', got {line.strip()!r}"
             )
-        name = fields[0].strip()
+        name, label = fields[0].strip(), fields[1].strip()
+        if one_token and any(c.isspace() for c in label):
+            raise RecordingsError(
+                map_path,
+                number,
+                f"{what}: {label!r} contains whitespace (a segments table holds one {what} "
+                f"per row: leave files of several {what}s out of the map)",
+            )
         if Path(name).suffix.lower() in AUDIO_SUFFIXES:
             name = name[: -len(Path(name).suffix)]
-        mapping[name] = (fields[1].strip(), number)
+        mapping[name] = (label, number)
     base = Path(root) if root is not None else None
     stems: dict[str, list[Path]] = {}
     for path in wavs.values():
@@ -261,9 +295,55 @@ def speakers_of(
                     "relative to the audio folder",
                 )
         if found is None:
-            raise RecordingsError(map_path, None, f"no speaker for {path} (file {name!r})")
+            if not every_file:
+                continue
+            raise RecordingsError(map_path, None, f"no {what} for {path} (file {name!r})")
         out[name] = found[0]
     return out
+
+
+def write_folder_segments(
+    audio: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    word_of: str = "parent",
+    speaker_of: str = "prefix",
+) -> tuple[Path, int, int]:
+    """Write a segments table of whole files from a folder's layout: one row per audio file
+    under ``audio`` whose word ``word_of`` tells (``parent``: the folder name, as in Speech
+    Commands' ``yes/0a7c2a8d_nohash_0.wav``; ``prefix[:SEP]``; or a ``MAP.tsv`` of
+    ``file<TAB>word`` lines, where a file the map does not list is left out), its speaker by
+    ``speaker_of`` (:func:`speakers_of`), ``start``/``end`` empty. Paths are written relative
+    to the table's folder; the table is written atomically.
+
+    Returns:
+        ``(table path, rows written, files left out)``.
+
+    Raises:
+        RecordingsError: as :func:`find_wavs` and :func:`labels_of` (a word or speaker with
+            whitespace names its map line or file), a path with a tab or line break, or no
+            file with a word.
+    """
+    from audiorepro.storage import atomic_write
+
+    wavs = find_wavs(audio)
+    words = labels_of(wavs, word_of, audio, "word", every_file=False, one_token=True)
+    if not words:
+        raise RecordingsError(word_of, None, f"no file under {audio} has a word in this map")
+    chosen = {name: wavs[name] for name in words}
+    speakers = labels_of(chosen, speaker_of, audio, "speaker", one_token=True)
+    out = Path(out)
+    base = out.parent.resolve() if out.parent != Path() else Path.cwd()
+    lines = ["\t".join(SEGMENT_COLUMNS)]
+    for name, path in chosen.items():
+        relative = os.path.relpath(path.resolve(), base)
+        if any(c in relative for c in "\t\r\n"):
+            raise RecordingsError(
+                path, None, "a path with a tab or line break cannot go in a table"
+            )
+        lines.append("\t".join((relative, words[name], speakers[name], "", "")))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(out, lambda tmp: tmp.write_text("\n".join(lines) + "\n", encoding="utf-8"))
+    return out, len(chosen), len(wavs) - len(chosen)
 
 
 @dataclasses.dataclass(frozen=True)
