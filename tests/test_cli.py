@@ -629,7 +629,14 @@ def test_segments_writes_the_table_a_folder_layout_implies(corpus, tmp_path, cap
     assert sorted((r.word, r.speaker, r.start, r.end) for r in rows) == sorted(
         (r.word, r.speaker, None, None) for r in hand
     )
-    assert table.read_text().splitlines()[1].startswith("../commands/")  # relative to the table
+    # audio outside the table's folder: absolute paths; under it: relative ones
+    assert table.read_text().splitlines()[1].startswith(str(commands.resolve()) + "/")
+    beside = tmp_path / "seg.tsv"
+    assert run_cli(capsys, "segments", "--audio", commands, "--out", beside)[0] == 0
+    assert beside.read_text().splitlines()[1].startswith("commands/")
+    assert [(r.path.resolve(), r.word) for r in read_segments(beside)] == [
+        (r.path.resolve(), r.word) for r in rows
+    ]
     code, made, _ = run_cli(capsys, "awe", "dtw", "--segments", table)
     code_hand, written, _ = run_cli(capsys, "awe", "dtw", "--segments", corpus / "seg.tsv")
     assert code == code_hand == 0 and last_number(made) == last_number(written)

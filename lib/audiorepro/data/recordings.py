@@ -313,7 +313,8 @@ def write_folder_segments(
     Commands' ``yes/0a7c2a8d_nohash_0.wav``; ``prefix[:SEP]``; or a ``MAP.tsv`` of
     ``file<TAB>word`` lines, where a file the map does not list is left out), its speaker by
     ``speaker_of`` (:func:`speakers_of`), ``start``/``end`` empty. Paths are written relative
-    to the table's folder; the table is written atomically.
+    to the table's folder when the audio lies under it (the two move together), else
+    absolute; the table is written atomically.
 
     Returns:
         ``(table path, rows written, files left out)``.
@@ -332,15 +333,16 @@ def write_folder_segments(
     chosen = {name: wavs[name] for name in words}
     speakers = labels_of(chosen, speaker_of, audio, "speaker", one_token=True)
     out = Path(out)
-    base = out.parent.resolve() if out.parent != Path() else Path.cwd()
+    base = out.parent.resolve()
     lines = ["\t".join(SEGMENT_COLUMNS)]
     for name, path in chosen.items():
-        relative = os.path.relpath(path.resolve(), base)
-        if any(c in relative for c in "\t\r\n"):
+        where = path.resolve()
+        written = where.relative_to(base).as_posix() if where.is_relative_to(base) else str(where)
+        if any(c in written for c in "\t\r\n"):
             raise RecordingsError(
                 path, None, "a path with a tab or line break cannot go in a table"
             )
-        lines.append("\t".join((relative, words[name], speakers[name], "", "")))
+        lines.append("\t".join((written, words[name], speakers[name], "", "")))
     out.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(out, lambda tmp: tmp.write_text("\n".join(lines) + "\n", encoding="utf-8"))
     return out, len(chosen), len(wavs) - len(chosen)
