@@ -89,38 +89,34 @@ def _parser() -> argparse.ArgumentParser:
             help="override one preset field (dotted: train.max_steps=200); repeatable",
         )
 
+    def folder_args(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "--audio", required=True, help="folder of .wav/.flac/.ogg files (searched recursively)"
+        )
+        p.add_argument(
+            "--speaker-of",
+            default="prefix",
+            help="prefix (name up to the first _; prefix:- up to the first -), parent (folder "
+            "name) or a MAP.tsv (file<TAB>speaker)",
+        )
+
     p = groups.add_parser(
         "segments", help="write a whole-file SEG.tsv from a folder (a word per file)"
     )
     p.set_defaults(command="table")
-    p.add_argument(
-        "--audio", required=True, help="folder of .wav/.flac/.ogg files (searched recursively)"
-    )
+    folder_args(p)
     p.add_argument(
         "--word-of",
         default="parent",
         help="parent (folder name: yes/x.wav), prefix[:SEP] (file name up to SEP) or a "
         "MAP.tsv (file<TAB>word; files it leaves out are not in the table)",
     )
-    p.add_argument(
-        "--speaker-of",
-        default="prefix",
-        help="prefix (name up to the first _; prefix:- up to the first -), parent or a MAP.tsv",
-    )
     p.add_argument("--out", required=True, help="the SEG.tsv to write")
 
     units = groups.add_parser("units", help="discrete units (chapter 03's VQ-VAE)")
     units_cmds = units.add_subparsers(dest="command", required=True)
     p = units_cmds.add_parser("train", help="train a VQ-VAE on a folder of wavs")
-    p.add_argument(
-        "--audio", required=True, help="folder of .wav/.flac/.ogg files (searched recursively)"
-    )
-    p.add_argument(
-        "--speaker-of",
-        default="prefix",
-        help="prefix (name up to the first _; prefix:- up to the first -), parent (folder "
-        "name) or a MAP.tsv (file, speaker)",
-    )
+    folder_args(p)
     preset_args(p)
     p.add_argument("--out", required=True, help="the run folder to write")
     p = units_cmds.add_parser("encode", help="one ZeroSpeech 2019 .txt per wav")
