@@ -38,7 +38,7 @@ import hashlib
 import math
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
 from pathlib import Path
@@ -122,7 +122,7 @@ from audiorepro.storage import (
     save_model_weights,
     write_json,
 )
-from audiorepro.training import TrainConfig, Trainer
+from audiorepro.training import TrainConfig, Trainer, TrainResult
 from audiorepro.training.optimizers import adam_factory
 
 __all__ = [
@@ -447,6 +447,38 @@ def train_vqvae(
     return runs.cached("vqvae", key, build, load)
 
 
+def _fit_one_thread(
+    model: torch.nn.Module,
+    step: Callable[..., dict[str, torch.Tensor]],
+    dataset: Any,
+    loop: TrainConfig,
+    collate_fn: Callable[..., Any],
+    out_dir: str | os.PathLike[str] | None,
+    callbacks: Sequence[Any],
+    progress: str,
+) -> tuple[Trainer, TrainResult]:
+    """Adam over ``dataset`` with the project's Trainer, on one thread (runs go side by side,
+    one per core). With ``out_dir`` the run checkpoints there once per epoch, and at least
+    every :data:`CHECKPOINT_STEPS` steps, and continues from the newest checkpoint found."""
+    if out_dir is not None:
+        per_epoch = -(-len(dataset) // loop.batch_size)
+        loop = replace(loop, checkpoint_every=min(per_epoch, CHECKPOINT_STEPS))
+    trainer = Trainer(
+        model,
+        step,
+        dataset,
+        loop,
+        collate_fn=collate_fn,
+        optimizer_factory=adam_factory,
+        out_dir=out_dir,
+        callbacks=callbacks,
+        progress=progress,
+    )
+    with single_thread():
+        result = trainer.fit(resume=out_dir is not None)
+    return trainer, result
+
+
 def fit_vqvae(
     train: TrainSection,
     model_cfg: VQVAEConfig,
@@ -485,23 +517,10 @@ def fit_vqvae(
         raise ValueError(
             "fit_vqvae: every utterance is shorter than the shortest training segment (8 frames)"
         )
-    loop = train.loop(seed)
-    if out_dir is not None:
-        per_epoch = -(-len(dataset) // loop.batch_size)
-        loop = replace(loop, checkpoint_every=min(per_epoch, CHECKPOINT_STEPS))
-    trainer = Trainer(
-        model,
-        _vqvae_step,
-        dataset,
-        loop,
-        collate_fn=collate_segments,
-        optimizer_factory=adam_factory,
-        out_dir=out_dir,
-        callbacks=callbacks,
-        progress=progress,
-    )
-    with single_thread():
-        result = trainer.fit(resume=out_dir is not None)
+    trainer, result = _fit_one_thread(
+        model, _vqvae_step, dataset, train.loop(seed), collate_segments, out_dir,
+        callbacks, progress,
+    )  # fmt: skip
     history = {
         "step": result.steps,
         "loss": result.losses,
@@ -1041,22 +1060,10 @@ def _train_inverter(
     """Train ``model`` on ``items`` (its magnitude scale first set to their mean); with
     ``staging``, checkpoint there and continue from the newest checkpoint found."""
     model.mag_scale.fill_(float(np.concatenate([m for _, m in items]).mean()))
-    per_epoch = -(-len(items) // train_cfg.batch_size)
-    if staging is not None:
-        train_cfg = replace(train_cfg, checkpoint_every=min(per_epoch, CHECKPOINT_STEPS))
-    trainer = Trainer(
-        model,
-        _inverter_step,
-        PairDataset(items),
-        train_cfg,
-        collate_fn=collate_pairs,
-        optimizer_factory=adam_factory,
-        out_dir=staging,
-        callbacks=callbacks,
-        progress=progress,
-    )
-    with single_thread():
-        result = trainer.fit(resume=staging is not None)
+    trainer, result = _fit_one_thread(
+        model, _inverter_step, PairDataset(items), train_cfg, collate_pairs, staging,
+        callbacks, progress,
+    )  # fmt: skip
     history = {"step": result.steps, "loss": result.losses, "wall_time_s": result.wall_time_s}
     return trainer.unwrapped_model.cpu().eval(), history
 
