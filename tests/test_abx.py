@@ -425,3 +425,13 @@ def test_item_frames_equal_select_frames_item_by_item(tmp_path, frame_shift):
             ZeroSpeechFormatError, match=r"bad.item:7: item .*(no frame|keeps|runs)"
         ):
             item_frames(feats, path, frame_shift)
+
+
+def test_edit_distance_of_symbol_sequences_by_hand():
+    from audiorepro.metrics.abx import edit_distance
+
+    assert edit_distance("kitten", "sitting") == 3
+    assert edit_distance([], ["AH", "B"]) == 2
+    assert edit_distance(("B", "EH", "T", "ER"), ("B", "EH", "T", "ER", "R")) == 1
+    assert edit_distance(("K", "AE", "M", "ER", "AH"), ("K", "AE", "M", "AH", "R", "AH")) == 2
+    assert edit_distance([3, 1, 2], [3, 1, 2]) == 0

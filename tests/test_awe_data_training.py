@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -749,3 +750,8 @@ def test_pronunciation_variation_counts_dictionary_matches_and_each_words_realis
     assert awe.corpus_pronunciation_variation(awe.load_config("smoke")) == got
     # a corpus without phone alignments (Switchboard's list + npz layout): nothing to say
     assert awe.corpus_pronunciation_variation(awe.load_config("smoke"), "dev") is None
+    # a token without its alignment is an error naming it, not a silent mismatch
+    bare = dataclasses.replace(sups[2], alignment=None)
+    write_manifest(tmp_path / MANIFEST_DIR / "dev_supervisions.jsonl.gz", [*sups[:2], bare])
+    with pytest.raises(ValueError, match="supervision 't2' lacks its phone alignment"):
+        awe.corpus_pronunciation_variation(awe.load_config("smoke"), "dev")

@@ -255,7 +255,9 @@ def labels_of(
     map_path = Path(rule)
     if not map_path.is_file():
         raise RecordingsError(
-            map_path, None, f"{what} rule: expected prefix, parent or an existing MAP.tsv file"
+            map_path,
+            None,
+            f"{what} rule: expected prefix, prefix:SEP, parent or an existing MAP.tsv file",
         )
     mapping: dict[str, tuple[str, int]] = {}
     for number, line in _read_lines(map_path):

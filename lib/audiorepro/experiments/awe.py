@@ -78,6 +78,7 @@ from audiorepro.data.recordings import (
 )
 from audiorepro.features import load_audio, mfcc_features
 from audiorepro.losses.multiview import DISTANCES, MultiViewContrastiveLoss
+from audiorepro.metrics.abx import edit_distance
 from audiorepro.metrics.average_precision import (
     cross_view_ap,
     cross_view_chance,
@@ -385,17 +386,6 @@ def anchor_check(
     }
 
 
-def _phone_edits(a: Sequence[str], b: Sequence[str]) -> int:
-    """Edit distance (insertions, deletions, substitutions) between two phone sequences."""
-    prev = list(range(len(b) + 1))
-    for i, x in enumerate(a, start=1):
-        cur = [i]
-        for j, y in enumerate(b, start=1):
-            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (x != y)))
-        prev = cur
-    return prev[-1]
-
-
 def pronunciation_variation(
     realised: Sequence[Sequence[str]],
     words: Sequence[str],
@@ -430,7 +420,7 @@ def pronunciation_variation(
         phones = tuple(phones)
         reference = tuple(dictionary[word])
         matches += phones == reference
-        errors += _phone_edits(phones, reference) / max(len(reference), 1)
+        errors += edit_distance(phones, reference) / max(len(reference), 1)
         forms.setdefault(word, Counter())[phones] += 1
     repeated = [c for c in forms.values() if sum(c.values()) > 1]
     if not repeated:
@@ -458,7 +448,13 @@ def corpus_pronunciation_variation(config: Config, split: str = "test") -> dict[
     if not path.is_file():
         return None
     sups = read_supervisions(path)
-    realised = [[a.symbol for a in (s.alignment or {}).get("phone", ())] for s in sups]
+    for s in sups:
+        if not (s.alignment or {}).get("phone") or "pronunciation" not in (s.custom or {}):
+            raise ValueError(
+                f"{path}: supervision {s.id!r} lacks its phone alignment or its "
+                'custom["pronunciation"] (the word corpus writes both for every token)'
+            )
+    realised = [[a.symbol for a in s.alignment["phone"]] for s in sups]
     words = [s.text for s in sups]
     dictionary = {s.text: s.custom["pronunciation"] for s in sups}
     return pronunciation_variation(realised, words, dictionary)

@@ -41,6 +41,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numba
 import numpy as np
@@ -61,6 +62,7 @@ __all__ = [
     "abx",
     "abx_error",
     "abx_modes",
+    "edit_distance",
     "item_frames",
     "item_overrun",
     "read_submission_folder",
@@ -456,6 +458,15 @@ def _edit_distances(symbols, offsets, pairs):  # pragma: no cover - jitted
             symbols[offsets[i] : offsets[i + 1]], symbols[offsets[j] : offsets[j + 1]]
         )
     return out
+
+
+def edit_distance(a: Sequence[Any], b: Sequence[Any]) -> int:
+    """The edit distance (insertions, deletions, substitutions, each 1) between two sequences
+    of symbols of any hashable kind (phones, code ids): the ``levenshtein`` distance's kernel."""
+    ids: dict[Any, int] = {}
+    x = np.array([ids.setdefault(v, len(ids)) for v in a], dtype=np.int64)
+    y = np.array([ids.setdefault(v, len(ids)) for v in b], dtype=np.int64)
+    return int(_edit_distance(x, y))
 
 
 @numba.njit(cache=True)
