@@ -194,6 +194,28 @@ def merge(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, An
     return out
 
 
+def preset_loader(
+    cls: type[C], preset_dir: str | Path, steps_alone: tuple[str, ...] = ()
+) -> typing.Callable[..., C]:
+    """A chapter's ``load_config(preset, overrides=None, **more)``: the :class:`cls` of
+    ``<preset_dir>/<preset>.yaml`` (:func:`load_preset`) with single-field overrides, given as
+    a mapping or as keywords; dotted names set nested fields (``{"train.max_steps": 10}``) and
+    ``None`` values are ignored. For each section of ``steps_alone``, a ``max_steps`` set
+    without its ``num_epochs`` is the run's length (:func:`max_steps_alone`)."""
+
+    def load_config(preset: str, overrides: Mapping[str, Any] | None = None, **more: Any) -> C:
+        values = {**dict(overrides or {}), **more}
+        if steps_alone:
+            values = max_steps_alone(values, steps_alone)
+        return load_preset(cls, preset_dir, preset, **values)
+
+    load_config.__doc__ = (
+        f"The chapter's :class:`{cls.__name__}` of ``preset`` (``{Path(preset_dir).name}/"
+        f"<preset>.yaml``) with single-field overrides (:func:`audiorepro.config.preset_loader`)."
+    )
+    return load_config
+
+
 def max_steps_alone(
     overrides: Mapping[str, Any], sections: tuple[str, ...] = ("train",)
 ) -> dict[str, Any]:

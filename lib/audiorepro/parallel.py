@@ -229,7 +229,79 @@ def run_graph(
     return {key: results[key] for key in tasks}
 
 
+@dataclasses.dataclass(frozen=True)
+class Job:
+    """A call that trains (or reloads) runs into a run store: ``fn(config, data=data,
+    **kwargs)``, or ``fn(config, **kwargs)`` for a job that loads what it needs itself
+    (``data`` is ``None``). ``fn`` is a module-level function, sent to a worker by name."""
+
+    fn: Callable[..., Any]
+    config: Any
+    kwargs: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+    def __call__(self, data: Any = None) -> Any:
+        if data is None:
+            return self.fn(self.config, **self.kwargs)
+        return self.fn(self.config, data=data, **self.kwargs)
+
+
+def side_by_side_workers(torch_threads: int | None, device: str) -> int:
+    """How many runs train at once: one per ``torch_threads`` usable cores on the CPU
+    (:func:`usable_cores`); one when the threads are not set, on a GPU (``device`` ``auto``
+    resolves to CUDA when there is one), or under several processes (``accelerate launch``
+    runs one run on all of them)."""
+    if device == "auto":
+        import torch  # only here: the module itself stays free of torch
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if torch_threads is None or device != "cpu" or int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        return 1
+    return max(1, usable_cores() // torch_threads)
+
+
+_LOADED: dict[str, Any] = {}
+
+
+def _loaded(load: Callable[[Any], Any], source: Any) -> Any:
+    """``load(source)`` once per process (a worker runs many jobs)."""
+    key = f"{load.__module__}.{load.__qualname__}:{source!r}"
+    if key not in _LOADED:
+        _LOADED[key] = load(source)
+    return _LOADED[key]
+
+
+def _run_job(shared: tuple[Callable[[Any], Any] | None, Any], job: Job) -> Any:
+    load, source = shared
+    return job(source if load is None else _loaded(load, source))
+
+
+def train_graph(
+    tasks: Mapping[K, Task[Job]],
+    *,
+    workers: int,
+    data: Any = None,
+    load: Callable[[Any], Any] | None = None,
+    source: Any = None,
+) -> dict[K, Any]:
+    """Every chapter's way of training its runs ahead of the pages: run the :class:`Job` of
+    each task once the tasks it waits for are done, up to ``workers`` processes at once
+    (:func:`run_graph`: the costliest remaining path first), and return what each returned.
+
+    Here (``workers`` <= 1, or one task) every job gets ``data``. In worker processes each job
+    gets ``load(source)``, loaded once per worker, when ``load`` is given (a corpus cheaper to
+    load than to send; ``data`` must be what ``load(source)`` returns), else ``data`` itself,
+    sent once per worker. The workers live until the last job, so one graph for a whole
+    chapter leaves no core idle between pages. Two tasks must not train the same run; every
+    run seeds itself, so its numbers are those it would have had in the page's own process."""
+    if workers <= 1 or len(tasks) <= 1:
+        here = {key: tasks[key].item(data) for key in graph_order(tasks)}
+        return {key: here[key] for key in tasks}
+    shared = (load, source) if load is not None else (None, data)
+    return run_graph(_run_job, tasks, shared=shared, workers=workers)
+
+
 __all__ = [
+    "Job",
     "ProcessStream",
     "Task",
     "critical_paths",
@@ -237,5 +309,7 @@ __all__ = [
     "graph_order",
     "map_processes",
     "run_graph",
+    "side_by_side_workers",
+    "train_graph",
     "usable_cores",
 ]

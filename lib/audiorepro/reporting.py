@@ -152,15 +152,29 @@ def config_hash_of(config: Any) -> str:
 
 
 def current_records(
-    records: Iterable[Mapping[str, Any]], config: Any, seeds: Iterable[int]
+    records: Iterable[Mapping[str, Any]], config: Any, seeds: Iterable[int] | None = None
 ) -> list[Mapping[str, Any]]:
     """Only the records of the resolved configuration ``config`` (by ``config_hash``) and of
-    ``seeds`` (a page's seed list), in ledger order.
+    ``seeds``, in ledger order; ``seeds`` defaults to ``config.ledger_seeds``, the seeds a
+    chapter's pages record (every chapter's ``Config`` has that property).
 
     Every chapter's tables and findings read the ledger through this, so a row of an older
     preset, of another setting, or of a seed outside the list never shows, however recent.
     """
+    if seeds is None:
+        seeds = config.ledger_seeds
     return select(records, config_hash=config_hash_of(config), seeds=seeds, latest_per_seed=False)
+
+
+CHANCE_FACTOR = 3.0
+"""A compared run counts as having learned when its evaluation metric reaches this many times
+its chance level (the same rule in every chapter)."""
+
+
+def chance_floor(chance: float) -> float:
+    """The value a compared run's metric must reach to count as having learned:
+    :data:`CHANCE_FACTOR` times ``chance`` (in the metric's own unit)."""
+    return CHANCE_FACTOR * chance
 
 
 def _hash_of(config: Mapping[str, Any]) -> str:

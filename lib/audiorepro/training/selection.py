@@ -22,10 +22,13 @@ from audiorepro.config import ConfigError
 from audiorepro.training.checkpoint import load_tree, save_tree
 from audiorepro.training.loop import Callback, Trainer
 
-__all__ = ["SELECTIONS", "KeepBest", "check_select"]
+__all__ = ["SELECTIONS", "WEIGHT_FILES", "KeepBest", "check_select"]
 
 SELECTIONS = ("best", "final")
 """Which weights a run evaluates: the best validation score's, or the last step's."""
+
+WEIGHT_FILES = {"best": "model.safetensors", "final": "final.safetensors"}
+"""The file of a run folder that holds each selection's weights (every chapter that selects)."""
 
 
 def check_select(value: str, where: str = "select") -> str:
