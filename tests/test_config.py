@@ -13,6 +13,7 @@ from audiorepro.config import (
     from_dict,
     load_preset,
     merge,
+    preset_loader,
     replace,
     to_dict,
 )
@@ -143,3 +144,31 @@ def test_corpus_spec_kinds_roots_and_resolution(tmp_path, monkeypatch):
     assert CorpusSpec().resolve(tmp_path / "gen") == tmp_path / "gen"
     assert CorpusSpec("embedded", "mine").resolve(tmp_path / "gen") == tmp_path / "mine"
     assert CorpusSpec("paper", "/abs/zr19").resolve(tmp_path / "gen").as_posix() == "/abs/zr19"
+
+
+@dataclasses.dataclass(frozen=True)
+class _Train:
+    num_epochs: int = field(3, help="epochs")
+    max_steps: int | None = field(None, help="steps")
+
+
+@dataclasses.dataclass(frozen=True)
+class _Steps:
+    train: _Train = field(_Train(), help="training")
+    lr: float = field(1e-3, help="lr")
+
+
+def test_preset_loader_is_every_chapters_load_config(tmp_path):
+    write_presets(tmp_path, smoke="train: {num_epochs: 2, max_steps: 5}\nlr: 0.5\n")
+    plain = preset_loader(_Steps, tmp_path)
+    assert plain("smoke") == _Steps(_Train(2, 5), 0.5)
+    # A mapping and keywords merge; dotted names set nested fields; None keeps the preset's.
+    got = plain("smoke", {"train.max_steps": 9}, lr=None)
+    assert got == _Steps(_Train(2, 9), 0.5)
+    # With the section in steps_alone, max_steps alone is the run's length (epochs lifted).
+    assert preset_loader(_Steps, tmp_path, ("train",))("smoke", {"train.max_steps": 9}) == (
+        _Steps(_Train(9, 9), 0.5)
+    )
+    with pytest.raises(ConfigError, match="unknown key 'nope'"):
+        plain("smoke", nope=1)
+    assert "_Steps" in plain.__doc__

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from audiorepro.parallel import (
+    Job,
     ProcessStream,
     Task,
     critical_paths,
@@ -16,6 +17,8 @@ from audiorepro.parallel import (
     graph_order,
     map_processes,
     run_graph,
+    side_by_side_workers,
+    train_graph,
     usable_cores,
 )
 
@@ -115,3 +118,52 @@ def test_an_error_in_a_graph_task_is_raised_and_its_dependents_never_start(tmp_p
     with pytest.raises(IsADirectoryError):
         run_graph(_stamp, tasks | {"c": Task(("c", ()), ())}, shared=tmp_path, workers=2)
     assert not (tmp_path / "b").exists()
+
+
+# ----------------------------------------------------------------------------- train_graph
+
+
+_LOADS: list[str] = []
+
+
+def _load_offset(source: int) -> dict[str, int]:
+    """A 'corpus' loaded from ``source``; each load leaves a trace in this process."""
+    _LOADS.append(f"load {source}")
+    return {"offset": source, "loads": len(_LOADS)}
+
+
+def _train(config: int, data: dict[str, int] | None = None, times: int = 1) -> tuple[int, int]:
+    """A 'run': its config times ``times`` plus the data's offset, and the worker's load count."""
+    if data is None:
+        return config * times, 0
+    return config * times + data["offset"], data["loads"]
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_train_graph_gives_every_job_the_data_or_its_loaders_result(workers):
+    tasks = {
+        "a": Task(Job(_train, 1, {"times": 3})),
+        "b": Task(Job(_train, 2), after=("a",)),
+        "c": Task(Job(_train, 5), cost=10.0),
+    }
+    data = _load_offset(100)
+    here = train_graph(tasks, workers=workers, data=data, load=_load_offset, source=100)
+    assert {k: v[0] for k, v in here.items()} == {"a": 103, "b": 102, "c": 105}
+    assert list(here) == ["a", "b", "c"]  # in the order of the tasks
+    # In workers, the loader ran once per worker process, never once per job.
+    assert all(v[1] == 1 for v in here.values()) or workers == 1
+    sent = train_graph(tasks, workers=workers, data=data)  # no loader: the data itself
+    assert {k: v[0] for k, v in sent.items()} == {"a": 103, "b": 102, "c": 105}
+    assert train_graph(tasks, workers=workers) == {"a": (3, 0), "b": (2, 0), "c": (5, 0)}
+
+
+def test_side_by_side_workers_share_the_cores_by_threads(monkeypatch):
+    monkeypatch.setattr("audiorepro.parallel.usable_cores", lambda: 8)
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    assert side_by_side_workers(1, "cpu") == 8
+    assert side_by_side_workers(3, "cpu") == 2
+    assert side_by_side_workers(16, "cpu") == 1
+    assert side_by_side_workers(None, "cpu") == 1  # threads not set: torch takes every core
+    assert side_by_side_workers(1, "cuda") == 1
+    monkeypatch.setenv("WORLD_SIZE", "2")  # accelerate launch: one run over all processes
+    assert side_by_side_workers(1, "cpu") == 1
