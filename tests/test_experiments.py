@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import importlib
+import types
+from pathlib import Path
 
 import pytest
 
@@ -54,3 +57,58 @@ def test_an_unknown_override_names_the_field(name):
     module = importlib.import_module(f"audiorepro.experiments.{name}")
     with pytest.raises(ConfigError, match="unknown key 'no_such_field'"):
         module.load_config("smoke", {"no_such_field": 1})
+
+
+# ----------------------------------------------------------------------------- package shape
+
+REPO = Path(__file__).resolve().parents[1]
+CORE_FILES = ("config", "data", "train", "evaluate", "plan", "findings")
+
+
+def page_names(chapter: str) -> set[str]:
+    """Every attribute the book's pages take from ``chapter``'s package (read with ``ast``: a
+    page binds it with ``from audiorepro.experiments import <chapter> [as alias]``), and every
+    name they import from it directly."""
+    used: set[str] = set()
+    for page in sorted((REPO / "book").rglob("*.py")):
+        tree = ast.parse(page.read_text(encoding="utf-8"))
+        bound = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module == "audiorepro.experiments":
+                bound |= {a.asname or a.name for a in node.names if a.name == chapter}
+            if isinstance(node, ast.ImportFrom) and node.module == (
+                f"audiorepro.experiments.{chapter}"
+            ):
+                used |= {a.name for a in node.names}
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id in bound
+            ):
+                used.add(node.attr)
+    return used
+
+
+@pytest.mark.parametrize("name", CHAPTERS)
+def test_every_chapter_is_a_package_of_one_shape(name):
+    """config -> data -> train -> evaluate -> plan -> findings, in that order among its
+    ``FILES``; every file documented; ``__init__`` hands on the shape and what the pages use,
+    and no more."""
+    module = importlib.import_module(f"audiorepro.experiments.{name}")
+    assert Path(module.__file__).name == "__init__.py", f"experiments.{name} is not a package"
+    assert [f for f in module.FILES if f in CORE_FILES] == list(CORE_FILES)
+    for file in module.FILES:
+        sub = importlib.import_module(f"audiorepro.experiments.{name}.{file}")
+        doc = (sub.__doc__ or "").strip()
+        assert doc, f"experiments/{name}/{file}.py has no module docstring"
+        assert doc.count(". ") + doc.count(".\n") <= 3, f"{name}/{file}: docstring too long"
+    handed_on = set(module.__all__)
+    missing = page_names(name) - handed_on
+    assert not missing, f"the pages use {sorted(missing)} that experiments.{name} lacks"
+    extra = handed_on - page_names(name) - set(SHAPE) - {"FILES"}
+    assert not extra, f"experiments.{name} hands on {sorted(extra)} that no page uses"
+    for public in handed_on - {"FILES", "CHAPTER", "PRESETS", "PAPER"}:
+        obj = getattr(module, public)
+        if callable(obj) and not isinstance(obj, types.ModuleType):
+            assert (obj.__doc__ or "").strip(), f"experiments.{name}.{public} has no docstring"

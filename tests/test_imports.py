@@ -10,6 +10,8 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 LIB = REPO / "lib" / "audiorepro"
 BOOK = REPO / "book"
@@ -332,3 +334,142 @@ def test_pages_import_only_the_experiments_layer_and_no_private_names():
         f"{DATA_PAGES} also {', '.join(DATA_PAGE_IMPORTS)}; no private names):\n  "
         + "\n  ".join(problems)
     )
+
+
+# ----------------------------------------------------------------------------- chapter packages
+
+#: Each chapter is a package whose files have one order (its ``FILES``); these six come in this
+#: relative order in every chapter, around files named after their science.
+CORE_FILES = ("config", "data", "train", "evaluate", "plan", "findings")
+
+#: The chapters in the book's order: a chapter may build on an earlier one, never on a later.
+CHAPTER_PACKAGES = ("retrieval", "distillation", "zerospeech", "awe")
+
+#: Longest file under these packages, in lines: a file a reader can take in.
+MAX_LINES = 700
+SIZED = ("audiorepro.experiments", "audiorepro.training")
+
+
+def package_files(chapter: str) -> tuple[str, ...]:
+    """The declared order of a chapter package's files (``FILES`` in its ``__init__``, read
+    with ``ast``)."""
+    init = LIB / "experiments" / chapter / "__init__.py"
+    tree = ast.parse(init.read_text(encoding="utf-8"))
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "FILES" for t in node.targets
+        ):
+            return tuple(ast.literal_eval(node.value))
+    raise AssertionError(f"{init.relative_to(REPO)} declares no FILES")
+
+
+def order_problems(
+    chapter: str, files: tuple[str, ...], graph: dict[str, dict[str, int]]
+) -> list[str]:
+    """Every import of a chapter file that runs back up its package's order (a file importing
+    one listed after it, or itself through the package), and every import of a later chapter."""
+    package = f"audiorepro.experiments.{chapter}"
+    rank = {f"{package}.{name}": i for i, name in enumerate(files)}
+    later = CHAPTER_PACKAGES[CHAPTER_PACKAGES.index(chapter) + 1 :]
+    problems = []
+    for module, position in rank.items():
+        for dest, line in graph.get(module, {}).items():
+            at = where(module, line) if module in MODULES else f"{module}:{line}"
+            if dest == package:
+                problems.append(f"{at}: {module} imports its package's __init__")
+            elif dest in rank and rank[dest] >= position:
+                problems.append(f"{at}: {module} imports {dest}, after it")
+            elif any(is_within(dest, f"audiorepro.experiments.{c}") for c in later):
+                problems.append(f"{at}: {module} imports a later chapter {dest}")
+    return problems
+
+
+def test_order_rule_catches_an_import_running_back_up():
+    pkg = "audiorepro.experiments.awe"
+    graph = {f"{pkg}.config": {f"{pkg}.train": 3}, f"{pkg}.train": {f"{pkg}.config": 1}}
+    files = ("config", "data", "train")
+    if f"{pkg}.config" in MODULES:
+        problems = order_problems("awe", files, graph)
+        assert (
+            len(problems) == 1
+            and "imports audiorepro.experiments.awe.train, after it" in (problems[0])
+        )
+    assert order_problems("retrieval", (), {}) == []
+
+
+@pytest.mark.parametrize("chapter", CHAPTER_PACKAGES)
+def test_a_chapter_file_imports_only_the_files_before_it(chapter):
+    files = package_files(chapter)
+    on_disk = {
+        p.stem for p in (LIB / "experiments" / chapter).glob("*.py") if p.name != "__init__.py"
+    }
+    assert set(files) == on_disk, f"{chapter}: FILES {files} but the folder holds {on_disk}"
+    core = [f for f in files if f in CORE_FILES]
+    assert core == list(CORE_FILES), f"{chapter}: core files {core}, expected {CORE_FILES}"
+    problems = order_problems(chapter, files, GRAPH)
+    assert not problems, "\n  ".join(problems)
+
+
+def test_no_experiments_or_training_file_is_longer_than_a_reader_takes_in():
+    long = {
+        f"{path.relative_to(REPO)}: {n} lines"
+        for name, path in MODULES.items()
+        if any(is_within(name, s) for s in SIZED)
+        and (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES
+    }
+    assert not long, f"over {MAX_LINES} lines:\n  " + "\n  ".join(sorted(long))
+
+
+def private_uses(tree: ast.AST, current: str, is_package: bool, of: str) -> list[tuple[int, str]]:
+    """``(line, name)`` of every private name ``tree`` takes from a module within ``of``:
+    imported by name, or read as an attribute of a name bound to such a module."""
+    found = [
+        (line, f"{module}.{n}")
+        for module, names, line in imports(tree, current, is_package)
+        if is_within(module, of)
+        for n in names
+        if n.startswith("_") and not n.startswith("__")
+    ]
+    bound = {
+        alias.asname or alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and is_within(node.module or "", of)
+        for alias in node.names
+    }
+    found += [
+        (node.lineno, f"{node.value.id}.{node.attr}")
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and node.value.id in bound
+        and node.attr.startswith("_")
+        and not node.attr.startswith("__")
+    ]
+    return found
+
+
+def test_private_use_is_found():
+    tree = ast.parse(
+        "from audiorepro.experiments.awe.train import _fit, train\n"
+        "from audiorepro.experiments import zerospeech as zs\nzs._int_lines(1)\n"
+    )
+    got = private_uses(tree, "audiorepro.cli", False, "audiorepro.experiments")
+    assert got == [(1, "audiorepro.experiments.awe.train._fit"), (3, "zs._int_lines")]
+
+
+def test_nothing_outside_a_chapter_uses_its_private_names():
+    """The command (cli.py), the page runner and the other chapters use a chapter's public
+    names only: what they need is part of that chapter's documented surface."""
+    problems = [
+        f"{where(name, line)}: {name} uses private {what}"
+        for chapter in CHAPTER_PACKAGES
+        for name, path in MODULES.items()
+        if not is_within(name, f"audiorepro.experiments.{chapter}")
+        for line, what in private_uses(
+            ast.parse(path.read_text(encoding="utf-8")),
+            name,
+            path.name == "__init__.py",
+            f"audiorepro.experiments.{chapter}",
+        )
+    ]
+    assert not problems, "\n  ".join(problems)
