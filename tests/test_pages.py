@@ -85,6 +85,7 @@ def test_page_runs_under_smoke(page, tmp_path):
     nb = nbformat.read(out, as_version=4)
     injected = [c for c in nb.cells if "injected-parameters" in c.metadata.get("tags", [])]
     assert injected and 'preset = "smoke"' in injected[0].source
+    assert "remove-cell" in injected[0].metadata["tags"]  # the values show once in the book
     errors = [o for c in nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
     assert not errors, json.dumps(errors)[:2000]
     # finding sentences are shown whole: no column cut by pandas' 50-character default
@@ -116,3 +117,44 @@ def test_page_script_overrides_parameters_and_runs_in_process(tmp_path):
     page.write_text('# %% tags=["parameters"]\npreset: str = "embedded"\n\n# %%\n%time x = 1\n')
     with pytest.raises(PageError, match="IPython magic"):
         page_script(page)
+
+
+def test_the_built_page_shows_its_parameters_once(tmp_path):
+    """papermill's injected cell is removed from the book; a note names only the overrides."""
+    page = tmp_path / "page.py"
+    page.write_text(
+        '# %% [markdown]\n# # T\n\n# %% tags=["parameters"]\npreset: str = "embedded"\n'
+        "n: int = 2\nlr: float = 0.1\n\n# %%\nx = n\n"
+    )
+    out = tmp_path / "out" / "page.ipynb"
+    execute_page(page, out, preset="smoke", parameters={"n": 2, "lr": 0.5}, cwd=tmp_path)
+    cells = nbformat.read(out, as_version=4).cells
+    tags = [c.metadata.get("tags", []) for c in cells]
+    injected = next(i for i, t in enumerate(tags) if "injected-parameters" in t)
+    assert "remove-cell" in tags[injected] and "parameters" in tags[injected - 1]
+    note = cells[injected + 1]
+    assert note.cell_type == "markdown"
+    assert note.source == "Overridden for this build: `preset='smoke', lr=0.5`"
+    execute_page(page, out, preset="embedded", cwd=tmp_path)
+    cells = nbformat.read(out, as_version=4).cells
+    assert not [c for c in cells if "Overridden for this build" in c.source]
+    assert any("remove-cell" in c.metadata.get("tags", []) for c in cells)
+
+
+def test_page_times_are_written_after_every_page(tmp_path, monkeypatch):
+    """A page late in the book reads the times of the pages before it in the same build."""
+    import audiorepro.pages as pages
+
+    seen = []
+
+    def fake_execute(page, output, **kw):
+        times = tmp_path / "page_times.json"
+        seen.append(json.loads(times.read_text()) if times.exists() else None)
+        return 1.25
+
+    listed = {REPO / "book" / "a.py": {"preset": "smoke"}, REPO / "book" / "b.py": {}}
+    monkeypatch.setattr(pages, "build_parameters", lambda *a, **k: listed)
+    monkeypatch.setattr(pages, "execute_page", fake_execute)
+    times = pages.execute_pages("smoke", root=REPO, stage=tmp_path / "src")
+    assert seen[0] is None and list(seen[1].values()) == [1.2]
+    assert json.loads((tmp_path / "page_times.json").read_text()) == times

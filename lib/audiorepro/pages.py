@@ -55,6 +55,8 @@ PAGE_GLOB = "book/**/*.py"
 STAGE_DIR = Path("_build/src")
 STAGED_FILES = ("_config.yml", "_toc.yml")
 ASSET_SUFFIXES = (".md", ".png", ".jpg", ".svg", ".bib", ".yaml", ".yml")
+PAGE_TIMES = "page_times.json"
+"""The build's page times (seconds per page, in reading order), next to the stage folder."""
 
 
 class PageError(RuntimeError):
@@ -215,7 +217,59 @@ def execute_page(
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
-    return time.perf_counter() - start
+    seconds = time.perf_counter() - start
+    show_parameters_once(output, page_parameters(page), params)
+    return seconds
+
+
+OVERRIDE_NOTE = "Overridden for this build:"
+"""How the note of a page's overridden parameters begins (:func:`show_parameters_once`)."""
+
+
+def overridden(
+    fields: Mapping[str, PageParameter], parameters: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The ``parameters`` whose value differs from the default of the page's field, in the
+    order of the parameters cell."""
+    return {
+        name: parameters[name]
+        for name, field in fields.items()
+        if name in parameters and parameters[name] != field.default
+    }
+
+
+def show_parameters_once(
+    notebook: str | Path, fields: Mapping[str, PageParameter], parameters: Mapping[str, Any]
+) -> None:
+    """Make an executed notebook show its parameters once, as a reader sees the built book.
+
+    papermill injects a ``# Parameters`` cell after the tagged parameters cell that repeats
+    every value; it is tagged ``remove-cell`` (Jupyter Book leaves it out of the HTML), and
+    when a value differs from the page's default a one-line markdown note follows the
+    parameters cell: ``Overridden for this build: preset='smoke'`` (only those values).
+    """
+    import nbformat
+
+    nb = nbformat.read(notebook, as_version=4)
+    cells = nb.cells
+    injected = next(
+        (i for i, c in enumerate(cells) if "injected-parameters" in c.metadata.get("tags", [])),
+        None,
+    )
+    if injected is None:
+        return
+    tags = cells[injected].metadata.setdefault("tags", [])
+    if "remove-cell" not in tags:
+        tags.append("remove-cell")
+    changed = overridden(fields, parameters)
+    if changed and not any(
+        c.cell_type == "markdown" and c.source.startswith(OVERRIDE_NOTE) for c in cells
+    ):
+        text = ", ".join(f"{name}={value!r}" for name, value in changed.items())
+        note = nbformat.v4.new_markdown_cell(f"{OVERRIDE_NOTE} `{text}`")
+        note.metadata["tags"] = ["parameters-override-note"]
+        cells.insert(injected + 1, note)
+    nbformat.write(nb, notebook)
 
 
 def page_script(page: str | Path, parameters: Mapping[str, Any] | None = None) -> str:
@@ -313,6 +367,13 @@ def build_parameters(
     return per_page
 
 
+def write_page_times(path: Path, times: Mapping[str, float]) -> None:
+    """Write ``{page: seconds}`` to ``path`` atomically (a reader never sees half a file)."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(dict(times), indent=2) + "\n")
+    tmp.replace(path)
+
+
 def execute_pages(
     preset: str = "embedded",
     *,
@@ -328,7 +389,8 @@ def execute_pages(
     page with a ``seed``) and are checked before the first page runs: a name that no selected
     page has, or a value that does not fit a page's annotation, fails the build at once, not an
     hour in. Prints one line per page with its time and writes ``page_times.json`` next to the
-    stage, so the README's timing table can be refreshed from a real build.
+    stage (``_build/page_times.json``) after every page, so a page late in the book (the
+    Reference part's status page) reads the times of the pages before it in this build.
     """
     root = root or repo_root()
     stage = stage or root / STAGE_DIR
@@ -345,7 +407,8 @@ def execute_pages(
         )
         times[str(page)] = round(seconds, 1)
         print(f"[book] {page}: {seconds:.1f} s", flush=True)
-    (stage.parent / "page_times.json").write_text(json.dumps(times, indent=2) + "\n")
+        write_page_times(stage.parent / PAGE_TIMES, times)
+    write_page_times(stage.parent / PAGE_TIMES, times)
     print(f"[book] executed {len(times)} pages in {sum(times.values()):.1f} s", flush=True)
     return times
 
