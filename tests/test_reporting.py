@@ -356,3 +356,54 @@ def test_an_executed_page_records_the_command_that_reruns_it(tmp_path):
     assert rec["command"] == (
         f"python -m audiorepro.pages run {page} OUT.ipynb -p preset smoke -p n 4"
     )
+
+
+def test_config_table_flattens_sections_to_dotted_fields_with_their_help():
+    from audiorepro.config import field
+
+    @dataclasses.dataclass(frozen=True)
+    class Train:
+        max_steps: int = field(600, help="optimizer steps")
+        lr: float = field(1e-3, help="peak learning rate " + "x" * 80)
+
+    @dataclasses.dataclass(frozen=True)
+    class Config:
+        seeds: tuple[int, ...] = field((0, 1, 2), help="one run per seed")
+        train: Train = field(default_factory=Train, help="training section")
+        name: str | None = None  # a field without help
+
+    table = reporting.config_table(Config())
+    assert list(table.index) == ["seeds", "train.max_steps", "train.lr", "name"]
+    assert list(table.columns) == ["value", "help"]
+    assert table.loc["seeds", "value"] == "0, 1, 2"
+    assert table.loc["train.max_steps"].tolist() == ["600", "optimizer steps"]
+    assert table.loc["name"].tolist() == ["None", ""]
+    # shown whole: a long help text is not cut to pandas' 50 characters
+    assert "x" * 80 in table._repr_html_() and "x" * 80 in repr(table)
+    assert "..." not in table._repr_html_()
+    with pytest.raises(TypeError, match="dataclass instance"):
+        reporting.config_table(Config)
+
+
+def test_finding_parts_read_back_every_sentence_shape():
+    found = reporting.finding("A beats B", [3.0, 3.1, 3.2], [1.0, 1.1, 1.2], metric="mAP@10")
+    parts = reporting.finding_parts(found.sentence)
+    assert parts["claim"] == "A beats B" and parts["verdict"] == found.verdict == "reproduces"
+    assert parts["reason"] == ""
+    assert parts["numbers"].startswith("mAP@10 3.10 ± 0.10 vs 1.10 ± 0.10 (+2.00, 3/3 seeds")
+    low = reporting.finding(
+        "A beats B", [3.0, 3.1], [1.0, 1.1], losses=([5.0, 5.0], [1.0, 1.0]), loss_ceiling=2.0
+    )
+    parts = reporting.finding_parts(low.sentence)
+    assert parts["verdict"] == "inconclusive" and parts["reason"] == low.reason
+    assert "(mean training losses" in parts["reason"] and parts["numbers"].startswith("3.05")
+    parts = reporting.finding_parts(reporting.finding("A beats B", [], []).sentence)
+    assert (parts["verdict"], parts["reason"], parts["numbers"]) == (
+        "inconclusive",
+        "neither side not run",
+        "",
+    )
+    failed = reporting.fails("depth 8 fails", [0.1, 0.12], 0.5, metric="AP")
+    assert reporting.finding_parts(failed.sentence)["numbers"].endswith("(2 seeds)")
+    with pytest.raises(ValueError, match="not a finding sentence"):
+        reporting.finding_parts("a sentence of another kind")

@@ -12,9 +12,11 @@ where only the main process writes) add to it without reading it first.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
+import re
 import shlex
 import sys
 import time
@@ -629,3 +631,81 @@ class Timer:
 
     def __exit__(self, *exc: object) -> None:
         self.seconds = time.perf_counter() - self._start
+
+
+class _WholeTextFrame(pd.DataFrame):
+    """A frame that shows every cell whole (no 50-character cut), wrapped by the page's HTML."""
+
+    @property
+    def _constructor(self) -> type[pd.DataFrame]:
+        return pd.DataFrame  # what is derived from it is an ordinary frame
+
+    def _repr_html_(self) -> str | None:
+        with pd.option_context("display.max_colwidth", None):
+            return super()._repr_html_()
+
+    def __repr__(self) -> str:
+        with pd.option_context("display.max_colwidth", None):
+            return super().__repr__()
+
+
+def _shown(value: Any) -> str:
+    """A configuration value as a reader writes it in a preset: ``0, 1, 2`` for a tuple."""
+    if isinstance(value, tuple | list):
+        return ", ".join(_shown(v) for v in value) if value else "()"
+    if isinstance(value, Mapping):
+        return ", ".join(f"{k}: {_shown(v)}" for k, v in value.items()) if value else "{}"
+    return str(value)
+
+
+def config_table(config: Any) -> pd.DataFrame:
+    """A configuration as a readable table: one row per field, nested sections flattened to
+    dotted names (``train.max_steps``, the names a page's overrides use), with the value and
+    the field's help text (``dataclasses.field(metadata={"help": ...})``).
+
+    Columns: field, value, help (index: the dotted field). Cells are shown whole, so a page
+    prints its configuration wrapped in the book's column instead of one dataclass repr that
+    scrolls sideways.
+    """
+    if not (is_dataclass(config) and not isinstance(config, type)):
+        raise TypeError(f"config_table: expected a dataclass instance, got {type(config)!r}")
+    rows: list[dict[str, str]] = []
+
+    def walk(obj: Any, prefix: str) -> None:
+        for f in dataclasses.fields(obj):
+            value = getattr(obj, f.name)
+            name = prefix + f.name
+            if is_dataclass(value) and not isinstance(value, type):
+                walk(value, name + ".")
+            else:
+                rows.append(
+                    {"field": name, "value": _shown(value), "help": f.metadata.get("help", "")}
+                )
+
+    walk(config, "")
+    table = pd.DataFrame(rows, columns=["field", "value", "help"]).set_index("field")
+    return _WholeTextFrame(table)
+
+
+_FINDING = re.compile(
+    r"^(?P<claim>.+?): (?P<verdict>reproduces|contradicts|inconclusive)"
+    r"(?: \((?P<reason>.+?)\))?(?:, (?P<numbers>.+?))?\.$",
+    re.S,
+)
+
+
+def finding_parts(sentence: str) -> dict[str, str]:
+    """The parts of a :func:`finding` (or :func:`fails`) sentence: claim, verdict, reason and
+    numbers (``"mAP@10 12.00 ± 0.50 vs 9.00 ± 0.40 (+3.00, 3/3 seeds)"``; "" when absent).
+
+    The paper-vs-ours tables keep only the sentence; this reads it back, for a page that
+    gathers the findings of every chapter. A sentence of another shape is a ``ValueError``
+    naming it.
+    """
+    match = _FINDING.match(sentence.strip())
+    if match is None:
+        raise ValueError(f"not a finding sentence: {sentence!r}")
+    parts = {k: v or "" for k, v in match.groupdict().items()}
+    if not parts["reason"] and parts["numbers"].endswith("not run"):
+        parts["reason"], parts["numbers"] = parts["numbers"], ""  # "inconclusive, not run."
+    return parts
