@@ -14,7 +14,7 @@ help:
 	@echo "make book    execute every page (preset=$(PRESET)) and build _build/html/index.html"
 	@echo "make test    unit tests + every page under preset=smoke"
 	@echo "make lab     JupyterLab on the book, .py pages open as notebooks (jupytext)"
-	@echo "make bench   speed benchmarks (ratios against straightforward references)"
+	@echo "make bench   speed benchmarks (ratios against straightforward references) -> bench/results/"
 	@echo "make gpu-check  time each chapter's paper-size model on this machine's CUDA GPU"
 	@echo "make paper-dry-run  the paper presets end to end on CPU on tiny corpora in the real layouts"
 	@echo "make lint    ruff"
@@ -50,8 +50,9 @@ book: pages html
 lab: $(STAMP)
 	$(VENV)/bin/jupyter lab --notebook-dir=. --LabApp.default_url=/lab/tree/book
 
+# each bench's output is kept as bench/results/<bench>.json (when, where, at which commit)
 bench: $(STAMP)
-	@for b in bench/bench_*.py; do echo "== $$b"; $(VPY) $$b || exit 1; done
+	@for b in bench/bench_*.py; do echo "== $$b"; $(VPY) bench/record.py $$b || exit 1; done
 
 # No install step: a GPU machine may have only a Python with torch (and pyyaml, transformers);
 # the venv's Python when there is one, else python3. GPU_CHECK_ARGS="--models 03-vqvae" etc.
