@@ -407,3 +407,38 @@ def test_finding_parts_read_back_every_sentence_shape():
     assert reporting.finding_parts(failed.sentence)["numbers"].endswith("(2 seeds)")
     with pytest.raises(ValueError, match="not a finding sentence"):
         reporting.finding_parts("a sentence of another kind")
+
+
+def test_build_status_reads_page_times_bench_records_and_counts_tests(tmp_path):
+    assert reporting.page_times(tmp_path / "page_times.json") is None  # no build yet
+    (tmp_path / "page_times.json").write_text(
+        json.dumps({"book/00_data/01_audio_features.py": 9.6, "book/04_awe/02_train.py": 274.5})
+    )
+    times = reporting.page_times(tmp_path / "page_times.json")
+    assert times.to_dict("list") == {
+        "page": ["book/00_data/01_audio_features.py", "book/04_awe/02_train.py"],
+        "chapter": ["00_data", "04_awe"],
+        "seconds": [9.6, 274.5],
+    }
+    assert reporting.bench_records(tmp_path / "none") == []
+    bench = tmp_path / "bench"
+    bench.mkdir()
+    (bench / "bench_b.json").write_text(json.dumps({"bench": "bench_b"}))
+    (bench / "bench_a.json").write_text(json.dumps({"bench": "bench_a"}))
+    assert [r["bench"] for r in reporting.bench_records(bench)] == ["bench_a", "bench_b"]
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    (tests / "test_x.py").write_text(
+        "import pytest\n\ndef test_a():\n    pass\n\n"
+        "@pytest.mark.parametrize('n', [1, 2, 3])\n@pytest.mark.parametrize('m', (1, 2))\n"
+        "def test_b(n, m):\n    pass\n\n"
+        "@pytest.mark.parametrize('p', PAGES)\ndef test_c(p):\n    pass\n\n"
+        "class TestD:\n    def test_e(self):\n        pass\n\ndef helper():\n    pass\n"
+    )
+    (tests / "conftest.py").write_text("def test_not_a_test_file():\n    pass\n")
+    assert reporting.count_tests(tests) == {
+        "files": 1,
+        "functions": 4,
+        "cases": 1 + 6 + 1 + 1,
+        "computed": 1,
+    }

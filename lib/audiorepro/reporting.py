@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from audiorepro.config import to_dict
-from audiorepro.paths import results_dir
+from audiorepro.paths import repo_root, results_dir
 from audiorepro.repro import environment_snapshot
 from audiorepro.storage import config_hash as _config_hash
 
@@ -709,3 +709,72 @@ def finding_parts(sentence: str) -> dict[str, str]:
     if not parts["reason"] and parts["numbers"].endswith("not run"):
         parts["reason"], parts["numbers"] = parts["numbers"], ""  # "inconclusive, not run."
     return parts
+
+
+# ----------------------------------------------------------------------------- the build's status
+
+
+def page_times(path: str | Path | None = None) -> pd.DataFrame | None:
+    """The build's page times (``_build/page_times.json``, written by :mod:`audiorepro.pages`
+    after every page) as a table: page, chapter (its folder), seconds, in reading order.
+    ``None`` when the file does not exist (no build has run here)."""
+    path = Path(path) if path is not None else repo_root() / "_build" / "page_times.json"
+    if not path.is_file():
+        return None
+    times = json.loads(path.read_text(encoding="utf-8"))
+    return pd.DataFrame(
+        [
+            {"page": page, "chapter": Path(page).parent.name, "seconds": float(seconds)}
+            for page, seconds in times.items()
+        ],
+        columns=["page", "chapter", "seconds"],
+    )
+
+
+def bench_records(folder: str | Path | None = None) -> list[dict[str, Any]]:
+    """The benchmark records ``make bench`` committed (``bench/results/<bench>.json``, written
+    by ``bench/record.py``: bench, command, produced, git_sha, machine, seconds, output), by
+    bench name; ``[]`` when there are none."""
+    folder = Path(folder) if folder is not None else repo_root() / "bench" / "results"
+    return [json.loads(p.read_text(encoding="utf-8")) for p in sorted(folder.glob("*.json"))]
+
+
+def _parametrized_cases(decorators: Sequence[Any]) -> tuple[int, bool]:
+    """Cases of a test from its ``@pytest.mark.parametrize`` decorators with literal lists, and
+    whether every one was literal (else each such decorator counts as one case)."""
+    import ast
+
+    cases, exact = 1, True
+    for deco in decorators:
+        if not (isinstance(deco, ast.Call) and getattr(deco.func, "attr", "") == "parametrize"):
+            continue
+        values = deco.args[1] if len(deco.args) > 1 else None
+        if isinstance(values, ast.List | ast.Tuple):
+            cases *= len(values.elts)
+        else:
+            exact = False
+    return cases, exact
+
+
+def count_tests(folder: str | Path | None = None) -> dict[str, int]:
+    """Count the test suite without importing it (``ast``, fast): ``files``, ``functions``
+    (``test_*`` functions and methods of ``tests/test_*.py``) and ``cases`` (functions times
+    their literal ``parametrize`` lists; a parametrization over a computed list, such as every
+    book page, counts once, so ``cases`` is a lower bound then and ``computed`` says how many
+    such functions there are)."""
+    import ast
+
+    folder = Path(folder) if folder is not None else repo_root() / "tests"
+    files = sorted(folder.glob("test_*.py"))
+    functions = cases = computed = 0
+    for path in files:
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name.startswith(
+                "test_"
+            ):
+                functions += 1
+                n, exact = _parametrized_cases(node.decorator_list)
+                cases += n
+                computed += not exact
+    return {"files": len(files), "functions": functions, "cases": cases, "computed": computed}
