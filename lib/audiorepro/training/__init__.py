@@ -2,10 +2,12 @@
 
 ``Trainer(model, loss_fn, train_dataset, TrainConfig(...), eval_fn=..., out_dir=...).fit()``
 trains any ``nn.Module``; ``fit(resume=True)`` continues bit for bit from the newest checkpoint
-in ``out_dir/checkpoints``. See ``audiorepro.training.loop`` for the loop's contract and
+in ``out_dir/checkpoints``. See ``audiorepro.training.loop`` for the loop's contract (its
+config, device, sampler, callbacks, progress, result and resume modules hold the rest) and
 ``audiorepro.training.checkpoint`` for the on-disk format (safetensors + JSON, no pickle).
 """
 
+from audiorepro.training.callbacks import Callback, EarlyStopping
 from audiorepro.training.checkpoint import (
     CheckpointError,
     LoadedCheckpoint,
@@ -16,17 +18,11 @@ from audiorepro.training.checkpoint import (
     save_checkpoint,
     save_model_weights,
 )
-from audiorepro.training.loop import (
-    Callback,
-    EarlyStopping,
-    EpochBatchSampler,
-    NonFiniteError,
-    TrainConfig,
-    Trainer,
-    TrainResult,
-    resolve_device,
-    resolve_mixed_precision,
-)
+from audiorepro.training.config import TrainConfig
+from audiorepro.training.device import resolve_device, resolve_mixed_precision
+from audiorepro.training.loop import NonFiniteError, Trainer
+from audiorepro.training.result import TrainResult
+from audiorepro.training.sampler import EpochBatchSampler
 from audiorepro.training.schedules import make_scheduler
 
 __all__ = [

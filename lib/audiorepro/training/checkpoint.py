@@ -79,6 +79,7 @@ from audiorepro.storage import (
     save_tensors,
     write_json,
 )
+from audiorepro.training.device import mps_available
 
 FORMAT_VERSION = 2  # 2: the manifest records a SHA-256 per file, verified on load
 MANIFEST = "checkpoint.json"
@@ -202,11 +203,6 @@ def load_tree(directory: Path, name: str) -> Any:
 # --------------------------------------------------------------------------------------------
 
 
-def _mps_available() -> bool:
-    backend = getattr(torch.backends, "mps", None)
-    return backend is not None and backend.is_available()
-
-
 def capture_rng_state(generators: Mapping[str, torch.Generator] | None = None) -> dict[str, Any]:
     """Every random stream a training step can draw from, as a tree ``pack_tree`` can store.
 
@@ -222,7 +218,7 @@ def capture_rng_state(generators: Mapping[str, torch.Generator] | None = None) -
     }
     if torch.cuda.is_available():
         state["torch_cuda"] = list(torch.cuda.get_rng_state_all())
-    if _mps_available():
+    if mps_available():
         state["torch_mps"] = torch.mps.get_rng_state()
     return state
 
@@ -242,7 +238,7 @@ def restore_rng_state(
     if cuda_states and torch.cuda.is_available():
         for index in range(min(len(cuda_states), torch.cuda.device_count())):
             torch.cuda.set_rng_state(cuda_states[index].to(torch.uint8), index)
-    if "torch_mps" in state and _mps_available():
+    if "torch_mps" in state and mps_available():
         torch.mps.set_rng_state(state["torch_mps"].to(torch.uint8))
     saved = state.get("generators", {})
     for name, generator in (generators or {}).items():

@@ -1,10 +1,32 @@
-"""Optimizer factories for :class:`audiorepro.training.Trainer` (``optimizer_factory=``)."""
+"""Optimizers for :class:`audiorepro.training.Trainer`: the default AdamW and the factories a
+chapter passes as ``optimizer_factory=``, each implemented as ``TrainConfig.optimizer_impl`` says."""
 
 from __future__ import annotations
 
 import torch
 
-from audiorepro.training.loop import TrainConfig, optimizer_impl_kwargs
+from audiorepro.training.config import TrainConfig
+
+
+def optimizer_impl_kwargs(config: TrainConfig) -> dict[str, bool]:
+    """The ``torch.optim`` keyword that selects ``config.optimizer_impl`` (Adam, AdamW)."""
+    return {
+        "auto": {},
+        "for-loop": {"foreach": False},
+        "foreach": {"foreach": True},
+        "fused": {"fused": True},
+    }[config.optimizer_impl]
+
+
+def default_optimizer(model: torch.nn.Module, config: TrainConfig) -> torch.optim.Optimizer:
+    """AdamW (Loshchilov & Hutter 2019) over the trainable parameters, ``lr``/``weight_decay``,
+    implemented as ``optimizer_impl`` says."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    if not params:
+        raise ValueError("the model has no trainable parameters (requires_grad is False)")
+    return torch.optim.AdamW(
+        params, lr=config.lr, weight_decay=config.weight_decay, **optimizer_impl_kwargs(config)
+    )
 
 
 def adam_factory(model: torch.nn.Module, config: TrainConfig) -> torch.optim.Optimizer:
@@ -16,4 +38,4 @@ def adam_factory(model: torch.nn.Module, config: TrainConfig) -> torch.optim.Opt
     )  # fmt: skip
 
 
-__all__ = ["adam_factory"]
+__all__ = ["adam_factory", "default_optimizer", "optimizer_impl_kwargs"]

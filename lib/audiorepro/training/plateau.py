@@ -30,8 +30,10 @@ from typing import Any
 import torch
 
 from audiorepro.config import ConfigError, field
+from audiorepro.training.callbacks import Callback
 from audiorepro.training.checkpoint import load_tree, save_tree
-from audiorepro.training.loop import OPTIMIZER_IMPLS, Callback, TrainConfig, Trainer
+from audiorepro.training.config import OPTIMIZER_IMPLS, TrainConfig
+from audiorepro.training.loop import Trainer
 
 
 class ReduceLROnPlateauWithReset(Callback):

@@ -19,8 +19,9 @@ from typing import Any
 import torch
 
 from audiorepro.config import ConfigError
+from audiorepro.training.callbacks import Callback
 from audiorepro.training.checkpoint import load_tree, save_tree
-from audiorepro.training.loop import Callback, Trainer
+from audiorepro.training.loop import Trainer
 
 __all__ = ["SELECTIONS", "WEIGHT_FILES", "KeepBest", "check_select"]
 
