@@ -271,6 +271,7 @@ def awe_chapter(out: Path) -> str:
     from audiorepro.config import replace, to_dict
     from audiorepro.data.embedded.word_corpus import generate_word_corpus
     from audiorepro.experiments import awe
+    from audiorepro.experiments.awe.plan import sweep, table2_configs
 
     cfg = awe.load_config("paper", **OVERRIDES["04_awe"])
     generate_word_corpus(awe.corpus_root(cfg), "smoke", 0)  # the real layout, tiny
@@ -289,8 +290,8 @@ def awe_chapter(out: Path) -> str:
         awe.CHAPTER, "02_train", {"dev_crossview_ap": squared.best_dev}, preset=preset,
         seed=squared.seed, config=to_dict(cfg), tags={"model": "chosen", "distance": "cos2"},
     )  # fmt: skip
-    for number, configs in (("1", awe.table1_configs(cfg)), ("2", awe.table2_configs(cfg))):
-        table = awe.sweep(configs, data)
+    for number, configs in (("1", awe.table1_configs(cfg)), ("2", table2_configs(cfg))):
+        table = sweep(configs, data)
         awe.record_sweep(table, number, page="03_evaluate", preset=preset, config=cfg)
     test = data["test"]
     for c in awe.seed_configs(cfg):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import json
 
 import numpy as np
@@ -357,13 +358,8 @@ def test_sweep_verdicts_have_three_outcomes_with_the_seed_spread_and_chance():
 
 def test_sweeps_run_every_seed_once_per_run_and_workers_do_not_change_them(tmp_path):
     from audiorepro.config import replace
-    from audiorepro.experiments.awe import (
-        sweep_curves,
-        sweep_table,
-        sweeps,
-        table1_configs,
-        table2_configs,
-    )
+    from audiorepro.experiments.awe.findings import sweep_curves, sweep_table
+    from audiorepro.experiments.awe.plan import sweeps, table1_configs, table2_configs
     from audiorepro.storage import RunStore
 
     cfg, data = _tiny_run(tmp_path)
@@ -403,6 +399,7 @@ def test_train_ahead_trains_each_run_of_the_chapter_once_and_the_pages_then_only
 ):
     from audiorepro.config import replace
     from audiorepro.experiments import awe
+    from audiorepro.experiments.awe import plan
     from audiorepro.storage import RunStore
 
     cfg, data = _tiny_run(tmp_path)
@@ -411,7 +408,7 @@ def test_train_ahead_trains_each_run_of_the_chapter_once_and_the_pages_then_only
     )
     squared = awe.squared_config(cfg)
     assert (squared.distance, squared.train.num_epochs, squared.seed) == ("cos2", 2, 5)
-    assert len(awe.chapter_configs(cfg)) == 8 + 4 + 2 + 1
+    assert len(plan.chapter_configs(cfg)) == 8 + 4 + 2 + 1
     store = RunStore("04_awe", tmp_path / "runs")
     # Table 1: 8 runs; Table 2's h = 1 at N = 1: 2 more; the chosen model is Table 2's h = 2
     # (= Table 1's N = 1 Avg) as sweep_epochs = num_epochs; the 1 - cos² run: 1.
@@ -422,7 +419,9 @@ def test_train_ahead_trains_each_run_of_the_chapter_once_and_the_pages_then_only
     def no_training(*args, **kwargs):
         raise AssertionError("a page trained a run train_ahead should have trained")
 
-    monkeypatch.setattr(awe, "_fit", no_training)
+    monkeypatch.setattr(
+        importlib.import_module("audiorepro.experiments.awe.train"), "fit", no_training
+    )
     ahead = awe.sweeps(cfg, data, workers=1, store=store)
     awe.train(squared, data, store=store)
     monkeypatch.undo()
@@ -559,7 +558,8 @@ def test_corpus_root_is_honoured_for_every_kind(tmp_path, monkeypatch, kind):
 
 def test_a_killed_run_resumes_from_its_last_checkpoint_bit_for_bit(tmp_path):
     from audiorepro.config import replace
-    from audiorepro.experiments.awe import run_config, train
+    from audiorepro.experiments.awe import train
+    from audiorepro.experiments.awe.train import run_config
     from audiorepro.storage import RunStore
 
     cfg, data = _tiny_run(tmp_path)  # 3 steps per epoch, 2 epochs
@@ -626,6 +626,7 @@ def test_the_corpus_as_a_segments_table_gives_the_chapters_tokens_exactly(tmp_pa
 def test_written_word_geometry_counts_first_phone_neighbours_and_the_mean_cosine(monkeypatch):
     from audiorepro.experiments import awe
 
+    evaluation = importlib.import_module("audiorepro.experiments.awe.evaluate")
     phones = {w: np.array(p) for w, p in
               {"a": [1, 2], "b": [1, 3], "c": [2, 1], "d": [2, 2]}.items()}  # fmt: skip
     vectors = {"a": [1.0, 0.0], "b": [0.9, 0.1], "c": [0.0, 1.0], "d": [0.1, 0.9]}
@@ -634,7 +635,7 @@ def test_written_word_geometry_counts_first_phone_neighbours_and_the_mean_cosine
         words = sorted(word_phones)
         return words, np.array([vectors[w] for w in words], dtype=np.float32)
 
-    monkeypatch.setattr(awe, "embed_words", fake_embed_words)
+    monkeypatch.setattr(evaluation, "embed_words", fake_embed_words)
     # a <-> b and c <-> d are nearest: all four share their neighbour's first phone; each word
     # has 1 of 3 others with its first phone.
     unit = {w: np.array(v) / np.linalg.norm(v) for w, v in vectors.items()}
@@ -659,6 +660,7 @@ def test_anchor_check_ranks_other_speakers_tokens_against_centroids_and_written_
     from audiorepro.experiments import awe
     from audiorepro.metrics.average_precision import cross_view_ap, same_different_ap
 
+    evaluation = importlib.import_module("audiorepro.experiments.awe.evaluate")
     rng = np.random.default_rng(0)
     # speakers s1, s3 form the first half (sorted, alternately), s2, s4 the second; "z" has
     # tokens in the second half only and is left out.
@@ -674,9 +676,9 @@ def test_anchor_check_ranks_other_speakers_tokens_against_centroids_and_written_
     )  # fmt: skip
     emb = rng.normal(size=(len(tokens), 4)).astype(np.float32)
     written = {"x": rng.normal(size=4), "y": rng.normal(size=4), "z": rng.normal(size=4)}
-    monkeypatch.setattr(awe, "embed_segments", lambda model, seg, batch_size=512: emb)
+    monkeypatch.setattr(evaluation, "embed_segments", lambda model, seg, batch_size=512: emb)
     monkeypatch.setattr(
-        awe,
+        evaluation,
         "embed_words",
         lambda model, wp, batch_size=512: (
             sorted(wp),
@@ -707,6 +709,7 @@ def test_pronunciation_variation_counts_dictionary_matches_and_each_words_realis
     from audiorepro.data.manifests import AlignmentItem, Supervision, write_manifest
     from audiorepro.experiments import awe
 
+    evaluation = importlib.import_module("audiorepro.experiments.awe.evaluate")
     dictionary = {"better": ["B", "EH", "T", "ER"], "camera": ["K", "AE", "M", "ER", "AH"]}
     realised = [
         ["B", "EH", "T", "ER"],  # the dictionary's
@@ -717,7 +720,7 @@ def test_pronunciation_variation_counts_dictionary_matches_and_each_words_realis
         ["B", "EH", "D", "ER"],  # one substitution: 1 / 4
     ]
     words = ["better", "better", "better", "camera", "camera", "better"]
-    got = awe.pronunciation_variation(realised, words, dictionary)
+    got = evaluation.pronunciation_variation(realised, words, dictionary)
     assert got["dictionary_match"] == pytest.approx(2 / 6)
     assert got["phone_error_rate"] == pytest.approx((0 + 0.25 + 0 + 0.4 + 0.4 + 0.25) / 6)
     # better: 2 of 4 tokens in its usual form; camera: 2 of 2
@@ -725,9 +728,9 @@ def test_pronunciation_variation_counts_dictionary_matches_and_each_words_realis
     assert got["words_with_variants"] == pytest.approx(1 / 2)
     assert (got["tokens"], got["words"]) == (6, 2)
     with pytest.raises(ValueError, match="no dictionary entry for \\['cat'\\]"):
-        awe.pronunciation_variation([["K"]], ["cat"], dictionary)
+        evaluation.pronunciation_variation([["K"]], ["cat"], dictionary)
     with pytest.raises(ValueError, match="no word has two or more tokens"):
-        awe.pronunciation_variation(realised[3:5], ["camera", "better"], dictionary)
+        evaluation.pronunciation_variation(realised[3:5], ["camera", "better"], dictionary)
 
     # the same from a corpus's supervision manifest, in the layout the word corpus writes
     sups = [
@@ -746,7 +749,7 @@ def test_pronunciation_variation_counts_dictionary_matches_and_each_words_realis
         for i, (w, phones) in enumerate(zip(words, realised, strict=True))
     ]
     write_manifest(tmp_path / MANIFEST_DIR / "test_supervisions.jsonl.gz", sups)
-    monkeypatch.setattr(awe, "corpus_root", lambda config: tmp_path)
+    monkeypatch.setattr(evaluation, "corpus_root", lambda config: tmp_path)
     assert awe.corpus_pronunciation_variation(awe.load_config("smoke")) == got
     # a corpus without phone alignments (Switchboard's list + npz layout): nothing to say
     assert awe.corpus_pronunciation_variation(awe.load_config("smoke"), "dev") is None

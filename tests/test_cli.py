@@ -317,7 +317,7 @@ def test_awe_dtw_is_the_mfcc_dtw_baseline_of_a_segments_table(corpus, tmp_path, 
     pair of rows ranked by distance: equal to a brute-force AP over a plain DTW per pair; a
     table without a repeated word is an error."""
     from audiorepro.data.recordings import read_segments
-    from audiorepro.experiments import awe
+    from audiorepro.experiments.awe import recordings as awe
     from audiorepro.metrics.dtw import dtw_distance
 
     code, out, err = run_cli(capsys, "awe", "dtw", "--segments", corpus / "seg.tsv")
@@ -569,8 +569,9 @@ def test_train_commands_refuse_fields_a_single_run_does_not_read(corpus, tmp_pat
 def test_awe_train_honours_select_and_says_which_epochs_weights_it_kept(corpus, tmp_path, capsys):
     """``--set select=final`` makes ``awe embed`` use the last epoch's weights (both are
     saved); the command prints the kept epoch, and warns when the development AP saturates."""
-    from audiorepro.experiments import awe
+    from audiorepro.experiments.awe import recordings as awe
     from audiorepro.storage import load_tensors
+    from audiorepro.training.selection import WEIGHT_FILES
 
     for select in ("best", "final"):
         code, out, err = run_cli(
@@ -588,7 +589,7 @@ def test_awe_train_honours_select_and_says_which_epochs_weights_it_kept(corpus, 
             select == "best" and info["best_dev"] >= 1.0
         )
         model, _ = awe.load_run(tmp_path / select)
-        saved, _ = load_tensors(tmp_path / select / awe.SELECTED_WEIGHTS[select])
+        saved, _ = load_tensors(tmp_path / select / WEIGHT_FILES[select])
         for name, tensor in model.state_dict().items():
             assert torch.equal(tensor, saved[name]), name
 

@@ -89,7 +89,7 @@ cfg
 # $10^{-7}$ or at the epoch cap of the preset. The trained model is kept in the chapter's run
 # store, keyed by its configuration and seed, where the evaluation page finds it again.
 #
-# ```{literalinclude} ../../lib/audiorepro/experiments/awe.py
+# ```{literalinclude} ../../lib/audiorepro/experiments/awe/train.py
 # :pyobject: train
 # ```
 

@@ -224,7 +224,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _run(args: argparse.Namespace) -> None:
-    from audiorepro.experiments import awe
+    from audiorepro.experiments.awe import recordings as awe
     from audiorepro.experiments import zerospeech as zs
 
     command = (args.group, args.command)

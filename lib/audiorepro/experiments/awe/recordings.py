@@ -1,0 +1,347 @@
+"""What the ``audiorepro awe`` commands run on a user's recordings: a segments table's words
+and pronunciations as the chapter's segments, a model trained on them into a run folder through
+the chapter's own training step, their embeddings, and the AP of embeddings or of MFCC + DTW."""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from audiorepro.config import from_dict, refuse_unused, to_dict
+from audiorepro.data.awe import WordSegments
+from audiorepro.data.embedded.lexicon import SWITCHBOARD_SYMBOLS
+from audiorepro.data.recordings import (
+    RecordingsError,
+    Segment,
+    cmudict_lexicon,
+    read_lexicon,
+    read_segments,
+)
+from audiorepro.experiments.awe.config import SAMPLE_RATE, Config, load_config
+from audiorepro.experiments.awe.data import model_config
+from audiorepro.experiments.awe.evaluate import dtw_ap
+from audiorepro.experiments.awe.train import AWERun, fit, set_threads
+from audiorepro.experiments.awe.views import embed_segments
+from audiorepro.features import load_audio, mfcc_features
+from audiorepro.metrics.average_precision import same_different_ap
+from audiorepro.models.awe import AWEModelConfig, MultiViewAWE
+from audiorepro.storage import load_model_weights, read_run_info, save_model_weights, write_json
+from audiorepro.training.loop import TrainResult
+from audiorepro.training.selection import WEIGHT_FILES
+
+RUN_FILE = "run.json"
+"""The file of an ``awe train`` run folder that describes the run (:func:`load_run` reads it)."""
+
+
+def lexicon_ids(
+    rows: Sequence[Segment], lexicon: str = "cmudict"
+) -> tuple[dict[str, tuple[str, ...]], dict[str, int]]:
+    """Pronunciations of the words of ``rows`` and the phone ids: ``({word: phones},
+    {phone: id >= 1})``.
+
+    ``lexicon``: ``"cmudict"`` (the bundled CMU dictionary, stress removed; ids of the chapter's
+    45-symbol Switchboard-like set), ``"characters"`` (the written view is the word's spelling,
+    lower-cased, one symbol per character, as in the first multi-view embeddings, which the
+    paper cites: any word of any language, no dictionary) or the path of a
+    ``WORD PH1 PH2 ...`` file (ids of its phones, sorted; a file named ``characters`` is given
+    as ``./characters``). Words are matched case-insensitively; a word the lexicon lacks is an
+    error naming the first table line that has it.
+    """
+    words = sorted({r.word.lower() for r in rows})
+    if lexicon == "cmudict":
+        found = cmudict_lexicon(words)
+        phone_ids = {p: i + 1 for i, p in enumerate(SWITCHBOARD_SYMBOLS)}
+    elif lexicon == "characters":
+        found = {w: tuple(w) for w in words}
+        phone_ids = {c: i + 1 for i, c in enumerate(sorted({c for w in words for c in w}))}
+    else:
+        entries = read_lexicon(lexicon)
+        found = {w: entries[w] for w in words if w in entries}
+        phone_ids = {p: i + 1 for i, p in enumerate(sorted({p for w in found for p in found[w]}))}
+    for r in rows:
+        if r.word.lower() not in found:
+            raise RecordingsError(
+                r.source,
+                r.line,
+                f"word: {r.word!r} is not in the lexicon {lexicon!r} (add it to a lexicon file, "
+                "or spell every word: --lexicon characters)",
+            )
+    return found, phone_ids
+
+
+def segment_features(rows: Sequence[Segment], feature_dim: int = 39) -> list[np.ndarray]:
+    """MFCC + Δ + ΔΔ frames (T, feature_dim) float32 of each row: 13 MFCCs with CMVN over the
+    row's whole audio file (16 kHz, 10 ms frames), cut to ``[start, end)`` (the chapter's word
+    corpus does the same over a side)."""
+    by_file: dict[Path, np.ndarray] = {}
+    out = []
+    for r in rows:
+        if r.path not in by_file:
+            wav, _ = load_audio(r.path, SAMPLE_RATE)
+            by_file[r.path] = mfcc_features(wav, SAMPLE_RATE, feature_dim, cmvn=True)
+        feats = by_file[r.path]
+        if r.start is not None:
+            feats = feats[int(round(r.start * 100)) : int(round(r.end * 100))]
+        if feats.shape[0] == 0:
+            raise RecordingsError(r.source, r.line, "start/end: the segment holds no frame")
+        out.append(np.ascontiguousarray(feats, dtype=np.float32))
+    return out
+
+
+def segments_data(
+    rows: Sequence[Segment],
+    pronunciations: Mapping[str, Sequence[str]],
+    phone_ids: Mapping[str, int],
+    *,
+    split: str,
+    feature_dim: int = 39,
+    min_frames: int = 2,
+) -> WordSegments:
+    """The rows of a segments table as the chapter's :class:`~audiorepro.data.awe.WordSegments`
+    (features by :func:`segment_features`; rows shorter than ``min_frames`` are dropped and
+    counted)."""
+    feats = segment_features(rows, feature_dim)
+    keep = [i for i, f in enumerate(feats) if f.shape[0] >= min_frames]
+    if not keep:
+        raise ValueError(f"{split}: every segment is shorter than {min_frames} frames")
+    words = [rows[i].word for i in keep]
+    word_phones = {
+        w: np.asarray([phone_ids[p] for p in pronunciations[w.lower()]], dtype=np.int64)
+        for w in sorted(set(words))
+    }
+    return WordSegments(
+        split=split,
+        keys=[f"{rows[i].where}" for i in keep],
+        words=words,
+        speakers=[rows[i].speaker for i in keep],
+        feats=[feats[i] for i in keep],
+        phones=[word_phones[w] for w in words],
+        word_phones=word_phones,
+        num_phones=max(phone_ids.values()),
+        dropped={"short": len(rows) - len(keep), "out_of_vocabulary": 0},
+    )
+
+
+def hold_out(
+    rows: Sequence[Segment], fraction: float, seed: int
+) -> tuple[list[Segment], list[Segment]]:
+    """``(train, dev)``: about ``fraction`` of the rows (at least 2) held out in pairs of one
+    word, from words with at least 4 rows (so that both sides keep pairs), seeded."""
+    order = np.random.default_rng(seed).permutation(len(rows)).tolist()
+    by_word: dict[str, list[int]] = {}
+    for i in order:
+        by_word.setdefault(rows[i].word, []).append(i)
+    want = max(2, int(round(fraction * len(rows))))
+    held: list[int] = []
+    words = [w for w in sorted(by_word, key=lambda w: -len(by_word[w])) if len(by_word[w]) >= 4]
+    while len(held) < want and words:
+        for w in list(words):
+            held += by_word[w][:2]
+            by_word[w] = by_word[w][2:]
+            if len(by_word[w]) < 4:
+                words.remove(w)
+            if len(held) >= want:
+                break
+    if not held:
+        where = rows[0].source if rows else "segments"
+        raise RecordingsError(
+            where, None, "no word has 4 segments to hold 2 out for development: give --dev"
+        )
+    chosen = set(held)
+    return (
+        [r for i, r in enumerate(rows) if i not in chosen],
+        [r for i, r in enumerate(rows) if i in chosen],
+    )
+
+
+SEGMENTS_FIELDS = (
+    "model", "train", "seed", "select", "margin", "loss_k", "distance", "min_frames",
+    "eval_batch_size",
+)  # fmt: skip
+"""The configuration fields that shape a :func:`train_on_segments` run; ``--set`` of any other
+(the chapter's sweeps, seed lists and baseline size, the corpus) is refused, never ignored."""
+
+
+def train_on_segments(
+    segments: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    *,
+    lexicon: str = "cmudict",
+    dev: str | os.PathLike[str] | None = None,
+    dev_fraction: float = 0.1,
+    preset: str = "embedded",
+    overrides: Mapping[str, Any] | None = None,
+    progress: str = "none",
+) -> AWERun:
+    """Train the chapter's multi-view model on the words of a segments table, into ``out``.
+
+    The development rows (the plateau schedule's cross-view AP) are the table ``dev``, or else
+    about ``dev_fraction`` of the rows held out of training (:func:`hold_out`). ``preset`` and
+    ``overrides`` as :func:`~audiorepro.experiments.awe.config.load_config`; an override of a field outside
+    :data:`SEGMENTS_FIELDS` is a ``ConfigError``. Writes ``out/model.safetensors`` (the best dev
+    epoch's weights), ``out/final.safetensors`` (the last epoch's) and ``out/run.json``; ``select``
+    picks the weights :func:`load_run` (``awe embed``) uses.
+    """
+    config = load_config(preset, overrides)  # unknown keys first: "did you mean ..."
+    refuse_unused(overrides, SEGMENTS_FIELDS, "awe train", "--segments")
+    rows = read_segments(segments)
+    if dev is not None:
+        train_rows, dev_rows = rows, read_segments(dev)
+    else:
+        train_rows, dev_rows = hold_out(rows, dev_fraction, config.seed)
+    if len({r.word for r in dev_rows}) == len(dev_rows):
+        raise RecordingsError(
+            dev if dev is not None else segments,
+            None,
+            "the development rows need a word spoken at least twice (same-different AP)",
+        )
+    pronunciations, phone_ids = lexicon_ids(train_rows + dev_rows, lexicon)
+    data = {
+        split: segments_data(
+            split_rows,
+            pronunciations,
+            phone_ids,
+            split=split,
+            feature_dim=config.model.feature_dim,
+            min_frames=config.min_frames,
+        )
+        for split, split_rows in (("train", train_rows), ("dev", dev_rows))
+    }
+    set_threads(config)
+    model, result, schedule, final = fit(config, data, progress)
+    best_dev = float(schedule.best) if schedule.best is not None else float("nan")
+    resolved = model_config(config, data)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    save_model_weights(model, out / WEIGHT_FILES["best"])
+    final_model = MultiViewAWE(resolved)
+    final_model.load_state_dict(final)
+    save_model_weights(final_model, out / WEIGHT_FILES["final"])
+    kept = kept_epoch(result, schedule.history, config.select)
+    write_json(
+        out / RUN_FILE,
+        {
+            "kind": "awe",
+            "preset": preset,
+            "config": to_dict(config),
+            "model": to_dict(resolved),
+            "lexicon": str(lexicon),
+            "phones_to_ids": phone_ids,
+            "pronunciations": {w: list(p) for w, p in pronunciations.items()},
+            "best_dev": best_dev,
+            "kept_epoch": kept,
+            "history": result.to_dict(),
+            "schedule": [list(h) for h in schedule.history],
+        },
+    )
+    if config.select == "final":
+        model.load_state_dict(final)
+    return AWERun(
+        model=model.eval(),
+        history=result,
+        schedule_events=list(schedule.history),
+        best_dev=best_dev,
+        seed=config.seed,
+        model_config=resolved,
+        path=out,
+        selected=config.select,
+        kept_epoch=kept,
+    )
+
+
+def kept_epoch(result: TrainResult, events: Sequence[tuple[int, str]], select: str) -> int:
+    """The epoch (1-based) whose weights a run keeps: the last one the plateau schedule called
+    ``best`` (``select: best``), or the last one trained (``final``)."""
+    best = [step for step, event in events if event == "best"]
+    if select == "final" or not best:
+        return int(result.final_epoch)
+    return int(result.epochs[result.steps.index(best[-1])]) + 1
+
+
+def load_run(run: str | os.PathLike[str]) -> tuple[MultiViewAWE, Config]:
+    """The model (eval mode, CPU) and configuration that :func:`train_on_segments` wrote."""
+    run = Path(run)
+    info_path = run / RUN_FILE
+    info = read_run_info(run, RUN_FILE, "awe", "an AWE run", "awe train")
+    config = from_dict(Config, info["config"], source=str(info_path))
+    model = MultiViewAWE(from_dict(AWEModelConfig, info["model"], source=str(info_path)))
+    load_model_weights(model, run / WEIGHT_FILES[config.select])
+    return model.eval(), config
+
+
+def embed_table(
+    run: str | os.PathLike[str], segments: str | os.PathLike[str]
+) -> dict[str, np.ndarray]:
+    """Acoustic embeddings of every row of a segments table (no lexicon needed):
+    ``{"embeddings": (N, D) float32, "labels": (N,) words, "speakers": (N,)}``."""
+    model, config = load_run(run)
+    rows = read_segments(segments)
+    feats = segment_features(rows, config.model.feature_dim)
+    view = WordSegments(
+        split="embed",
+        keys=[r.where for r in rows],
+        words=[r.word for r in rows],
+        speakers=[r.speaker for r in rows],
+        feats=feats,
+        phones=[],
+        word_phones={},
+        num_phones=0,
+        dropped={},
+    )
+    set_threads(config)
+    emb = embed_segments(model, view, config.eval_batch_size)
+    return {
+        "embeddings": emb,
+        "labels": np.asarray([r.word for r in rows]),
+        "speakers": np.asarray([r.speaker for r in rows]),
+    }
+
+
+def embeddings_ap(path: str | os.PathLike[str]) -> float:
+    """Same-different AP (cosine) of an ``.npz`` with ``embeddings`` (N, D) and ``labels`` (N,)
+    arrays, as :func:`embed_table` writes; a missing file or array is an error naming it."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such embeddings file")
+    with np.load(path, allow_pickle=False) as archive:
+        for name in ("embeddings", "labels"):
+            if name not in archive.files:
+                raise KeyError(f"{path}: no array {name!r} (has {', '.join(archive.files)})")
+        emb, labels = archive["embeddings"], archive["labels"]
+    return float(same_different_ap(emb, labels))
+
+
+def dtw_table_ap(
+    segments: str | os.PathLike[str],
+    tokens: int | None = None,
+    seed: int = 0,
+    feature_dim: int = 39,
+) -> dict[str, Any]:
+    """The MFCC + DTW baseline of
+    :func:`~audiorepro.experiments.awe.evaluate.dtw_baseline` on the rows of a segments table (no
+    lexicon, no model): the features ``awe train`` and ``awe embed`` read
+    (:func:`segment_features`), all pairs of every row, or of a seeded subset of ``tokens``
+    rows. ``awe ap`` of the embeddings of the same table is the number to set beside it.
+    Returns ``{"ap", "tokens", "num_pairs", "positives"}``."""
+    rows = read_segments(segments)
+    n = len(rows) if tokens is None else min(tokens, len(rows))
+    if n < 2:
+        raise ValueError(f"{segments}: the baseline needs at least 2 segments, got {n}")
+    chosen = list(rows)
+    if n < len(rows):
+        picked = np.random.default_rng(seed).choice(len(rows), size=n, replace=False)
+        chosen = [rows[k] for k in np.sort(picked)]
+    labels = [r.word for r in chosen]
+    positives = sum(c * (c - 1) // 2 for c in Counter(labels).values())
+    if positives == 0:
+        raise ValueError(
+            f"{segments}: no word occurs twice among the {n} segments, so there is no "
+            "same-word pair to rank"
+        )
+    ap, num_pairs = dtw_ap(segment_features(chosen, feature_dim), labels)
+    return {"ap": ap, "tokens": n, "num_pairs": num_pairs, "positives": positives}

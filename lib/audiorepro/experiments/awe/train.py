@@ -1,0 +1,210 @@
+"""Training one multi-view model: Adam, batches of segments, the eq. (4) loss, dev cross-view
+AP after every epoch and the plateau schedule, on :class:`audiorepro.training.Trainer`; every
+trained model is kept in the chapter's run store, keyed by what defines it."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from audiorepro.config import to_dict
+from audiorepro.data.awe import MultiViewDataset, WordSegments, collate_multiview
+from audiorepro.experiments.awe.config import CHAPTER, Config
+from audiorepro.experiments.awe.data import data_digest, model_config
+from audiorepro.experiments.awe.views import evaluate
+from audiorepro.losses.multiview import MultiViewContrastiveLoss
+from audiorepro.models.awe import AWEModelConfig, MultiViewAWE
+from audiorepro.repro import seed_everything
+from audiorepro.storage import (
+    Run,
+    RunStore,
+    load_model_weights,
+    read_json,
+    save_model_weights,
+    write_json,
+)
+from audiorepro.training.loop import Trainer, TrainResult, resolve_device
+from audiorepro.training.optimizers import adam_factory
+from audiorepro.training.selection import WEIGHT_FILES
+
+
+@dataclasses.dataclass
+class AWERun:
+    """A trained model (the ``select``-ed state loaded) and how it got there.
+
+    Attributes:
+        model: the model with the best dev cross-view AP (``select: best``) or the final one,
+            in eval mode.
+        history: the training history (losses per step, dev metrics per epoch).
+        schedule_events: ``(step, event)`` of the plateau schedule ("best", "decay", "stop").
+        best_dev: the best dev cross-view AP.
+        seed: the run's seed.
+        model_config: the encoders' configuration.
+        path: the run's folder in the run store.
+        selected: which weights ``model`` holds, ``"best"`` or ``"final"``.
+        kept_epoch: the epoch (1-based) of those weights
+            (:func:`~audiorepro.experiments.awe.recordings.kept_epoch`; runs of
+            :func:`~audiorepro.experiments.awe.recordings.train_on_segments`).
+    """
+
+    model: MultiViewAWE
+    history: TrainResult
+    schedule_events: list[tuple[int, str]]
+    best_dev: float
+    seed: int
+    model_config: AWEModelConfig
+    path: Path
+    selected: str = "best"
+    kept_epoch: int | None = None
+
+
+def run_config(config: Config, data: Mapping[str, WordSegments]) -> dict[str, Any]:
+    """What defines a trained model, the key of its run: the resolved encoders, the training
+    section, the loss, the seed, the embedding batch (dev AP picks the best epoch) and the data
+    identity. The chapter-level fields (sweeps, seeds list, baseline size) are left out, so that
+    a sweep setting equal to the chosen model is the chosen model's run."""
+    return {**run_fields(config, data), "data": data_digest(data)}
+
+
+def run_fields(config: Config, data: Mapping[str, WordSegments]) -> dict[str, Any]:
+    """:func:`run_config` without the data identity (for runs on one and the same data)."""
+    return {
+        "model": to_dict(model_config(config, data)),
+        "train": to_dict(config.train),
+        "loss": {"margin": config.margin, "k": config.loss_k, "distance": config.distance},
+        "seed": config.seed,
+        "eval_batch_size": config.eval_batch_size,
+    }
+
+
+def set_threads(config: Config) -> None:
+    """Use ``config.train.torch_threads`` torch threads in this process, when set."""
+    if config.train.torch_threads is not None:
+        torch.set_num_threads(config.train.torch_threads)
+
+
+def fit(
+    config: Config,
+    data: Mapping[str, WordSegments],
+    progress: str,
+    staging: Path | None = None,
+    callbacks: Sequence[Any] = (),
+) -> tuple[MultiViewAWE, TrainResult, Any, dict[str, torch.Tensor]]:
+    """Train; return the model with its best dev state loaded, the history, the plateau
+    schedule and the final weights (a CPU state dict). With ``staging``, checkpoint there
+    after every epoch's evaluation (the best weights too) and continue from the newest
+    checkpoint found there."""
+    seed_everything(config.seed)
+    model = MultiViewAWE(model_config(config, data))
+    loss = MultiViewContrastiveLoss(config.margin, config.loss_k, config.distance)
+
+    def loss_fn(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> dict[str, Any]:
+        emb_x, emb_c = model(
+            batch["feats"], batch["lengths"], batch["phones"], batch["phone_lengths"]
+        )
+        terms = loss.terms(emb_x, emb_c, batch["inverse"])
+        out: dict[str, Any] = {"loss": (terms["obj0"] + terms["obj1"] + terms["obj2"]).mean()}
+        out.update({k: v.detach().mean() for k, v in terms.items()})
+        return out
+
+    dev = data["dev"]
+
+    def eval_fn(model: torch.nn.Module) -> dict[str, float]:
+        return evaluate(model, dev, config.eval_batch_size)  # type: ignore[arg-type]
+
+    best_dir = staging / "best" if staging is not None else None
+    schedule = config.train.callback("crossview_ap", mode="max", directory=best_dir)
+    dataset = MultiViewDataset(data["train"])
+    train_cfg = config.train.trainer_config(config.seed)
+    if staging is not None:  # once per epoch, right after the evaluation the schedule acts on
+        per_epoch = -(-len(dataset) // train_cfg.batch_size)
+        train_cfg = dataclasses.replace(train_cfg, checkpoint_every=per_epoch)
+    trainer = Trainer(
+        model,
+        loss_fn,
+        dataset,
+        train_cfg,
+        collate_fn=collate_multiview,
+        eval_fn=eval_fn,
+        optimizer_factory=adam_factory,
+        out_dir=staging,
+        callbacks=[schedule, *callbacks],
+        progress=progress,
+    )
+    result = trainer.fit(resume=staging is not None)
+    model = trainer.unwrapped_model
+    final = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
+    schedule.restore_best(model)
+    return model, result, schedule, final  # type: ignore[return-value]
+
+
+def train(
+    config: Config,
+    data: Mapping[str, WordSegments],
+    *,
+    store: RunStore | None = None,
+    progress: str = "none",
+    callbacks: Sequence[Any] = (),
+) -> AWERun:
+    """Train one multi-view model (seed ``config.seed``, at most ``config.train.num_epochs``
+    epochs) and return it with the ``config.select``-ed state loaded (the best dev cross-view
+    AP's, or the final one), or load it from the run store if it was trained before. The run
+    keeps both states.
+
+    Args:
+        config: the experiment configuration; variants (sweeps, seeds) via
+            :func:`audiorepro.config.replace`.
+        data: :func:`~audiorepro.experiments.awe.data.load_data` output.
+        store: where runs are kept (default ``RunStore("04_awe")``).
+        progress: the Trainer's progress mode.
+        callbacks: further Trainer callbacks (progress hooks, tests).
+
+    A run killed before it finished continues from its last epoch's checkpoint, kept in the
+    store's staging folder of this configuration (:meth:`RunStore.staging`), when ``train`` is
+    called again with the same configuration; the result equals an uninterrupted run's.
+    """
+    store = store if store is not None else RunStore(CHAPTER)
+    set_threads(config)
+    resolved = model_config(config, data)
+    key = run_config(config, data)
+
+    def build(folder: Path) -> dict[str, Any]:
+        staging = store.staging(store.run("model", key))
+        model, result, schedule, final = fit(config, data, progress, staging, callbacks)
+        best_dev = float(schedule.best) if schedule.best is not None else float("nan")
+        save_model_weights(model, folder / WEIGHT_FILES["best"])
+        final_model = MultiViewAWE(resolved)
+        final_model.load_state_dict(final)
+        save_model_weights(final_model, folder / WEIGHT_FILES["final"])
+        write_json(
+            folder / "history.json",
+            {
+                "history": result.to_dict(),
+                "schedule": [list(h) for h in schedule.history],
+                "best_dev": best_dev,
+            },
+        )
+        return {"best_dev": best_dev, "epochs": result.final_epoch}
+
+    def load(run: Run) -> AWERun:
+        model = MultiViewAWE(resolved)
+        name = WEIGHT_FILES[config.select]
+        load_model_weights(model, run.file(name))
+        model.to(resolve_device(config.train.device)).eval()
+        saved = read_json(run.file("history.json"))
+        return AWERun(
+            model=model,
+            history=TrainResult.from_dict(saved["history"]),
+            schedule_events=[(int(s), str(e)) for s, e in saved["schedule"]],
+            best_dev=float(saved["best_dev"]),
+            seed=config.seed,
+            model_config=resolved,
+            path=run.path,
+            selected=config.select,
+        )
+
+    return store.cached("model", key, build, load)
