@@ -853,3 +853,25 @@ def test_keep_best_keeps_only_what_its_state_function_gives(tmp_path):
     trainer.fit()
     assert keeper.best_step == 2 and set(keeper.best_state()) == {"w"}
     assert not torch.equal(keeper.best_state()["w"], model.state_dict()["0.weight"])
+
+
+def test_the_loop_hands_on_the_names_its_leaf_modules_now_define():
+    from audiorepro.training import callbacks, checkpoint, config, device, loop, progress, sampler
+
+    assert loop.Callback is callbacks.Callback and loop.EarlyStopping is callbacks.EarlyStopping
+    assert (
+        loop.TrainConfig is config.TrainConfig and loop.OPTIMIZER_IMPLS is config.OPTIMIZER_IMPLS
+    )
+    assert loop.resolve_device is device.resolve_device
+    assert loop.make_accelerator is device.make_accelerator
+    assert loop.EpochBatchSampler is sampler.EpochBatchSampler
+    assert loop.HEADLESS_ENV == progress.HEADLESS_ENV == "AUDIOREPRO_HEADLESS"
+    # One MPS probe, shared by device resolution and the checkpoints' RNG states.
+    assert checkpoint.mps_available is device.mps_available
+    assert not hasattr(checkpoint, "_mps_available") and not hasattr(loop, "_mps_available")
+    # The step arithmetic: 7 micro-batches in groups of 3 -> groups of 3, 3 and a short 1.
+    cfg = TrainConfig(num_epochs=2, grad_accum_steps=3, max_steps=5)
+    assert config.steps_per_epoch(cfg, 7) == 3 and config.schedule_span(cfg, 3) == 6
+    assert config.steps_to_run(cfg, 3) == 5
+    groups = [config.accumulation_group(cfg, b, 7) for b in range(7)]
+    assert groups == [(3, False), (3, False), (3, True)] * 2 + [(1, True)]

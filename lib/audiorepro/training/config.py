@@ -172,7 +172,9 @@ def steps_to_run(config: TrainConfig, steps_per_epoch: int) -> int:
     return min(steps, config.max_steps) if config.max_steps else steps
 
 
-def accumulation_group(config: TrainConfig, batch_in_epoch: int, local_batches: int):
+def accumulation_group(
+    config: TrainConfig, batch_in_epoch: int, local_batches: int
+) -> tuple[int, bool]:
     """``(group size, ends the group)`` of micro-batch ``batch_in_epoch``: groups hold
     ``grad_accum_steps`` micro-batches, the epoch's last one what is left."""
     accum = config.grad_accum_steps
