@@ -320,10 +320,11 @@ def zerospeech_chapter(out: Path) -> str:
     from audiorepro.config import to_dict
     from audiorepro.data.embedded.zerospeech_corpus import generate_zerospeech_corpus
     from audiorepro.experiments import zerospeech as zs
+    from audiorepro.paths import data_dir
 
     preset = "paper"
     cfg = zs.load_config(preset, OVERRIDES["03_zerospeech"])
-    generate_zerospeech_corpus(cfg.corpus.resolve(zs.data_dir()), "smoke", 0)
+    generate_zerospeech_corpus(cfg.corpus.resolve(data_dir()), "smoke", 0)
     records = []
     for row in zs.ablation_rows(cfg):
         for s in cfg.main_seeds:

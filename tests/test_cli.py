@@ -135,7 +135,7 @@ def test_units_baselines_the_input_frames_and_the_runs_kmeans(corpus, tmp_path, 
     in run.json); ``units encode --what frames|kmeans`` writes the two baselines, each scored
     by ``abx score`` like the units: the frames every 10 ms, the k-means units on the code
     frames, each line one of the saved centroids, the same centroids from the same seed."""
-    from audiorepro.experiments import zerospeech as zs
+    from audiorepro.experiments.zerospeech import recordings as zs
 
     code, out, err = run_cli(
         capsys,

@@ -18,9 +18,10 @@ from audiorepro.data.awe import MultiViewDataset, WordSegments, collate_multivie
 from audiorepro.data.retrieval import CaptionItem, collate_captions
 from audiorepro.data.speech_segments import collate_segments
 from audiorepro.distillation import TeacherEnsemble
-from audiorepro.experiments import retrieval, zerospeech
+from audiorepro.experiments import retrieval
 from audiorepro.experiments.awe import adam_factory
 from audiorepro.experiments.distillation import teacher_embeddings, train_distilled
+from audiorepro.experiments.zerospeech.train import _vqvae_step
 from audiorepro.losses.contrastive import nt_xent, nt_xent_logits
 from audiorepro.losses.distillation import soft_cross_entropy
 from audiorepro.losses.inverter import inverter_loss
@@ -253,7 +254,7 @@ def small_vqvae() -> VQVAE:
 def test_chapter03_vqvae_step_under_bf16_and_fp16_keeps_float32_codebook():
     torch.manual_seed(0)
     model = small_vqvae()
-    result = one_step(model, zerospeech._vqvae_step, _Segments(), collate_segments)
+    result = one_step(model, _vqvae_step, _Segments(), collate_segments)
     assert_finite(result)
     q = model.quantizer
     assert bool(q.initialized)
@@ -263,7 +264,7 @@ def test_chapter03_vqvae_step_under_bf16_and_fp16_keeps_float32_codebook():
     model.train()
     batch = collate_segments([_Segments()[i] for i in range(4)])
     before = q.ema_sum.clone()
-    backward_under(torch.float16, lambda: zerospeech._vqvae_step(model, batch))
+    backward_under(torch.float16, lambda: _vqvae_step(model, batch))
     assert q.ema_sum.dtype == torch.float32 and not torch.equal(before, q.ema_sum)
 
 

@@ -9,7 +9,9 @@ import pytest
 
 from audiorepro.config import ConfigError, CorpusSpec, max_steps_alone
 from audiorepro.experiments import awe
-from audiorepro.experiments import zerospeech as zs
+from audiorepro.experiments.zerospeech import config as zs_config
+from audiorepro.experiments.zerospeech.data import language_dir
+from audiorepro.experiments.zerospeech.train import fit_vqvae
 
 
 def test_max_steps_alone_lifts_num_epochs_dotted_or_nested_and_leaves_the_input():
@@ -24,23 +26,23 @@ def test_max_steps_alone_lifts_num_epochs_dotted_or_nested_and_leaves_the_input(
 
 
 def test_chapter_03_max_steps_alone_outlasts_the_presets_epochs():
-    preset = zs.load_config("embedded")
+    preset = zs_config.load_config("embedded")
     assert preset.train.num_epochs < 5000 and preset.train.max_steps < 5000
-    longer = zs.load_config("embedded", {"train.max_steps": 5000})
+    longer = zs_config.load_config("embedded", {"train.max_steps": 5000})
     assert (longer.train.num_epochs, longer.train.max_steps) == (5000, 5000)
-    inverter = zs.load_config("embedded", {"inverter_train.max_steps": 900})
+    inverter = zs_config.load_config("embedded", {"inverter_train.max_steps": 900})
     assert inverter.inverter_train.num_epochs == 900
-    both = zs.load_config("embedded", {"train.max_steps": 5000, "train.num_epochs": 3})
+    both = zs_config.load_config("embedded", {"train.max_steps": 5000, "train.num_epochs": 3})
     assert both.train.num_epochs == 3  # both given: both honoured as written
 
 
 def test_chapter_03_max_steps_alone_runs_that_many_steps():
     """On 2 utterances of 40 frames (1 batch per epoch), the smoke preset's 1 epoch would stop
     after 1 step; max_steps = 3 set alone runs 3."""
-    cfg = zs.load_config("smoke", {"train.max_steps": 3, "train.segment_frames": 40})
+    cfg = zs_config.load_config("smoke", {"train.max_steps": 3, "train.segment_frames": 40})
     rng = np.random.default_rng(0)
     feats = [rng.normal(size=(40, 39)).astype(np.float32) for _ in range(2)]
-    _, history = zs.fit_vqvae(cfg.train, cfg.model, feats, ["a", "b"], seed=0)
+    _, history = fit_vqvae(cfg.train, cfg.model, feats, ["a", "b"], seed=0)
     assert history["step"][-1] == 3
 
 
@@ -58,9 +60,9 @@ def test_zerospeech_root_with_a_real_corpus_is_refused_under_a_generated_kind(
     calls = []
     monkeypatch.setattr(generate, "ensure_corpora", lambda *a, **k: calls.append(k) or {})
     (tmp_path / "mine" / "english").mkdir(parents=True)
-    cfg = zs.Config(corpus=CorpusSpec("smoke", root=str(tmp_path / "mine")))
+    cfg = zs_config.Config(corpus=CorpusSpec("smoke", root=str(tmp_path / "mine")))
     with pytest.raises(ConfigError, match=r"holds a ZeroSpeech 2019 folder \(english/\).*kind"):
-        zs.language_dir(cfg)
+        language_dir(cfg)
     assert calls == []
     # An empty root is where the generated corpus goes: honoured.
     (tmp_path / "gen").mkdir()
@@ -70,9 +72,9 @@ def test_zerospeech_root_with_a_real_corpus_is_refused_under_a_generated_kind(
         lambda *a, **k: calls.append(k["out"]) or {"zerospeech": tmp_path / "gen" / "zs"},
     )
     (tmp_path / "gen" / "zs" / "english").mkdir(parents=True)
-    cfg = zs.Config(corpus=CorpusSpec("smoke", root=str(tmp_path / "gen")))
-    assert zs.language_dir(cfg) == tmp_path / "gen" / "zs" / "english"
+    cfg = zs_config.Config(corpus=CorpusSpec("smoke", root=str(tmp_path / "gen")))
+    assert language_dir(cfg) == tmp_path / "gen" / "zs" / "english"
     assert calls == [tmp_path / "gen"]
     # kind=paper reads the real folder itself.
-    paper = zs.Config(corpus=CorpusSpec("paper", root=str(tmp_path / "mine")))
-    assert zs.language_dir(paper) == tmp_path / "mine" / "english"
+    paper = zs_config.Config(corpus=CorpusSpec("paper", root=str(tmp_path / "mine")))
+    assert language_dir(paper) == tmp_path / "mine" / "english"

@@ -5,8 +5,23 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from audiorepro.data.speech_segments import average_frames, normalize_features
-from audiorepro.experiments import zerospeech as zs
+from audiorepro.data.speech_segments import HOP_S, average_frames, normalize_features
+from audiorepro.experiments.zerospeech import diagnostics
+from audiorepro.experiments.zerospeech.config import load_config
+from audiorepro.experiments.zerospeech.data import (
+    language_dir,
+    load_data,
+    load_features,
+    model_inputs,
+)
+from audiorepro.experiments.zerospeech.diagnostics import frames_abx, input_geometry, unit_runs
+from audiorepro.experiments.zerospeech.evaluate import (
+    code_runs,
+    encode_files,
+    evaluate,
+    kmeans_units,
+)
+from audiorepro.experiments.zerospeech.tables import RowResult, ablation_rows
 from audiorepro.models.kmeans import kmeans, nearest_centroid
 
 
@@ -41,7 +56,7 @@ def test_normalisation_rejects_bad_input():
 
 def test_model_inputs_uses_the_name_prefix_as_speaker():
     feats = {"S001_0001": np.array([[0.0]]), "S001_0002": np.array([[2.0]])}
-    out = zs.model_inputs(feats, "speaker")
+    out = model_inputs(feats, "speaker")
     assert out["S001_0001"][0, 0] == pytest.approx(-1.0)
     assert out["S001_0002"][0, 0] == pytest.approx(1.0)
 
@@ -83,13 +98,13 @@ def test_kmeans_units_average_then_quantise():
     rng = np.random.default_rng(1)
     train = [rng.normal(size=(37, 4)).astype(np.float32) for _ in range(6)]
     test = {"S001_0001": rng.normal(size=(10, 4)).astype(np.float32)}
-    codes, vectors, fitted = zs.kmeans_units(train, test, k=8, stride=4, seed=0)
+    codes, vectors, fitted = kmeans_units(train, test, k=8, stride=4, seed=0)
     assert codes["S001_0001"].shape == (3,)  # ceil(10 / 4) code frames, as the VQ-VAE
     np.testing.assert_array_equal(
         codes["S001_0001"], fitted.assign(average_frames(test["S001_0001"], 4))
     )
     np.testing.assert_array_equal(vectors["S001_0001"], fitted.centroids[codes["S001_0001"]])
-    again, _, _ = zs.kmeans_units(train, test, k=8, stride=4, seed=0)
+    again, _, _ = kmeans_units(train, test, k=8, stride=4, seed=0)
     np.testing.assert_array_equal(again["S001_0001"], codes["S001_0001"])
 
 
@@ -111,7 +126,7 @@ def _runs_by_loop(codes):
 
 def test_code_runs_hand_values_and_files_do_not_join():
     codes = {"a": np.array([3, 3, 1, 1, 1, 2]), "b": np.array([2, 2]), "c": np.array([], int)}
-    stats = zs.code_runs(codes)
+    stats = code_runs(codes)
     # a: runs 3,3 / 1,1,1 / 2; b: 2,2 (the 2 ending a does not continue into b)
     assert stats == {
         "runs": 4.0,
@@ -120,7 +135,7 @@ def test_code_runs_hand_values_and_files_do_not_join():
         "single_share": 0.25,
         "empty_files": 1.0,
     }
-    assert zs.code_runs({"x": np.array([5])})["single_share"] == 1.0
+    assert code_runs({"x": np.array([5])})["single_share"] == 1.0
 
 
 def test_code_runs_match_a_loop_on_random_sequences():
@@ -129,7 +144,7 @@ def test_code_runs_match_a_loop_on_random_sequences():
         codes = {f"f{i}": rng.integers(0, 3, rng.integers(0, 30)) for i in range(5)}
         codes["last"] = rng.integers(0, 3, 7)  # at least one frame
         runs, frames, single = _runs_by_loop(codes)
-        stats = zs.code_runs(codes)
+        stats = code_runs(codes)
         assert (stats["runs"], stats["frames"]) == (runs, frames)
         assert stats["mean_run"] == pytest.approx(frames / runs)
         assert stats["single_share"] == pytest.approx(single / runs)
@@ -137,9 +152,9 @@ def test_code_runs_match_a_loop_on_random_sequences():
 
 def test_code_runs_reject_bad_input():
     with pytest.raises(ValueError, match="no code frames"):
-        zs.code_runs({"a": np.array([], int)})
+        code_runs({"a": np.array([], int)})
     with pytest.raises(ValueError, match="b: codes must be one sequence"):
-        zs.code_runs({"b": np.zeros((2, 3), int)})
+        code_runs({"b": np.zeros((2, 3), int)})
 
 
 def _two_seed_units(monkeypatch):
@@ -147,24 +162,28 @@ def _two_seed_units(monkeypatch):
     ``per_seed[s]``; returns (config, rows, per_seed, the seeds encoded in order)."""
     from types import SimpleNamespace
 
-    cfg = zs.load_config("smoke", main_seeds=(0, 1))
-    rows = zs.ablation_rows(cfg)[:1]
+    cfg = load_config("smoke", main_seeds=(0, 1))
+    rows = ablation_rows(cfg)[:1]
     per_seed = {0: {"u": np.array([1, 1, 2, 2])}, 1: {"u": np.array([1, 2, 3, 3])}}
     encoded = []
-    monkeypatch.setattr(zs, "language_dir", lambda config, language: None)
-    monkeypatch.setattr(zs, "load_features", lambda lang_dir, split, feature: {})
+    monkeypatch.setattr(diagnostics, "language_dir", lambda config, language: None)
+    monkeypatch.setattr(diagnostics, "load_features", lambda lang_dir, split, feature: {})
     monkeypatch.setattr(
-        zs, "train_vqvae", lambda config, model, seed, language: SimpleNamespace(model=seed)
+        diagnostics,
+        "train_vqvae",
+        lambda config, model, seed, language: SimpleNamespace(model=seed),
     )
     monkeypatch.setattr(
-        zs, "encode_files", lambda model, feats: encoded.append(model) or (per_seed[model], {})
+        diagnostics,
+        "encode_files",
+        lambda model, feats: encoded.append(model) or (per_seed[model], {}),
     )
     return cfg, rows, per_seed, encoded
 
 
 def test_unit_runs_report_milliseconds_per_row_over_seeds(monkeypatch):
     cfg, rows, _, _ = _two_seed_units(monkeypatch)
-    table = zs.unit_runs(cfg, rows)
+    table = unit_runs(cfg, rows)
     ms = rows[0].model.stride * 10  # one code frame
     # seed 0: 2 runs of 2 frames; seed 1: runs 1, 1, 2 -> 4/3 frames, 2 of 3 single
     row = table.loc[rows[0].key]
@@ -176,18 +195,18 @@ def test_unit_runs_report_milliseconds_per_row_over_seeds(monkeypatch):
 
 def test_unit_runs_take_the_statistics_the_scored_runs_computed(monkeypatch):
     cfg, rows, per_seed, encoded = _two_seed_units(monkeypatch)
-    alone = zs.unit_runs(cfg, rows)
+    alone = unit_runs(cfg, rows)
     assert encoded == [0, 1]
     key = rows[0].key
     # seed 0 scored by run_rows (its statistics kept), seed 1 not: only seed 1 is encoded
-    results = {(key, 0): zs.RowResult(key, 0, {}, 1.0, zs.code_runs(per_seed[0]))}
+    results = {(key, 0): RowResult(key, 0, {}, 1.0, code_runs(per_seed[0]))}
     encoded.clear()
-    assert zs.unit_runs(cfg, rows, results=results).equals(alone)
+    assert unit_runs(cfg, rows, results=results).equals(alone)
     assert encoded == [1]
     # a result without statistics (an older caller) is encoded too
-    results = {(key, s): zs.RowResult(key, s, {}, 1.0) for s in (0, 1)}
+    results = {(key, s): RowResult(key, s, {}, 1.0) for s in (0, 1)}
     encoded.clear()
-    assert zs.unit_runs(cfg, rows, results=results).equals(alone) and encoded == [0, 1]
+    assert unit_runs(cfg, rows, results=results).equals(alone) and encoded == [0, 1]
 
 
 def test_frames_abx_scores_the_frames_as_the_model_standardises_them():
@@ -196,24 +215,24 @@ def test_frames_abx_scores_the_frames_as_the_model_standardises_them():
     training standard deviation. ``input_geometry`` tabulates the three."""
     from audiorepro.metrics.abx import abx
 
-    cfg = zs.load_config("smoke")
-    lang = zs.language_dir(cfg)
+    cfg = load_config("smoke")
+    lang = language_dir(cfg)
     item = lang / "abx/byCtxt_acSpkr.item"
-    test = zs.load_features(lang, "test", "mfcc")
-    train = np.concatenate(zs.load_data(cfg, "english", "mfcc").feats).astype(np.float64)
+    test = load_features(lang, "test", "mfcc")
+    train = np.concatenate(load_data(cfg, "english", "mfcc").feats).astype(np.float64)
     mean, std = train.mean(0), train.std(0)
 
     def score(feats):
-        return abx(feats, item, "angular", "across", frame_shift=zs.HOP_S).error
+        return abx(feats, item, "angular", "across", frame_shift=HOP_S).error
 
     centred = score({k: v - mean for k, v in test.items()})
     scaled = score({k: (v - mean) / std for k, v in test.items()})
     # float32 statistics in the library, float64 here: a near-tie may flip (one triplet)
-    assert zs.frames_abx(cfg, "mfcc", input_scale="global") == pytest.approx(centred, abs=0.5)
-    assert zs.frames_abx(cfg, "mfcc", input_scale="dimension") == pytest.approx(scaled, abs=0.5)
-    assert zs.frames_abx(cfg, "mfcc") == pytest.approx(score(test), abs=1e-9)
+    assert frames_abx(cfg, "mfcc", input_scale="global") == pytest.approx(centred, abs=0.5)
+    assert frames_abx(cfg, "mfcc", input_scale="dimension") == pytest.approx(scaled, abs=0.5)
+    assert frames_abx(cfg, "mfcc") == pytest.approx(score(test), abs=1e-9)
     assert abs(centred - scaled) > 5  # the two geometries differ on real frames
-    table = zs.input_geometry(cfg)
+    table = input_geometry(cfg)
     assert list(table.columns) == ["raw", "global", "dimension"]
     assert table.loc["mfcc", "global"] == pytest.approx(centred, abs=0.5)
 
@@ -223,13 +242,13 @@ def test_evaluate_hands_back_the_code_runs_of_the_units_it_scored():
 
     from audiorepro.models.vqvae import VQVAE
 
-    cfg = zs.load_config("smoke")
-    lang = zs.language_dir(cfg)
-    model_cfg = zs.ablation_rows(cfg)[0].model
+    cfg = load_config("smoke")
+    lang = language_dir(cfg)
+    model_cfg = ablation_rows(cfg)[0].model
     torch.manual_seed(0)
     model = VQVAE(model_cfg, n_speakers=4)
-    test = zs.load_features(lang, "test", "mfcc")
+    test = load_features(lang, "test", "mfcc")
     stats: dict[str, float] = {}
-    metrics = zs.evaluate(model, lang, test, code_stats=stats)
-    assert stats == zs.code_runs(zs.encode_files(model, test)[0])
-    assert metrics == zs.evaluate(model, lang, test)
+    metrics = evaluate(model, lang, test, code_stats=stats)
+    assert stats == code_runs(encode_files(model, test)[0])
+    assert metrics == evaluate(model, lang, test)

@@ -260,14 +260,16 @@ def test_pre_quant_norm_fixes_the_scale_of_the_encoder_output():
 def test_training_on_smoke_speech_keeps_the_loss_terms_bounded():
     """The chapter's recipe on the smoke corpus: with the encoder output normalised, the
     commitment loss cannot follow a growing scale, and the codebook stays in use."""
-    from audiorepro.experiments import zerospeech as zs
+    from audiorepro.experiments.zerospeech.config import load_config
+    from audiorepro.experiments.zerospeech.data import load_data
+    from audiorepro.experiments.zerospeech.train import fit_vqvae
 
-    cfg = zs.load_config(
+    cfg = load_config(
         "smoke",
         {"train.max_steps": 150, "model.pre_quant_norm": "unit", "model.commitment": 0.02},
     )
-    data = zs.load_data(cfg)
-    _, h = zs.fit_vqvae(cfg.train, cfg.model, data.feats, data.speakers, seed=0)
+    data = load_data(cfg)
+    _, h = fit_vqvae(cfg.train, cfg.model, data.feats, data.speakers, seed=0)
     com, rec = np.asarray(h["commitment"]), np.asarray(h["reconstruction"])
     assert len(com) == 150 and np.isfinite(com).all() and np.isfinite(rec).all()
     np.testing.assert_allclose(h["z_rms"], 1.0, atol=0.02)
@@ -280,11 +282,13 @@ def test_training_on_smoke_speech_keeps_the_loss_terms_bounded():
 
 @pytest.mark.parametrize("scale", ["global", "dimension"])
 def test_fit_vqvae_standardises_its_input_per_input_scale(scale):
-    from audiorepro.experiments import zerospeech as zs
+    from audiorepro.experiments.zerospeech.config import load_config
+    from audiorepro.experiments.zerospeech.data import load_data
+    from audiorepro.experiments.zerospeech.train import fit_vqvae
 
-    cfg = zs.load_config("smoke", {"train.max_steps": 2, "model.input_scale": scale})
-    data = zs.load_data(cfg)
-    model, _ = zs.fit_vqvae(cfg.train, cfg.model, data.feats, data.speakers, seed=0)
+    cfg = load_config("smoke", {"train.max_steps": 2, "model.input_scale": scale})
+    data = load_data(cfg)
+    model, _ = fit_vqvae(cfg.train, cfg.model, data.feats, data.speakers, seed=0)
     stacked = np.concatenate(data.feats).astype(np.float64)
     np.testing.assert_allclose(model.feat_mean, stacked.mean(0), rtol=1e-4, atol=1e-4)
     expected = stacked.std(0) if scale == "dimension" else np.sqrt(stacked.var(0).mean())

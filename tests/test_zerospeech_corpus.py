@@ -512,7 +512,7 @@ def test_mixed_channels_degrade_each_speaker_and_are_not_reused_as_clean(corpus,
 def test_score_units_scores_both_modes_as_two_single_mode_calls(corpus) -> None:
     """score_units' within error (one abx_modes call for both modes) is the error a separate
     within-speaker abx call gives, and its across error the across call's."""
-    from audiorepro.experiments.zerospeech import score_units
+    from audiorepro.experiments.zerospeech.evaluate import score_units
     from audiorepro.metrics.abx import abx
 
     lang_dir = corpus[0] / "english"

@@ -1,11 +1,12 @@
 """Chapter 03 experiment steps that need no training: segments, export, findings, tables."""
 
+import importlib
+
 import numpy as np
 import pytest
 import torch
 import yaml
 
-import audiorepro.experiments.zerospeech as zs
 from audiorepro.data.recipes.zerospeech import AbxItem, write_filelist, write_item_file
 from audiorepro.data.speech_segments import (
     SegmentDataset,
@@ -13,23 +14,22 @@ from audiorepro.data.speech_segments import (
     features_key,
     load_features,
 )
-from audiorepro.experiments.zerospeech import (
-    Config,
-    ablation_rows,
-    code_segments,
-    encode_files,
-    export_submission,
-    findings,
-    length_batches,
-    load_config,
-    synthesis_targets,
-)
+from audiorepro.experiments.zerospeech import plan
+from audiorepro.experiments.zerospeech.config import Config, load_config
+from audiorepro.experiments.zerospeech.evaluate import code_segments, encode_files, length_batches
+from audiorepro.experiments.zerospeech.findings import findings
+from audiorepro.experiments.zerospeech.inverter import synthesis_targets
+from audiorepro.experiments.zerospeech.submission import export_submission
+from audiorepro.experiments.zerospeech.tables import ablation_rows
 from audiorepro.features import save_audio
 from audiorepro.metrics.abx import abx_error, read_submission_folder
 from audiorepro.metrics.bitrate import bitrate, bitrate_from_submission
 from audiorepro.models.vqvae import VQVAE, VQVAEConfig
 from audiorepro.reporting import config_hash_of
 from audiorepro.storage import ArrayFileError, RunStore
+
+# the module (the package's ``evaluate`` is the function of that name)
+zs_evaluate = importlib.import_module("audiorepro.experiments.zerospeech.evaluate")
 
 
 def test_segments_tile_utterances_and_collate_pads():
@@ -150,7 +150,7 @@ def test_a_files_units_do_not_depend_on_the_files_batched_with_it(monkeypatch, e
     rng = np.random.default_rng(0)
     feats = {f"f{i}": rng.random((n, 5)).astype(np.float32) for i, n in enumerate((7, 30, 90))}
     codes, vectors = encode_files(model, feats)
-    monkeypatch.setattr(zs, "ATTENTION_BUDGET", 1)  # every file alone
+    monkeypatch.setattr(zs_evaluate, "ATTENTION_BUDGET", 1)  # every file alone
     alone, _ = encode_files(model, feats)
     for name in feats:
         np.testing.assert_array_equal(codes[name], alone[name])
@@ -233,25 +233,23 @@ def _fake_run_row(calls):
     ids=["smoke", "embedded", "paper", "two-seeds"],
 )
 def test_every_row_of_tables_1_to_3_runs_every_seed(monkeypatch, config):
-    import audiorepro.experiments.zerospeech as zs
-
     calls, tasks = [], []
 
     def serial(fn, items, *, shared, workers):
         tasks.extend(items)
         return [fn(shared, item) for item in items]
 
-    monkeypatch.setattr(zs, "run_row", _fake_run_row(calls))
-    monkeypatch.setattr(zs, "map_processes", serial)
+    monkeypatch.setattr(plan, "run_row", _fake_run_row(calls))
+    monkeypatch.setattr(plan, "map_processes", serial)
     rows = ablation_rows(config)
-    done = zs.run_rows(config, rows, workers=2)
+    done = plan.run_rows(config, rows, workers=2)
     wanted = {(r.key, s) for r in rows for s in config.main_seeds}
     assert set(done) == wanted and len(calls) == len(wanted)
     assert all(done[k, s].seed == s and done[k, s].metrics["bitrate"] == 100.0 for k, s in done)
     # the rows of one task share one k-means baseline (fitted once in its process)
     for jobs, language in tasks:
         assert language == "english"
-        assert len({zs._baseline_of(row, seed) for row, seed in jobs}) == 1
+        assert len({plan._baseline_of(row, seed) for row, seed in jobs}) == 1
     assert sum(len(jobs) for jobs, _ in tasks) == len(wanted)
 
 

@@ -72,7 +72,7 @@ pd.DataFrame(
 # frames separate. And a **k-means baseline** beside every row: the same frames averaged to
 # the code rate (40 ms), K centroids fitted on the training speech with the row's seed, each
 # test frame replaced by its nearest centroid, scored as the units are
-# (`zs.kmeans_baseline`). A VQ-VAE that does not beat it has learned nothing k-means could
+# (`zerospeech.evaluate.kmeans_baseline`). A VQ-VAE that does not beat it has learned nothing k-means could
 # not find in a second.
 
 # %%

@@ -224,8 +224,10 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _run(args: argparse.Namespace) -> None:
+    from audiorepro.data.recordings import find_wavs
     from audiorepro.experiments.awe import recordings as awe
-    from audiorepro.experiments import zerospeech as zs
+    from audiorepro.experiments.zerospeech import recordings as units
+    from audiorepro.metrics.abx import abx_error
 
     command = (args.group, args.command)
     if command == ("segments", "table"):
@@ -236,7 +238,7 @@ def _run(args: argparse.Namespace) -> None:
         )
         print(f"wrote {rows} whole-file rows to {path} ({left_out} files without a word left out)")
     elif command == ("units", "train"):
-        run = zs.train_units(
+        run = units.train_units(
             args.audio,
             args.out,
             speaker_of=args.speaker_of,
@@ -250,37 +252,39 @@ def _run(args: argparse.Namespace) -> None:
         )
         print(f"final loss {losses[-1] if losses else float('nan'):.4f}")
     elif command == ("units", "encode"):
-        run = zs.load_units(args.run)
-        rows = zs.encode_units(
+        run = units.load_units(args.run)
+        rows = units.encode_units(
             run, args.audio, args.out, what=args.what, speaker_of=args.speaker_of
         )
-        shift = zs.output_frame_shift(run, args.what)
+        shift = units.output_frame_shift(run, args.what)
         print(f"wrote {len(rows)} files to {args.out} (one line every {shift:g} s)")
     elif command == ("units", "voice"):
-        voice = zs.train_voice(args.run, args.audio, args.out, overrides=parse_sets(args.sets))
+        voice = units.train_voice(args.run, args.audio, args.out, overrides=parse_sets(args.sets))
         losses = voice.history["loss"]
         print(
             f"trained the inverter {len(losses)} steps on {voice.pieces} pieces of "
-            f"{len(zs.find_wavs(args.audio))} files -> {voice.path}"
+            f"{len(find_wavs(args.audio))} files -> {voice.path}"
         )
         print(f"final loss {losses[-1] if losses else float('nan'):.4f}")
     elif command == ("units", "resynth"):
-        convergence = zs.resynthesize_folder(args.voice, args.audio, args.out)
+        convergence = units.resynthesize_folder(args.voice, args.audio, args.out)
         print(f"wrote {len(convergence)} wavs (16 kHz) to {args.out}")
         print(
             "spectral convergence to the sources' magnitudes, mean "
             f"{float(np.mean(list(convergence.values()))):.4f}"
         )
     elif command == ("units", "bitrate"):
-        rate = zs.submission_bitrate(args.submission_dir, audio=args.audio, filelist=args.filelist)
+        rate = units.submission_bitrate(
+            args.submission_dir, audio=args.audio, filelist=args.filelist
+        )
         print(f"{rate:.2f}")
     elif command == ("abx", "items"):
-        path, times = zs.abx_items(args.segments, args.out, times=args.times, audio=args.audio)
+        path, times = units.abx_items(args.segments, args.out, times=args.times, audio=args.audio)
         n = sum(1 for line in open(path, encoding="utf-8") if line.strip()) - 1
         hint = "score without --frame-shift" if times == "relative" else "score with --frame-shift"
         print(f"wrote {n} items ({times} times: {hint}) to {path}")
     elif command == ("abx", "score"):
-        error = zs.abx_error(
+        error = abx_error(
             args.submission_dir,
             args.item_file,
             distance=args.distance,

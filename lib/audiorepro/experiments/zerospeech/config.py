@@ -1,0 +1,112 @@
+"""Chapter 03's configuration: the preset's sections (corpus, VQ-VAE, training, inverter, the
+tables' sweeps) as one frozen :class:`Config`, read by :func:`load_config`, and the run store."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from audiorepro.config import CorpusSpec, field, preset_loader
+from audiorepro.data.speech_segments import feature_of
+from audiorepro.models.inverter import InverterConfig
+from audiorepro.models.vqvae import VQVAEConfig
+from audiorepro.paths import repo_root
+from audiorepro.storage import RunStore
+from audiorepro.training import TrainConfig
+
+CHAPTER = "03_zerospeech"
+PRESETS = repo_root() / "book" / CHAPTER / "presets"
+# Bump when a change to the code changes what a stored model would be.
+RUNS_VERSION = 4  # 3: padding frames zeroed before the encoder convolutions; 4: in the decoder too
+INVERTER_VERSION = 1  # inverter runs only; 1: padding zeroed before the inverter's convolutions
+
+
+@dataclass(frozen=True)
+class TrainSection:
+    """How one model of the chapter is trained: Adam, segments, batch size, loop length."""
+
+    lr: float = field(1e-3, help="Adam learning rate (paper: 1e-4)")
+    batch_size: int = field(16, help="segments per batch")
+    num_epochs: int = field(1, help="passes over the training segments")
+    max_steps: int | None = field(None, help="cap on optimizer steps (None: num_epochs)")
+    segment_frames: int = field(
+        128, help="training segment length in input frames (feature frames; codes: inverter)"
+    )
+
+    def loop(self, seed: int) -> TrainConfig:
+        """The :class:`~audiorepro.training.TrainConfig` of one seed (no weight decay)."""
+        return TrainConfig(
+            num_epochs=self.num_epochs,
+            max_steps=self.max_steps,
+            batch_size=self.batch_size,
+            lr=self.lr,
+            weight_decay=0.0,
+            seed=seed,
+            device="cpu" if not torch.cuda.is_available() else "auto",
+            log_every=25,
+        )
+
+
+@dataclass(frozen=True)
+class Config:
+    """Parameters of the chapter's pages (``book/03_zerospeech/presets/*.yaml``)."""
+
+    corpus: CorpusSpec = field(
+        default_factory=CorpusSpec,
+        help="the ZeroSpeech 2019 corpus: smoke | embedded (generated) | paper (a real folder "
+        "with english/ and surprise/, relative paths under the data folder)",
+    )
+    model: VQVAEConfig = field(
+        default_factory=VQVAEConfig,
+        help="the main VQ-VAE (input_dim 39: MFCC, 80: log-Mel); the tables' rows vary it",
+    )
+    train: TrainSection = field(default_factory=TrainSection, help="VQ-VAE training")
+    inverter: InverterConfig = field(
+        default_factory=InverterConfig,
+        help="the codebook inverter (code_dim, n_bins and repeat come from the VQ-VAE and "
+        "the spectrogram)",
+    )
+    inverter_train: TrainSection = field(
+        default_factory=lambda: TrainSection(batch_size=8, num_epochs=4, segment_frames=32),
+        help="inverter training (segment_frames: code frames)",
+    )
+    seed: int = field(0, help="seed of single runs")
+    main_seeds: tuple[int, ...] = field(
+        (0, 1, 2),
+        help="seeds of every row of Tables 1-3 (mean ± std: each row enters a finding)",
+    )
+    max_train_files: int | None = field(None, help="use only this many training files")
+    codebook_sizes: tuple[int, ...] = field((64, 128, 256, 512), help="K of Table 2")
+    conv_codebook_size: int = field(256, help="K of the convolutional baseline (Table 2)")
+    smoothings: tuple[float, ...] = field((1e-2, 5e-3, 1e-3), help="λ of Table 3")
+    jitters: tuple[float, ...] = field((0.05, 0.075), help="p of Table 3")
+    combos: tuple[tuple[float, float], ...] = field(
+        ((5e-3, 0.05), (1e-3, 0.05)), help="(λ, p) pairs of Table 3"
+    )
+    surprise: bool = field(True, help="also train and evaluate on the surprise language")
+    target_voice: str = field("V001", help="voice the inverter speaks with")
+    griffin_lim_iters: int = field(32, help="Griffin-Lim iterations")
+    n_examples: int = field(2, help="utterances resynthesised on the inverter page")
+
+    def __post_init__(self) -> None:
+        feature_of(self.model.input_dim)  # raises unless 39 (MFCC) or 80 (log-Mel)
+
+    @property
+    def ledger_seeds(self) -> tuple[int, ...]:
+        """The seeds the pages record: every row's ``main_seeds`` and the single runs' ``seed``
+        (:func:`audiorepro.reporting.current_records` reads only these)."""
+        return (*self.main_seeds, self.seed)
+
+
+load_config = preset_loader(Config, PRESETS, steps_alone=("train", "inverter_train"))
+"""The chapter's :class:`Config` of ``preset`` (``PRESETS/<preset>.yaml``) with single-field
+overrides, given as a mapping or as keywords; dotted names set nested fields
+(``{"train.max_steps": 10}``), and ``None`` values are ignored. A section's ``max_steps`` set
+without its ``num_epochs`` is the run's length: the preset's epochs no longer stop it first
+(:func:`audiorepro.config.max_steps_alone`; the learning rate is constant)."""
+
+
+def store() -> RunStore:
+    """The chapter's run store (models and feature files)."""
+    return RunStore(CHAPTER)

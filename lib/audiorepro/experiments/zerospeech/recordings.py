@@ -1,0 +1,529 @@
+"""What the ``audiorepro units`` and ``audiorepro abx items`` commands run on a folder of anyone's
+recordings: train units and their k-means baseline, encode, train a voice, resynthesise, measure
+the bitrate, and write ABX items from a segments table."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from audiorepro.config import from_dict, refuse_unused, to_dict
+from audiorepro.data.recipes.zerospeech import AbxItem, write_item_file
+from audiorepro.data.recordings import (
+    RecordingsError,
+    Segment,
+    file_id,
+    find_wavs,
+    ids_under,
+    read_segments,
+    speaker_rule,
+    speakers_of,
+)
+from audiorepro.data.speech_segments import (
+    HOP_S,
+    SAMPLE_RATE,
+    feature_of,
+    load_wav_features,
+    normalize_features,
+)
+from audiorepro.experiments.zerospeech.config import Config, load_config, store
+from audiorepro.experiments.zerospeech.data import model_inputs
+from audiorepro.experiments.zerospeech.evaluate import (
+    code_rate_kmeans,
+    encode_files,
+    fit_code_rate_kmeans,
+)
+from audiorepro.experiments.zerospeech.inverter import (
+    fit_inverter,
+    inverter_config,
+    inverter_pairs,
+    resynthesize,
+)
+from audiorepro.experiments.zerospeech.submission import int_lines, vector_lines
+from audiorepro.experiments.zerospeech.train import fit_vqvae
+from audiorepro.features import audio_info, save_audio, spectral_convergence
+from audiorepro.metrics.bitrate import bitrate_from_submission, bitrate_of_files
+from audiorepro.models.inverter import CodebookInverter, InverterConfig
+from audiorepro.models.kmeans import KMeans
+from audiorepro.models.vqvae import VQVAE
+from audiorepro.repro import seed_everything, single_thread
+from audiorepro.storage import (
+    atomic_write,
+    load_model_weights,
+    read_run_info,
+    save_model_weights,
+    write_json,
+)
+
+RUN_FILE = "run.json"
+
+
+TIMES = ("auto", "relative", "seconds")
+
+
+@dataclass
+class UnitsRun:
+    """A VQ-VAE trained on a folder of recordings (``audiorepro units train``) and its folder."""
+
+    model: VQVAE
+    config: Config
+    speakers: list[str]
+    feature: str
+    history: dict[str, Any]
+    path: Path
+    kmeans: dict[str, Any] | None = None
+    """What ``run.json`` records of the k-means baseline (``None``: a run from before it)."""
+    preset: str = "embedded"
+    """The preset the run was trained from (its other sections: the inverter's defaults)."""
+    speaker_of: str = "prefix"
+    """How the run told the speakers of its files (``--speaker-of``): the rule that
+    :func:`encode_units` applies to a folder when the model normalises per speaker."""
+
+    @property
+    def frame_shift(self) -> float:
+        """Seconds between two code frames (stride × 10 ms)."""
+        return self.model.cfg.stride * HOP_S
+
+    def kmeans_baseline(self) -> KMeans:
+        """The k-means baseline :func:`train_units` fitted: an error saying why a run has none."""
+        info = self.kmeans
+        if info is None:
+            raise FileNotFoundError(
+                f"{self.path}: the run has no k-means baseline (trained before `units train` "
+                "fitted one); train it again"
+            )
+        if "skipped" in info:
+            raise ValueError(f"{self.path}: no k-means baseline: {info['skipped']}")
+        path = self.path / info["file"]
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: the run's k-means baseline is missing")
+        with np.load(path, allow_pickle=False) as archive:
+            return KMeans(archive["centroids"], info["inertia"], info.get("iterations", 0))
+
+
+UNITS_FIELDS = ("model", "train", "seed")
+"""The configuration fields that shape a :func:`train_units` run; ``--set`` of any other (the
+chapter's sweeps and seed lists, the corpus) is refused, never ignored."""
+
+
+def train_units(
+    audio: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    *,
+    speaker_of: str = "prefix",
+    preset: str = "embedded",
+    overrides: Mapping[str, Any] | None = None,
+    progress: str = "none",
+) -> UnitsRun:
+    """Train the chapter's VQ-VAE on every wav under ``audio`` (any sample rate) into ``out``.
+
+    ``speaker_of``: ``prefix``, ``parent`` or a ``MAP.tsv`` (:func:`audiorepro.data.recordings.
+    speakers_of`); ``preset`` and ``overrides`` (``{"train.max_steps": 200}``) as
+    :func:`load_config`; an override of a field outside :data:`UNITS_FIELDS` is a
+    ``ConfigError``. Writes ``out/model.safetensors``, ``out/run.json`` (configuration,
+    speakers, feature, history, the k-means baseline) and ``out/kmeans.npz``.
+    """
+    config = load_config(preset, overrides)  # unknown keys first: "did you mean ..."
+    refuse_unused(overrides, UNITS_FIELDS, "units train", "--audio")
+    wavs = find_wavs(audio)
+    speakers = speakers_of(wavs, speaker_of, audio)
+    rule = speaker_rule(speaker_of)
+    feature = feature_of(config.model.input_dim)
+    feats = load_wav_features(wavs, feature, store())
+    names = sorted(feats)
+    model, history = fit_vqvae(
+        config.train,
+        config.model,
+        [feats[n] for n in names],
+        [speakers[n] for n in names],
+        config.seed,
+        progress=progress,
+    )
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    save_model_weights(model, out / "model.safetensors")
+    baseline = _fit_units_baseline(
+        out, [feats[n] for n in names], [speakers[n] for n in names], config
+    )
+    spk = sorted(set(speakers.values()))
+    write_json(
+        out / RUN_FILE,
+        {
+            "kind": "units",
+            "preset": preset,
+            "config": to_dict(config),
+            "speakers": spk,
+            "feature": feature,
+            "audio": str(Path(audio).resolve()),
+            "speaker_of": rule,
+            "files": len(names),
+            "history": history,
+            "kmeans": baseline,
+        },
+    )
+    return UnitsRun(model, config, spk, feature, history, out, baseline, preset, rule)
+
+
+KMEANS_FILE = "kmeans.npz"
+
+
+UNIT_OUTPUTS = ("vectors", "codes", "frames", "kmeans")
+"""What :func:`encode_units` writes: the units (codebook vectors or one-hot codes) or one of
+their two baselines, the input frames themselves (10 ms) and the k-means units of the run."""
+
+
+def _fit_units_baseline(
+    out: Path, feats: Sequence[np.ndarray], speakers: Sequence[str], config: Config
+) -> dict[str, Any]:
+    """Fit the run's k-means baseline (:func:`kmeans_units`' recipe: the training frames,
+    normalised as the model's input, averaged to the code rate, K = the codebook size, the
+    run's seed) and write its centroids to ``out/kmeans.npz`` atomically. Returns what
+    ``run.json`` records of it; too few code frames for K centroids is recorded, not raised."""
+    cfg = config.model
+    inputs = normalize_features(feats, cfg.feature_norm, speakers)
+    code_frames = sum(-(-len(x) // cfg.stride) for x in inputs)
+    info: dict[str, Any] = {"k": cfg.codebook_size, "code_frames": code_frames}
+    if code_frames < cfg.codebook_size:
+        return info | {
+            "skipped": f"the audio gives {code_frames} code frames, fewer than K = "
+            f"{cfg.codebook_size} centroids"
+        }
+    with single_thread():
+        fitted = fit_code_rate_kmeans(inputs, cfg.codebook_size, cfg.stride, config.seed)
+
+    def write(tmp: Path) -> None:
+        with open(tmp, "wb") as handle:
+            np.savez(handle, centroids=fitted.centroids)
+
+    atomic_write(out / KMEANS_FILE, write)
+    return info | {
+        "file": KMEANS_FILE,
+        "seed": config.seed,
+        "inertia": fitted.inertia,
+        "iterations": fitted.iterations,
+    }
+
+
+def load_units(run: str | os.PathLike[str]) -> UnitsRun:
+    """The :class:`UnitsRun` that :func:`train_units` wrote to the folder ``run``."""
+    run = Path(run)
+    info_path = run / RUN_FILE
+    info = read_run_info(run, RUN_FILE, "units", "a units run", "units train")
+    config = from_dict(Config, info["config"], source=str(info_path))
+    model = VQVAE(config.model, n_speakers=len(info["speakers"]))
+    load_model_weights(model, run / "model.safetensors")
+    return UnitsRun(
+        model.eval(),
+        config,
+        list(info["speakers"]),
+        info["feature"],
+        info["history"],
+        run,
+        info.get("kmeans"),
+        info.get("preset", "embedded"),
+        info.get("speaker_of", "prefix"),
+    )
+
+
+def encode_units(
+    run: UnitsRun | str | os.PathLike[str],
+    audio: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    what: str = "vectors",
+    speaker_of: str | None = None,
+) -> dict[str, np.ndarray]:
+    """Write one ZeroSpeech 2019 ``<out>/<file id>.txt`` per audio file under ``audio``.
+
+    ``what`` (:data:`UNIT_OUTPUTS`): the units, one line per code frame (``run.frame_shift``
+    apart), as codebook vectors (``"vectors"``) or code one-hots (``"codes"``; never one
+    integer per line, which the 2019 loader drops); or a baseline to score beside them: the
+    input frames as the model reads them (``"frames"``: the run's MFCC or log-Mel, normalised
+    per its ``feature_norm``, one line every 10 ms) or the k-means units that ``units train``
+    fitted on the same frames averaged to the code rate (``"kmeans"``: the nearest centroid,
+    one line per code frame). Whole-file items (relative times) score every kind as it is;
+    items in seconds need each kind's frame shift (:func:`output_frame_shift`).
+
+    File ids are those of :func:`audiorepro.data.recordings.find_wavs`: the file names, or,
+    when names repeat across subfolders, the paths under ``audio`` (``spk1/001.txt``: the
+    subfolders are mirrored under ``out``; write the items with ``abx_items(..., audio=)``).
+
+    A model that normalises per speaker (``model.feature_norm: speaker``) pools each speaker's
+    files of ``audio``, told apart by ``speaker_of`` (``prefix``, ``parent`` or a ``MAP.tsv``,
+    as :func:`train_units`), by default the rule the run was trained with.
+
+    Returns ``{file id: the rows written (T', D)}``.
+    """
+    if what not in UNIT_OUTPUTS:
+        raise ValueError(f"what must be one of {', '.join(UNIT_OUTPUTS)}, got {what!r}")
+    run = run if isinstance(run, UnitsRun) else load_units(run)
+    baseline = run.kmeans_baseline() if what == "kmeans" else None
+    wavs = find_wavs(audio)
+    feats = load_wav_features(wavs, run.feature, store())
+    cfg = run.model.cfg
+    speakers = None
+    if cfg.feature_norm == "speaker":
+        speakers = speakers_of(wavs, speaker_of or run.speaker_of, audio)
+    rows: dict[str, np.ndarray] = {}
+    if what in ("vectors", "codes"):
+        codes, vectors = encode_files(run.model, feats, speakers=speakers)
+        for name in codes:
+            hot = np.eye(cfg.codebook_size, dtype=np.int64)[codes[name]]
+            rows[name] = vectors[name] if what == "vectors" else hot
+    else:  # the baselines read the frames as the model does
+        inputs = model_inputs(feats, cfg.feature_norm, speakers)
+        for name, x in inputs.items():
+            rows[name] = x if baseline is None else code_rate_kmeans(baseline, x, cfg.stride)[1]
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    for name in sorted(rows):
+        text = int_lines(rows[name]) if what == "codes" else vector_lines(rows[name])
+        target = out / f"{name}.txt"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+    return rows
+
+
+VOICE_FILE = "voice.json"
+
+
+VOICE_FIELDS = ("inverter", "inverter_train", "seed", "griffin_lim_iters")
+"""The configuration fields that shape a :func:`train_voice` run; ``--set`` of others is
+refused."""
+
+
+@dataclass
+class VoiceRun:
+    """A codebook inverter trained for a units run on one voice (``audiorepro units voice``)."""
+
+    units: UnitsRun
+    inverter: CodebookInverter
+    griffin_lim_iters: int
+    history: dict[str, Any]
+    path: Path
+    pieces: int | None = None
+    """Training pairs of ``segment_frames`` code frames the files gave (:func:`inverter_pairs`)."""
+
+
+def train_voice(
+    run: UnitsRun | str | os.PathLike[str],
+    audio: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    *,
+    overrides: Mapping[str, Any] | None = None,
+    progress: str = "none",
+) -> VoiceRun:
+    """Train the chapter's codebook inverter (page ``04_inverter``) for the units of ``run`` on
+    every audio file under ``audio``, the recordings of the voice that :func:`resynthesize_folder`
+    will then speak with: the frozen VQ-VAE encodes each file, and the inverter learns to map
+    its codebook vectors to the file's linear magnitudes (10 ms frames).
+
+    ``overrides`` (``{"inverter_train.max_steps": 600}``) change the fields of
+    :data:`VOICE_FIELDS` of the units run's preset; others are a ``ConfigError``. Writes
+    ``out/inverter.safetensors`` and ``out/voice.json`` (the units run's folder, the
+    inverter's configuration, the files, the history)."""
+    units = run if isinstance(run, UnitsRun) else load_units(run)
+    config = load_config(units.preset, overrides)
+    refuse_unused(overrides, VOICE_FIELDS, "units voice", "--audio")
+    vqvae = units.model
+    if vqvae.cfg.feature_norm == "speaker":
+        raise ValueError(
+            f"{units.path}: the units normalise per speaker (model.feature_norm=speaker); "
+            "resynthesis reads one file at a time: train the units with another feature_norm"
+        )
+    wavs = find_wavs(audio)
+    inputs = load_wav_features(wavs, units.feature, store())
+    mags = load_wav_features(wavs, "linear", store())
+    items = inverter_pairs(vqvae, inputs, mags, config.inverter_train.segment_frames)
+    if not items:
+        raise ValueError(f"{audio}: every file is shorter than one code frame")
+    inv_cfg = inverter_config(config.inverter, vqvae, mags)
+    seed_everything(config.seed)
+    inverter, history = fit_inverter(
+        CodebookInverter(inv_cfg), items, config.inverter_train.loop(config.seed), None,
+        progress=progress,
+    )  # fmt: skip
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    save_model_weights(inverter, out / "inverter.safetensors")
+    write_json(
+        out / VOICE_FILE,
+        {
+            "kind": "voice",
+            "units": str(units.path.resolve()),
+            "inverter": to_dict(inv_cfg),
+            "inverter_train": to_dict(config.inverter_train),
+            "seed": config.seed,
+            "griffin_lim_iters": config.griffin_lim_iters,
+            "audio": str(Path(audio).resolve()),
+            "files": len(wavs),
+            "pieces": len(items),
+            "history": history,
+        },
+    )
+    return VoiceRun(units, inverter, config.griffin_lim_iters, history, out, len(items))
+
+
+def load_voice(path: str | os.PathLike[str]) -> VoiceRun:
+    """The :class:`VoiceRun` that :func:`train_voice` wrote to the folder ``path``, with the
+    units run it names."""
+    path = Path(path)
+    info_path = path / VOICE_FILE
+    info = read_run_info(path, VOICE_FILE, "voice", "a voice run", "units voice")
+    units = load_units(info["units"])
+    inverter = CodebookInverter(from_dict(InverterConfig, info["inverter"], source=str(info_path)))
+    load_model_weights(inverter, path / "inverter.safetensors")
+    return VoiceRun(
+        units,
+        inverter.eval(),
+        info["griffin_lim_iters"],
+        info["history"],
+        path,
+        info.get("pieces"),
+    )
+
+
+def resynthesize_folder(
+    voice: VoiceRun | str | os.PathLike[str],
+    audio: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+) -> dict[str, float]:
+    """Speak every audio file under ``audio`` again through its units, in ``voice``'s voice:
+    units (:func:`resynthesize`) → the inverter's magnitudes → Griffin-Lim, one 16 kHz
+    ``<out>/<file id>.wav`` each, as long as its source (to the 10 ms frame). Returns
+    ``{file id: spectral convergence of the inverter's magnitudes to the file's own}`` (0 is
+    exact; voice conversion into another speaker is far from 0 by design)."""
+    voice = voice if isinstance(voice, VoiceRun) else load_voice(voice)
+    wavs = find_wavs(audio)
+    inputs = load_wav_features(wavs, voice.units.feature, store())
+    mags = load_wav_features(wavs, "linear", store())
+    out = Path(out)
+    convergence = {}
+    for name in sorted(wavs):
+        wav, mag, _ = resynthesize(
+            voice.units.model, voice.inverter, inputs[name], None, voice.griffin_lim_iters
+        )
+        save_audio(out / f"{name}.wav", wav, SAMPLE_RATE)
+        convergence[name] = spectral_convergence(mags[name], mag[: len(mags[name])])
+    return convergence
+
+
+def submission_bitrate(
+    submission: str | os.PathLike[str],
+    *,
+    audio: str | os.PathLike[str] | None = None,
+    filelist: str | os.PathLike[str] | None = None,
+) -> float:
+    """Bitrate (bits/s) of a units folder as ZeroSpeech 2019 scores it, ``N · H / D``: the
+    durations D from the audio files themselves (``audio``, the folder ``units encode`` read:
+    one ``<file id>.txt`` per file) or from an official bitrate file list (``filelist``:
+    ``<name>.txt <seconds>`` lines). Give exactly one. With a file list, files without a
+    ``.txt`` in ``submission`` count for neither N nor D, as in the official evaluation; with
+    ``audio``, every file must have its ``.txt`` (a missing one is an error naming it and the
+    count: the folder was encoded from other audio)."""
+    if (audio is None) == (filelist is None):
+        raise ValueError("give the durations: audio=DIR or filelist=FILE (exactly one)")
+    if filelist is not None:
+        return bitrate_from_submission(submission, filelist)
+    entries = []
+    for name, path in find_wavs(audio).items():
+        num_samples, sr, _ = audio_info(path)
+        entries.append((f"{name}.txt", num_samples / sr))
+    missing = [name for name, _ in entries if not (Path(submission) / name).is_file()]
+    if missing and Path(submission).is_dir():
+        raise FileNotFoundError(
+            f"{submission}: no {missing[0]} (and {len(missing) - 1} more of the "
+            f"{len(entries)} audio files of {audio}): encode this folder with `units encode`"
+        )
+    return bitrate_of_files(submission, entries, f"of {audio} (as <file id>.txt)")
+
+
+def output_frame_shift(run: UnitsRun, what: str) -> float:
+    """Seconds between two lines of ``encode_units(run, ..., what=what)``: 10 ms for the input
+    frames, the code rate (``run.frame_shift``) for the units and their k-means baseline."""
+    if what not in UNIT_OUTPUTS:
+        raise ValueError(f"what must be one of {', '.join(UNIT_OUTPUTS)}, got {what!r}")
+    return HOP_S if what == "frames" else run.frame_shift
+
+
+def abx_items(
+    segments: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    times: str = "auto",
+    audio: str | os.PathLike[str] | None = None,
+) -> tuple[Path, str]:
+    """Write an ABX item file of whole-segment word items from a segments table.
+
+    Each row of ``segments`` (:func:`audiorepro.data.recordings.read_segments`) is one item:
+    ``#file`` the audio file's id, ``#phone`` the word, no context (``-`` ``-``), its speaker.
+    The id is the one :func:`encode_units` gives the file when it encodes ``audio`` (the
+    folder's :func:`~audiorepro.data.recordings.find_wavs` ids, which are paths under it when
+    file names repeat across subfolders); without ``audio``, the file's name (whitespace as
+    ``_``), and two files of one name in the table are an error.
+    ``times``: ``relative`` (whole files only, ``0 1``: the 2019 frame rule, score without a
+    frame shift), ``seconds`` (score with the features' frame shift) or ``auto`` (relative when
+    every row is a whole file). Returns ``(path, times used)``.
+    """
+    if times not in TIMES:
+        raise ValueError(f"times must be one of {TIMES}, got {times!r}")
+    rows = read_segments(segments)
+    ids = _item_file_ids(rows, audio)
+    partial = [r for r in rows if r.start is not None]
+    if times == "auto":
+        times = "seconds" if partial else "relative"
+    if times == "relative" and partial:
+        raise RecordingsError(
+            partial[0].source,
+            partial[0].line,
+            "start/end: relative times hold whole files only (the 2019 frame rule); write "
+            "seconds (--times seconds) and score with --frame-shift",
+        )
+    items = []
+    for r in rows:
+        if times == "relative":
+            onset, offset = 0.0, 1.0
+        elif r.start is None:
+            n, rate, _ = audio_info(r.path)
+            onset, offset = 0.0, n / rate
+        else:
+            onset, offset = r.start, r.end
+        items.append(AbxItem(ids[r.path], onset, offset, r.word, "-", "-", r.speaker))
+    return write_item_file(out, items), times
+
+
+def _item_file_ids(
+    rows: Sequence[Segment], audio: str | os.PathLike[str] | None
+) -> dict[Path, str]:
+    """``{segment path: #file}`` for :func:`abx_items` (its docstring)."""
+    if audio is not None:
+        under = ids_under(audio)
+        ids = {}
+        for r in rows:
+            name = under.get(r.path.resolve())
+            if name is None:
+                raise RecordingsError(
+                    r.source,
+                    r.line,
+                    f"path: {r.path} is not an audio file under --audio {audio} (the folder "
+                    "units encode read)",
+                )
+            ids[r.path] = name
+        return ids
+    ids, first = {}, {}
+    for r in rows:
+        name = file_id(r.path.stem)
+        other = first.setdefault(name, r)
+        if other.path.resolve() != r.path.resolve():
+            raise RecordingsError(
+                r.source,
+                r.line,
+                f"path: {r.path} and {other.path} (line {other.line}) have one file name "
+                f"{name!r}: give --audio DIR, the folder units encode read, so that items "
+                "name files by their path under it as the encoded files are named",
+            )
+        ids[r.path] = name
+    return ids
