@@ -778,3 +778,36 @@ def count_tests(folder: str | Path | None = None) -> dict[str, int]:
                 cases += n
                 computed += not exact
     return {"files": len(files), "functions": functions, "cases": cases, "computed": computed}
+
+
+def findings_of(table: pd.DataFrame) -> pd.DataFrame:
+    """The rows of a chapter's paper-vs-ours table (a chapter's ``findings(...)``) that carry a
+    verdict on one of the paper's claims, one row each: claim, verdict, reason, numbers (both
+    sides, mean ± std, the difference and the seeds: :func:`finding_parts`), and the row's
+    metric, paper, ours and seeds columns."""
+    rows = []
+    for _, row in table.iterrows():
+        try:
+            parts = finding_parts(str(row.get("finding", "")))
+        except ValueError:
+            continue  # a row that only shows a number
+        rows.append(parts | {k: row.get(k, "") for k in ("metric", "paper", "ours", "seeds")})
+    columns = ["claim", "verdict", "reason", "numbers", "metric", "paper", "ours", "seeds"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def mechanism_line(claim: str, checks: pd.DataFrame | None, key: str = "finding") -> str:
+    """The measured checks in ``checks`` (a chapter's mechanism table: ``key``, check, measured
+    and optionally reading) whose ``key`` names ``claim`` (equal, or one a prefix of the
+    other), as one line ``"check: measured; ..."``; "" when there is none."""
+    if checks is None or checks.empty or key not in checks:
+        return ""
+    lines = []
+    for _, row in checks.iterrows():
+        name = str(row[key])
+        if not (claim.startswith(name) or name.startswith(claim)):
+            continue
+        line = f"{row.get('check', '')}: {row.get('measured', '')}"
+        reading = row.get("reading", "")
+        lines.append(line + (f" ({reading})" if isinstance(reading, str) and reading else ""))
+    return "; ".join(lines)
