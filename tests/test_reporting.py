@@ -4,6 +4,7 @@ import dataclasses
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from audiorepro import reporting
@@ -442,3 +443,30 @@ def test_build_status_reads_page_times_bench_records_and_counts_tests(tmp_path):
         "cases": 1 + 6 + 1 + 1,
         "computed": 1,
     }
+
+
+def test_findings_of_keeps_the_rows_with_a_verdict_and_mechanism_line_finds_their_checks():
+    rows = [
+        PaperRow("A", "m", 1.0, "c", tags={"s": "a"}, claim="A beats B", versus={"s": "b"}),
+        PaperRow("B", "m", 0.5, "c", tags={"s": "b"}),
+    ]
+    records = [
+        {"chapter": "c", "page": "p", "preset": "smoke", "seed": s, "tags": {"s": k},
+         "metrics": {"m": v + s / 100}}
+        for s in (0, 1, 2) for k, v in (("a", 3.0), ("b", 1.0))
+    ]  # fmt: skip
+    table = paper_vs_ours(rows, preset="smoke", records=records)
+    found = reporting.findings_of(table)
+    assert found.claim.tolist() == ["A beats B"] and found.verdict.tolist() == ["reproduces"]
+    assert found.numbers[0] == "m 3.0 ± 0.0 vs 1.0 ± 0.0 (+2.0, 3/3 seeds)"
+    assert (found.paper[0], found.seeds[0]) == ("1.0", "0, 1, 2")
+    checks = pd.DataFrame(
+        [
+            {"finding": "A beats", "check": "size of A", "measured": "12"},
+            {"finding": "C beats D", "check": "size of C", "measured": "3"},
+            {"finding": "A beats B", "check": "cosine", "measured": "0.9", "reading": "close"},
+        ]
+    )
+    assert reporting.mechanism_line("A beats B", checks) == ("size of A: 12; cosine: 0.9 (close)")
+    assert reporting.mechanism_line("E beats F", checks) == ""
+    assert reporting.mechanism_line("A beats B", None) == ""
