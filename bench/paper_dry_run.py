@@ -189,13 +189,13 @@ def _caption_data(cfg: Any) -> Any:
     distributed layouts) and loaded by the recipes; the text model's hub snapshot is written
     first, its tokenizer trained on these captions."""
     from audiorepro.data.embedded.audio_caption import generate_audio_caption_corpora
-    from audiorepro.experiments import retrieval
+    from audiorepro.experiments.retrieval.data import all_items, load_data
 
     root = cfg.corpus.resolve(Path(os.environ["AUDIOREPRO_DATA"]) / "real")
     if not (root / "clotho").is_dir():
         generate_audio_caption_corpora(root, "smoke", 0)
-    data = retrieval.load_data(cfg)
-    items = retrieval.all_items(data.pretrain, data.validation, data.evaluation)
+    data = load_data(cfg)
+    items = all_items(data.pretrain, data.validation, data.evaluation)
     write_text_model(cfg.model.text_model, [i.caption for i in items])
     return data
 
@@ -208,6 +208,7 @@ def retrieval_chapter(out: Path) -> str:
     findings and the mechanism checks."""
     from audiorepro import reporting
     from audiorepro.experiments import retrieval
+    from audiorepro.experiments.retrieval.stages import ablation_config, ablation_settings
 
     preset = "paper"
     cfg = retrieval.load_config(preset, OVERRIDES["01_retrieval"])
@@ -215,8 +216,8 @@ def retrieval_chapter(out: Path) -> str:
     write_released_checkpoints(
         [cfg.model]
         + [
-            retrieval.ablation_config(cfg, kind, setting).model
-            for kind, settings in retrieval.ablation_settings(cfg).items()
+            ablation_config(cfg, kind, setting).model
+            for kind, settings in ablation_settings(cfg).items()
             for setting in settings
         ]
     )
@@ -241,13 +242,14 @@ def distillation_chapter(out: Path) -> str:
     and its soft targets, stage 2 of every student, the λ sweep, the findings."""
     from audiorepro import reporting
     from audiorepro.experiments import distillation
+    from audiorepro.experiments.distillation.config import own_passt_teacher, teacher_config
 
     preset = "paper"
     cfg = distillation.load_config(preset, OVERRIDES["02_distillation"])
     rcfg = cfg.retrieval
     data = _caption_data(rcfg)
-    write_released_checkpoints([distillation.teacher_config(cfg, t).model for t in cfg.teachers])
-    if not distillation.own_passt_teacher(cfg):
+    write_released_checkpoints([teacher_config(cfg, t).model for t in cfg.teachers])
+    if not own_passt_teacher(cfg):
         raise RuntimeError("the paper preset's PaSST teacher should be chapter 02's own")
     distillation.evaluate_teachers(cfg, data, preset=preset, page="01_teachers")
     seed = cfg.seeds[0]

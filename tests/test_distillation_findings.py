@@ -8,14 +8,8 @@ import math
 
 import pytest
 
-from audiorepro.experiments.distillation import (
-    CHAPTER,
-    Config,
-    findings,
-    loss_ceiling,
-    mechanisms,
-    table2,
-)
+from audiorepro.experiments.distillation.config import CHAPTER, Config
+from audiorepro.experiments.distillation.findings import findings, loss_ceiling, mechanisms, table2
 from audiorepro.reporting import config_hash_of
 
 CHANCE = {"mAP@10": 0.01, "R@1": 0.002, "R@5": 0.01, "R@10": 0.02, "train_top1": 0.005}

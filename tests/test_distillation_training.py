@@ -17,19 +17,22 @@ import torch
 from audiorepro.config import ConfigError, load_preset
 from audiorepro.data.retrieval import CaptionDataset, CaptionItem, RetrievalDataError
 from audiorepro.distillation import TeacherEmbeddingsError, TeacherEnsemble
-from audiorepro.experiments import retrieval
-from audiorepro.experiments.distillation import (
+from audiorepro.experiments.distillation.config import (
     PRESETS,
     Config,
-    caption_preprocessing,
     stage2_config,
     teacher_config,
+)
+from audiorepro.experiments.distillation.teachers import (
+    caption_preprocessing,
     teacher_embeddings,
     teacher_store_spec,
-    train_distilled,
 )
-from audiorepro.experiments.retrieval import build_model as build_dual_encoder
-from audiorepro.experiments.retrieval import train_dual_encoder
+from audiorepro.experiments.distillation.train import train_distilled
+from audiorepro.experiments.retrieval import config as retrieval_config
+from audiorepro.experiments.retrieval.evaluate import embed_recordings
+from audiorepro.experiments.retrieval.runs import build_model as build_dual_encoder
+from audiorepro.experiments.retrieval.train import train_dual_encoder
 from audiorepro.models.atst import ATST_SILENCE
 from audiorepro.models.dual_encoder import DualEncoderConfig
 from audiorepro.training.checkpoint import checkpoint_name, list_checkpoints
@@ -41,7 +44,7 @@ CAPTIONS = [
 ]  # fmt: skip
 
 
-def tiny_cfg(**changes) -> retrieval.Config:
+def tiny_cfg(**changes) -> retrieval_config.Config:
     """A seconds-long ATST-Frame dual encoder: 1 s snippets, no random augmentation."""
     model = dict(
         audio_encoder="atst", atst_variant="tiny", atst_freq_warp=0.0, snippet_s=1.0,
@@ -50,9 +53,9 @@ def tiny_cfg(**changes) -> retrieval.Config:
     train = dict(batch_size=4, warmup_epochs=0.5, device="cpu", mixed_precision="no")
     model |= {k: v for k, v in changes.items() if k in model or k == "audio_encoder"}
     train |= {k: v for k, v in changes.items() if k in train}
-    return retrieval.Config(
+    return retrieval_config.Config(
         model=DualEncoderConfig(**model),
-        train=retrieval.Training(**train),
+        train=retrieval_config.Training(**train),
         max_audio_s=1.5,
         eval_batch_size=8,
     )
@@ -101,7 +104,7 @@ def test_presets_load_and_paper_preset_has_the_papers_values():
         assert len(cfg.seeds) >= (3 if preset != "smoke" else 1)
     for preset in ("smoke", "embedded", "paper"):
         # chapter 01's section is chapter 01's preset, so the PaSST teacher is its run
-        ch01 = load_preset(retrieval.Config, retrieval.PRESETS, preset)
+        ch01 = load_preset(retrieval_config.Config, retrieval_config.PRESETS, preset)
         assert load_preset(Config, presets, preset).retrieval == ch01
     with pytest.raises(ConfigError, match="teachers"):
         Config(teachers=("passt", "wav2vec"))
@@ -110,35 +113,37 @@ def test_presets_load_and_paper_preset_has_the_papers_values():
 
 
 def test_paper_preset_trains_every_teacher_20_epochs_and_passt_of_its_own():
-    from audiorepro.experiments import distillation
+    from audiorepro.experiments.distillation import config as dist_config
+    from audiorepro.experiments.distillation import teachers
 
     paper = load_preset(Config, PRESETS, "paper")
     assert paper.passt_stage1 == "auto" and paper.stage1_epochs == 20
     assert paper.retrieval.train.num_epochs == 16  # chapter 01's pretraining differs: own PaSST
-    assert distillation.own_passt_teacher(paper)
+    assert dist_config.own_passt_teacher(paper)
 
     class Captions:  # what _stage1_run asks of the data
         def training_items(self, corpora, max_items):
             return [("items", tuple(corpora), max_items)]
 
-    run = distillation._stage1_run(paper, "passt", Captions())
+    run = teachers._stage1_run(paper, "passt", Captions())
     assert (run["num_epochs"], run["max_steps"], run["lr"]) == (20, None, 2e-5)
     assert run["config"].model.audio_encoder == "passt"
     # smoke and embedded keep chapter 01's pretrained PaSST as their teacher
     for preset in ("smoke", "embedded"):
         cfg = load_preset(Config, PRESETS, preset)
-        assert cfg.passt_stage1 == "chapter01" and not distillation.own_passt_teacher(cfg)
+        assert cfg.passt_stage1 == "chapter01" and not dist_config.own_passt_teacher(cfg)
     # auto reuses chapter 01's run when the recipes agree, own always trains
     same = dataclasses.replace(paper, stage1_epochs=16)
-    assert not distillation.own_passt_teacher(same)
-    assert distillation.own_passt_teacher(dataclasses.replace(same, passt_stage1="own"))
-    assert distillation.own_passt_teacher(dataclasses.replace(same, stage1_steps=10))
+    assert not dist_config.own_passt_teacher(same)
+    assert dist_config.own_passt_teacher(dataclasses.replace(same, passt_stage1="own"))
+    assert dist_config.own_passt_teacher(dataclasses.replace(same, stage1_steps=10))
     with pytest.raises(ConfigError, match="passt_stage1"):
         Config(passt_stage1="both")
 
 
 def test_mobilenet_can_have_stage1_steps_of_its_own():
-    from audiorepro.experiments import distillation
+    from audiorepro.experiments.distillation import config as dist_config
+    from audiorepro.experiments.distillation import teachers
 
     class Captions:  # what _stage1_run asks of the data
         def training_items(self, corpora, max_items):
@@ -146,19 +151,19 @@ def test_mobilenet_can_have_stage1_steps_of_its_own():
 
     cfg = Config(stage1_steps=100)
     for name in ("atst", "mobilenet"):  # None: the shared stage1_steps
-        assert distillation._stage1_run(cfg, name, Captions())["max_steps"] == 100
+        assert teachers._stage1_run(cfg, name, Captions())["max_steps"] == 100
     cfg = dataclasses.replace(cfg, mobilenet_stage1_steps=300)
-    assert distillation._stage1_run(cfg, "mobilenet", Captions())["max_steps"] == 300
-    assert distillation._stage1_run(cfg, "atst", Captions())["max_steps"] == 100
-    assert distillation.stage1_steps(cfg, "passt") == 100
+    assert teachers._stage1_run(cfg, "mobilenet", Captions())["max_steps"] == 300
+    assert teachers._stage1_run(cfg, "atst", Captions())["max_steps"] == 100
+    assert dist_config.stage1_steps(cfg, "passt") == 100
     embedded = load_preset(Config, PRESETS, "embedded")
-    assert distillation.stage1_steps(embedded, "mobilenet") >= embedded.stage1_steps
+    assert dist_config.stage1_steps(embedded, "mobilenet") >= embedded.stage1_steps
     with pytest.raises(ConfigError, match="mobilenet_stage1_steps"):
         load_preset(Config, PRESETS, "embedded", mobilenet_stage1_steps="many")
 
 
 def test_teacher_configs_swap_only_the_audio_encoder():
-    rcfg = load_preset(retrieval.Config, retrieval.PRESETS, "paper")
+    rcfg = load_preset(retrieval_config.Config, retrieval_config.PRESETS, "paper")
     dcfg = Config(retrieval=rcfg)
     atst = teacher_config(dcfg, "atst")
     mn = teacher_config(dcfg, "mobilenet")
@@ -287,8 +292,8 @@ WORKER = textwrap.dedent(
     sys.path.insert(0, sys.argv[2])
     from test_distillation_training import tiny_cfg, toy_data
     from audiorepro.distillation import TeacherEnsemble
-    from audiorepro.experiments.distillation import train_distilled
-    from audiorepro.experiments.retrieval import build_model as build_dual_encoder
+    from audiorepro.experiments.distillation.train import train_distilled
+    from audiorepro.experiments.retrieval.runs import build_model as build_dual_encoder
     out, batch = sys.argv[1], int(sys.argv[3])
     cfg = tiny_cfg(batch_size=batch)
     items, features = toy_data(n_clips=8)
@@ -373,7 +378,7 @@ def test_teachers_embed_the_start_crop_that_stage_2_trains_on(tmp_path):
     store = teacher_embeddings(model, items, features, crop, name="atst")
     assert store.metadata["crop_frames"] == crop.train_frames == 80
     starts = {k: f[:80] for k, f in features.items()}
-    expected = retrieval.embed_recordings(model, store.audio_ids, starts, None)
+    expected = embed_recordings(model, store.audio_ids, starts, None)
     torch.testing.assert_close(store.audio, expected)
     whole = teacher_embeddings(model, items, features, cfg, name="atst")
     assert not torch.allclose(whole.audio, store.audio)
@@ -388,7 +393,9 @@ def test_teachers_embed_the_start_crop_that_stage_2_trains_on(tmp_path):
             lr=1e-3,
         )  # fmt: skip
     # chapter 02's stage-2 configuration: the preset's crop, weights from stage 1
-    dcfg = Config(retrieval=load_preset(retrieval.Config, retrieval.PRESETS, "smoke"))
+    dcfg = Config(
+        retrieval=load_preset(retrieval_config.Config, retrieval_config.PRESETS, "smoke")
+    )
     s2 = stage2_config(dataclasses.replace(dcfg, finetune_max_audio_s=1.5), "atst")
     assert (s2.train_frames, s2.max_frames, s2.model.audio_pretrained) == (150, 600, None)
     assert stage2_config(dcfg, "passt").train_frames == dcfg.retrieval.max_frames
@@ -409,7 +416,8 @@ def test_lambda_zero_and_one_take_exactly_the_same_steps():
 def test_a_killed_stage_2_run_resumes_from_its_last_checkpoint_bit_for_bit(tmp_path, monkeypatch):
     from types import SimpleNamespace
 
-    from audiorepro.experiments import distillation as dist
+    from audiorepro.experiments.distillation import train as dist
+    from audiorepro.experiments.distillation.config import CHAPTER
 
     cfg = tiny_cfg()
     items, features = toy_data()  # 12 captions, batches of 4: 3 steps an epoch
@@ -432,7 +440,7 @@ def test_a_killed_stage_2_run_resumes_from_its_last_checkpoint_bit_for_bit(tmp_p
     monkeypatch.setenv("AUDIOREPRO_RUNS", str(tmp_path / "runs"))
     with pytest.raises(Killed):
         dist.distill(config, "atst", 0, data, progress="none", callbacks=[KillAt(5)])
-    root = tmp_path / "runs" / dist.CHAPTER / "distill-atst"
+    root = tmp_path / "runs" / CHAPTER / "distill-atst"
     (staging,) = [p for p in root.iterdir() if p.name.startswith(".staging-")]
     assert [p.name for p in list_checkpoints(staging / "checkpoints")] == [checkpoint_name(3)]
     # Another configuration (λ) has its own staging folder and starts from step 0.

@@ -95,7 +95,8 @@ def test_released_layouts_of_the_paper_encoders_load_into_the_paper_configs(tmp_
     sys.path.insert(0, str(REPO / "bench"))
     import paper_dry_run as dry
 
-    from audiorepro.experiments import distillation, retrieval
+    from audiorepro.experiments.distillation import config as distillation
+    from audiorepro.experiments.retrieval import stages as retrieval
     from audiorepro.models.audio_encoders import build_audio_encoder
 
     monkeypatch.setenv("AUDIOREPRO_CHECKPOINTS", str(tmp_path))

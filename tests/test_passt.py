@@ -332,14 +332,15 @@ def test_scaled_time_patchout_keeps_the_variants_share_of_dropped_time_patches()
 def test_every_paper_snippet_length_gets_a_patchout_that_leaves_time_patches():
     """Paper (a) Figure 1 runs PaSST-S20 on 2-15 s snippets; its own patchout (80 time
     patches) would leave none of a 2 s snippet's 20 and stop the ablation."""
-    from audiorepro.experiments import retrieval
+    from audiorepro.experiments.retrieval.config import load_config
+    from audiorepro.experiments.retrieval.stages import ablation_config
     from audiorepro.models.passt import PASST_CONFIGS, PatchEmbed
 
-    cfg = retrieval.load_config("paper")
+    cfg = load_config("paper")
     with pytest.raises(ValueError, match="must leave patches"):
         passt("s20", img_size=(128, 200), s_patchout_t=80)
     for seconds in cfg.snippet_lengths_s:
-        model = retrieval.ablation_config(cfg, "snippet_s", str(seconds)).model
+        model = ablation_config(cfg, "snippet_s", str(seconds)).model
         assert model.passt_variant == "s20" and model.snippet_s == seconds
         variant = PASST_CONFIGS["s20"]
         grid = PatchEmbed((128, model.snippet_frames), 16, variant["stride"], 1, 8).grid_size

@@ -81,7 +81,8 @@ def test_text_dropout_sets_the_transformer_rates_and_only_acts_in_training():
 
 
 def test_the_options_are_off_in_every_preset_the_papers_do_not_state_them():
-    from audiorepro.experiments import distillation, retrieval
+    from audiorepro.experiments.distillation import config as distillation
+    from audiorepro.experiments.retrieval import config as retrieval
 
     for preset in ("smoke", "embedded", "paper"):
         for cfg in (

@@ -8,13 +8,14 @@ import math
 import pytest
 
 from audiorepro.config import replace
-from audiorepro.experiments import retrieval
+from audiorepro.experiments.retrieval import config as retrieval_config
+from audiorepro.experiments.retrieval.findings import findings, loss_ceiling
 from audiorepro.reporting import read_ledger, record_result
 
 
 def _config():
     """The smoke preset with the three seeds the records below hold."""
-    return replace(retrieval.load_config("smoke"), seeds=(0, 1, 2))
+    return replace(retrieval_config.load_config("smoke"), seeds=(0, 1, 2))
 
 
 def _ledger(tmp_path, stages: dict[str, list[float]]):
@@ -22,7 +23,7 @@ def _ledger(tmp_path, stages: dict[str, list[float]]):
     for stage, values in stages.items():
         for seed, v in enumerate(values):
             record_result(
-                retrieval.CHAPTER, "04_evaluate", {"mAP@10": v}, preset="smoke", seed=seed,
+                retrieval_config.CHAPTER, "04_evaluate", {"mAP@10": v}, preset="smoke", seed=seed,
                 tags={"stage": stage}, config=_config(), path=path,
             )  # fmt: skip
     return read_ledger(path)
@@ -44,14 +45,14 @@ def _verdict(table, claim: str) -> str:
 )
 def test_fine_tuning_finding_has_three_outcomes(tmp_path, pretrain, finetune, outcome):
     records = _ledger(tmp_path, {"pretrain": pretrain, "finetune": finetune})
-    table = retrieval.findings(records, _config(), "smoke", must_beat=9.0)
+    table = findings(records, _config(), "smoke", must_beat=9.0)
     assert f"fine-tuning on ClothoV2 helps: {outcome}" in _verdict(table, "fine-tuning")
 
 
 def test_a_run_below_three_times_chance_makes_the_finding_inconclusive(tmp_path):
     # a large gap, but the pretrained runs (5 %) stay below the 9 % floor
     records = _ledger(tmp_path, {"pretrain": [0.05, 0.05, 0.05], "finetune": [0.3, 0.3, 0.3]})
-    table = retrieval.findings(records, _config(), "smoke", must_beat=9.0)
+    table = findings(records, _config(), "smoke", must_beat=9.0)
     sentence = _verdict(table, "fine-tuning")
     assert "inconclusive" in sentence and "9.00" in sentence
 
@@ -60,7 +61,7 @@ def test_a_run_whose_loss_stayed_near_ln_batch_makes_the_finding_inconclusive(tm
     """Above the mAP floor but hardly trained: the late NT-Xent loss of the fine-tuned runs
     stays above ln(batch) - ln 2, so their 30 % against 20 % tests nothing."""
     config = _config()
-    ceiling = retrieval.loss_ceiling(config)
+    ceiling = loss_ceiling(config)
     assert ceiling == pytest.approx(math.log(config.train.batch_size / 2))
     path = tmp_path / "ledger.jsonl"
     for stage, (value, loss) in {
@@ -70,8 +71,8 @@ def test_a_run_whose_loss_stayed_near_ln_batch_makes_the_finding_inconclusive(tm
         for seed in range(3):
             metrics = {"mAP@10": value + seed / 100, "late_loss": loss}
             record_result(
-                retrieval.CHAPTER, "04_evaluate", metrics, preset="smoke", seed=seed,
+                retrieval_config.CHAPTER, "04_evaluate", metrics, preset="smoke", seed=seed,
                 tags={"stage": stage}, config=config, path=path,
             )  # fmt: skip
-    sentence = _verdict(retrieval.findings(read_ledger(path), config, "smoke", 9.0), "fine-tuning")
+    sentence = _verdict(findings(read_ledger(path), config, "smoke", 9.0), "fine-tuning")
     assert "inconclusive (the paper's better setting did not bring the training loss" in sentence

@@ -9,13 +9,12 @@ import pytest
 import torch
 
 from audiorepro.config import ConfigError, load_preset, replace
-from audiorepro.experiments import distillation, retrieval
-from audiorepro.experiments.retrieval import (
-    CHAPTER,
-    PRESETS,
-    Config,
+from audiorepro.experiments.distillation import config as dist_config
+from audiorepro.experiments.retrieval import runs
+from audiorepro.experiments.retrieval.config import CHAPTER, PRESETS, Config
+from audiorepro.experiments.retrieval.data import load_data
+from audiorepro.experiments.retrieval.runs import (
     evaluation_points,
-    load_data,
     resolve_pretrained,
     run_entry,
     run_training,
@@ -96,7 +95,7 @@ def test_two_epochs_save_both_weights_and_the_validation_curve(smoke, tmp_path):
 def test_one_epoch_is_not_evaluated_and_best_is_final(smoke, tmp_path, monkeypatch):
     cfg, data = smoke
     scripted = Scripted({})
-    monkeypatch.setattr(retrieval, "evaluate", scripted)
+    monkeypatch.setattr(runs, "evaluate", scripted)
     items = data.training_items(["clotho"], 16)
     store = RunStore(CHAPTER, tmp_path / "runs")
     for run_kwargs in ({"num_epochs": 1}, {"num_epochs": 2, "max_steps": 3}):
@@ -124,7 +123,7 @@ def test_best_weights_are_a_second_file_only_when_they_are_not_the_final_ones(
     smoke, tmp_path, monkeypatch, values, one_file
 ):
     cfg, data = smoke
-    monkeypatch.setattr(retrieval, "evaluate", scripted := Scripted(values))
+    monkeypatch.setattr(runs, "evaluate", scripted := Scripted(values))
     store = RunStore(CHAPTER, tmp_path / "runs")
     model = run_training(
         "t", cfg, 5, data, items=data.training_items(["clotho"], 16), num_epochs=2, lr=1e-3,
@@ -156,9 +155,7 @@ def test_a_bad_select_is_refused_and_select_is_not_part_of_the_run(smoke):
     with pytest.raises(ConfigError, match="Config.select"):
         load_preset(Config, PRESETS, "smoke", select="last")
     with pytest.raises(ConfigError, match="select"):
-        load_preset(
-            distillation.Config, distillation.PRESETS, "smoke", **{"retrieval.select": "x"}
-        )
+        load_preset(dist_config.Config, dist_config.PRESETS, "smoke", **{"retrieval.select": "x"})
     items = data.training_items(["clotho"], 16)
     resolved = resolve_pretrained(cfg, data)
     common = dict(items=items, num_epochs=2, lr=1e-3)
@@ -178,7 +175,7 @@ def test_a_killed_run_resumes_to_the_same_best_and_final_weights(smoke, tmp_path
 
     def train(root, select="best", kill=None):
         scripted = Scripted(values)
-        monkeypatch.setattr(retrieval, "evaluate", scripted)
+        monkeypatch.setattr(runs, "evaluate", scripted)
         run_cfg = replace(cfg, select=select)
         callbacks = [scripted, KillAt(kill)]
         store = RunStore(CHAPTER, tmp_path / root)
@@ -212,9 +209,7 @@ def test_final_weights_are_the_finished_checkpoint_linked_not_written_again(
 ):
     cfg, data = smoke
     written = []
-    monkeypatch.setattr(
-        retrieval, "save_tensors", lambda tensors, path, **kw: written.append(path)
-    )
+    monkeypatch.setattr(runs, "save_tensors", lambda tensors, path, **kw: written.append(path))
     store = RunStore(CHAPTER, tmp_path / "runs")
     model = run_training(
         "t", cfg, 5, data, items=data.training_items(["clotho"], 16), num_epochs=1, lr=1e-3,
@@ -244,7 +239,7 @@ def test_write_final_weights_writes_a_file_unless_the_checkpoint_holds_those_ten
     }
     for name, (final, result, linked) in cases.items():
         path = tmp_path / f"{name}.safetensors"
-        retrieval.write_final_weights(final, path, result)
+        runs.write_final_weights(final, path, result)
         assert path.samefile(checkpoint / "model.safetensors") is linked, name
         assert equal_states(load_tensors(path)[0], final), name
 
@@ -263,8 +258,8 @@ def test_a_run_another_process_published_first_is_loaded_from_its_files(smoke, t
                     tensors, _ = load_tensors(folder / name)
                     (folder / name).unlink()
                     zeros = {k: torch.zeros_like(v) for k, v in tensors.items()}
-                    retrieval.save_tensors(zeros, folder / name)
-                retrieval.write_json(folder / "history.json", {"elsewhere": True})
+                    runs.save_tensors(zeros, folder / name)
+                runs.write_json(folder / "history.json", {"elsewhere": True})
 
             super().publish(run, other)
             return super().publish(run, build)  # ours is built, then dropped

@@ -16,19 +16,18 @@ from audiorepro.data.retrieval import (
     manifest_counts,
 )
 from audiorepro.data.sources import load_sources
-from audiorepro.experiments.retrieval import (
-    PRESETS,
-    Config,
-    ablation_config,
+from audiorepro.experiments.retrieval.config import PRESETS, Config
+from audiorepro.experiments.retrieval.data import load_data
+from audiorepro.experiments.retrieval.evaluate import evaluate
+from audiorepro.experiments.retrieval.findings import mechanism_checks
+from audiorepro.experiments.retrieval.runs import (
     build_model,
-    evaluate,
-    load_data,
     load_trained_state,
-    mechanism_checks,
     run_entry,
     run_training,
     trained_state,
 )
+from audiorepro.experiments.retrieval.stages import ablation_config
 from audiorepro.models.dual_encoder import DualEncoderConfig
 from conftest import REPO, KillAt, Killed
 
@@ -155,7 +154,7 @@ def test_ablation_configs():
 
 
 def test_the_audio_encoder_ablation_has_its_own_equal_budget():
-    from audiorepro.experiments.retrieval import ablation_steps
+    from audiorepro.experiments.retrieval.stages import ablation_steps
 
     cfg = Config(ablation_steps=200, audio_encoder_steps=80)
     assert ablation_steps(cfg, "audio_encoder") == 80  # PaSST and CNN14 alike
@@ -174,7 +173,7 @@ class _Corpora:
 
 
 def test_the_ablation_budget_by_hand():
-    from audiorepro.experiments.retrieval import ablation_budget
+    from audiorepro.experiments.retrieval.stages import ablation_budget
 
     data = _Corpora()  # 300 captions, batches of 10: 30 steps an epoch, 60 in two
     cfg = replace(
@@ -193,7 +192,7 @@ def test_the_ablation_budget_by_hand():
 
 
 def test_with_the_pretraining_budget_the_reference_ablation_is_the_pretraining_run(smoke):
-    from audiorepro.experiments.retrieval import pretrain_entry, run_ablation
+    from audiorepro.experiments.retrieval.stages import pretrain_entry, run_ablation
 
     cfg, data = smoke
     cfg = replace(
@@ -272,7 +271,8 @@ def test_mechanism_checks_measure_each_ablation_cause(smoke):
 
 def test_a_killed_run_resumes_from_its_last_checkpoint_bit_for_bit(smoke, tmp_path):
     from audiorepro.config import replace
-    from audiorepro.experiments.retrieval import CHAPTER, resolve_pretrained
+    from audiorepro.experiments.retrieval.config import CHAPTER
+    from audiorepro.experiments.retrieval.runs import resolve_pretrained
     from audiorepro.storage import RunStore, load_tensors
     from audiorepro.training.checkpoint import list_checkpoints
 
@@ -314,25 +314,25 @@ def test_a_killed_run_resumes_from_its_last_checkpoint_bit_for_bit(smoke, tmp_pa
 def test_the_text_cache_is_saved_as_one_tensor_and_read_back(tmp_path, monkeypatch):
     """Caption embeddings written by one page come back, caption for caption, in the next one;
     a file of another layout is refused with its path."""
-    from audiorepro.experiments import retrieval
+    from audiorepro.experiments.retrieval import data as retrieval_data
     from audiorepro.models.dual_encoder import DualEncoderConfig
 
     monkeypatch.setenv("AUDIOREPRO_DATA", str(tmp_path))
-    monkeypatch.setattr(retrieval, "_TEXT_CACHES", {})
-    monkeypatch.setattr(retrieval, "_TEXT_CACHE_SIZES", {})
+    monkeypatch.setattr(retrieval_data, "_TEXT_CACHES", {})
+    monkeypatch.setattr(retrieval_data, "_TEXT_CACHE_SIZES", {})
     model = DualEncoderConfig()
-    cache = retrieval._text_cache(model, 0)
+    cache = retrieval_data._text_cache(model, 0)
     assert cache == {}
     rows = {f"caption {i}": torch.randn(8) for i in range(5)}
     cache.update(rows)
-    retrieval.save_text_caches()
-    path = retrieval._text_cache_path(model, 0)
+    retrieval_data.save_text_caches()
+    path = retrieval_data._text_cache_path(model, 0)
     assert path.is_relative_to(tmp_path)
     saved = torch.load(path)
     assert saved["captions"] == list(rows) and saved["embeddings"].shape == (5, 8)
-    back = retrieval._read_text_cache(path)
+    back = retrieval_data._read_text_cache(path)
     assert list(back) == list(rows)
     assert all(torch.equal(back[k], v) for k, v in rows.items())
     torch.save({k: v for k, v in rows.items()}, path)
     with pytest.raises(ValueError, match="not a caption-embedding cache"):
-        retrieval._read_text_cache(path)
+        retrieval_data._read_text_cache(path)

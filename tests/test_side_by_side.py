@@ -6,11 +6,21 @@ from __future__ import annotations
 import pytest
 import torch
 
-from audiorepro.experiments import retrieval
+from audiorepro import parallel
+from audiorepro.config import replace
+from audiorepro.experiments.retrieval import data as retrieval_data
+from audiorepro.experiments.retrieval import plan, runs, stages
+from audiorepro.experiments.retrieval.config import load_config
 from audiorepro.parallel import graph_order
 from audiorepro.repro import torch_threads
 
 ONE_THREAD = {"train.torch_threads": 1, "stage0.torch_threads": 1}
+
+
+def side_by_side_workers(cfg):
+    """Chapter 01's runs at once: :func:`audiorepro.parallel.side_by_side_workers` of its
+    training section."""
+    return parallel.side_by_side_workers(cfg.train.torch_threads, cfg.train.device)
 
 
 def test_torch_threads_sets_and_restores_and_none_leaves_torch_alone():
@@ -27,30 +37,28 @@ def test_torch_threads_sets_and_restores_and_none_leaves_torch_alone():
 
 
 def test_workers_one_per_core_only_for_cpu_runs_of_set_threads(monkeypatch):
-    monkeypatch.setattr(retrieval, "usable_cores", lambda: 4)
+    monkeypatch.setattr(parallel, "usable_cores", lambda: 4)
     monkeypatch.delenv("WORLD_SIZE", raising=False)
-    cfg = retrieval.load_config("embedded")
+    cfg = load_config("embedded")
     assert cfg.train.torch_threads == 1 and cfg.stage0.torch_threads == 1
-    assert retrieval.side_by_side_workers(cfg) == 4
-    assert (
-        retrieval.side_by_side_workers(retrieval.replace(cfg, **{"train.torch_threads": 2})) == 2
-    )
+    assert side_by_side_workers(cfg) == 4
+    assert side_by_side_workers(replace(cfg, **{"train.torch_threads": 2})) == 2
     # threads not set (smoke, paper): one run at a time, on torch's threads, in the page
-    assert retrieval.side_by_side_workers(retrieval.load_config("smoke")) == 1
-    assert retrieval.side_by_side_workers(retrieval.load_config("paper")) == 1
-    assert retrieval.side_by_side_workers(retrieval.replace(cfg, **{"train.device": "cuda"})) == 1
+    assert side_by_side_workers(load_config("smoke")) == 1
+    assert side_by_side_workers(load_config("paper")) == 1
+    assert side_by_side_workers(replace(cfg, **{"train.device": "cuda"})) == 1
     monkeypatch.setenv("WORLD_SIZE", "2")  # accelerate launch: all processes train one run
-    assert retrieval.side_by_side_workers(cfg) == 1
+    assert side_by_side_workers(cfg) == 1
 
 
 def test_a_model_keeps_the_captions_it_embeds_to_itself(tmp_path, monkeypatch):
     """A frozen text encoder starts from a copy of the chapter's cache: what one run embeds
     (paraphrases, in its own batches) never reaches another run or the shared cache."""
-    cfg = retrieval.load_config("smoke", {"max_train_items": 16, "max_eval_items": 10})
+    cfg = load_config("smoke", {"max_train_items": 16, "max_eval_items": 10})
     monkeypatch.setenv("AUDIOREPRO_RUNS", str(tmp_path / "runs"))
-    data = retrieval.load_data(cfg)
-    a, b = (retrieval.build_model(cfg, seed, data) for seed in (0, 1))
-    shared = retrieval._text_cache(cfg.model, 0)
+    data = retrieval_data.load_data(cfg)
+    a, b = (runs.build_model(cfg, seed, data) for seed in (0, 1))
+    shared = retrieval_data._text_cache(cfg.model, 0)
     caption = data.finetune[0].caption
     assert caption in shared and caption in a.text_encoder._cache  # load_data embedded it
     a.text_encoder(["a caption no corpus holds"])
@@ -60,104 +68,104 @@ def test_a_model_keeps_the_captions_it_embeds_to_itself(tmp_path, monkeypatch):
 
 
 def test_runs_trained_side_by_side_equal_runs_trained_in_the_page(tmp_path, monkeypatch):
-    cfg = retrieval.load_config(
+    cfg = load_config(
         "smoke", {**ONE_THREAD, "seeds": [0, 1], "max_train_items": 16, "max_eval_items": 10}
     )
-    monkeypatch.setattr(retrieval, "usable_cores", lambda: 2)  # two workers on any machine
+    monkeypatch.setattr(parallel, "usable_cores", lambda: 2)  # two workers on any machine
 
     monkeypatch.setenv("AUDIOREPRO_RUNS", str(tmp_path / "side"))
-    data = retrieval.load_data(cfg)
-    retrieval.train_ahead(cfg, data, "chapter")  # what page 02 runs: the whole chapter
+    data = retrieval_data.load_data(cfg)
+    plan.train_ahead(cfg, data, "chapter")  # what page 02 runs: the whole chapter
     for name in ("passt", "cnn14"):
-        assert retrieval.stage0_ready(
-            retrieval.replace(cfg, **{"model.audio_encoder": name}), data
-        )
-    assert all(retrieval.pretrain_entry(cfg, s, data).complete for s in cfg.seeds)
+        assert stages.stage0_ready(replace(cfg, **{"model.audio_encoder": name}), data)
+    assert all(stages.pretrain_entry(cfg, s, data).complete for s in cfg.seeds)
     assert all(
-        retrieval.finetune_entry(cfg, s, data, augment=a).complete
+        stages.finetune_entry(cfg, s, data, augment=a).complete
         for s in cfg.seeds
         for a in (False, True)
     )
-    for kind, settings in retrieval.ablation_settings(cfg).items():
+    for kind, settings in stages.ablation_settings(cfg).items():
         for setting in settings:
             for seed in cfg.seeds:
-                assert retrieval.ablation_entry(cfg, data, kind, setting, seed).complete
-    for stage in retrieval.AHEAD:  # nothing is left for the pages' own calls
-        assert retrieval.chapter_tasks(cfg, data, stage) == {}
-    side = {s: retrieval.finetune(cfg, s, data, augment=True, progress="none") for s in cfg.seeds}
+                assert stages.ablation_entry(cfg, data, kind, setting, seed).complete
+    for stage in plan.AHEAD:  # nothing is left for the pages' own calls
+        assert plan.chapter_tasks(cfg, data, stage) == {}
+    side = {s: stages.finetune(cfg, s, data, augment=True, progress="none") for s in cfg.seeds}
 
     monkeypatch.setenv("AUDIOREPRO_RUNS", str(tmp_path / "page"))  # an empty run store
-    monkeypatch.setattr(retrieval, "usable_cores", lambda: 1)
-    data = retrieval.load_data(cfg)
+    monkeypatch.setattr(parallel, "usable_cores", lambda: 1)
+    data = retrieval_data.load_data(cfg)
     for seed in cfg.seeds:
-        page = retrieval.finetune(cfg, seed, data, augment=True, progress="none")  # here
+        page = stages.finetune(cfg, seed, data, augment=True, progress="none")  # here
         assert page.run_key == side[seed].run_key
         for key, value in page.state_dict().items():
             assert torch.equal(value, side[seed].state_dict()[key]), (seed, key)
 
 
 def test_chapter_02_trains_its_runs_ahead_and_the_pages_only_reload_them(tmp_path, monkeypatch):
-    from audiorepro.experiments import distillation
+    from audiorepro.experiments.distillation import config as dist_config
+    from audiorepro.experiments.distillation import data as dist_data
+    from audiorepro.experiments.distillation import plan as dist_plan
+    from audiorepro.experiments.distillation import teachers
+    from audiorepro.experiments.distillation import train as dist_train
 
-    config = distillation.load_config(
+    config = dist_config.load_config(
         "smoke",
         {f"retrieval.{k}": v for k, v in ONE_THREAD.items()} | {"seeds": [0, 1], "lambdas": [0.0]},
     )
-    monkeypatch.setattr(retrieval, "usable_cores", lambda: 2)
+    monkeypatch.setattr(parallel, "usable_cores", lambda: 2)
     monkeypatch.setenv("AUDIOREPRO_RUNS", str(tmp_path / "runs"))
-    data = distillation.load_data(config.retrieval)
+    data = retrieval_data.load_data(config.retrieval)
     names, seeds = config.teachers, config.seeds
-    distillation.train_ahead(config, data, "chapter")  # what page 01 runs
-    assert all(
-        distillation.stage1_entry(config, n, s, data).complete for n in names for s in seeds
-    )
-    items = distillation.finetune_items(config, data)
+    dist_plan.train_ahead(config, data, "chapter")  # what page 01 runs
+    assert all(teachers.stage1_entry(config, n, s, data).complete for n in names for s in seeds)
+    items = dist_data.finetune_items(config, data)
     for n in names:
         for s in seeds:
-            assert distillation._store_entry(config, n, s, data, items).complete
-            assert distillation.distill_entry(config, n, s, data).complete
+            assert teachers.store_entry(config, n, s, data, items).complete
+            assert dist_train.distill_entry(config, n, s, data).complete
     assert all(
-        distillation.distill_entry(config, n, s, data, lam=0.0).complete
+        dist_train.distill_entry(config, n, s, data, lam=0.0).complete
         for n in config.sweep_models
         for s in seeds
     )
-    for stage in distillation.AHEAD:
-        assert distillation.chapter_tasks(config, data, stage) == {}
+    for stage in dist_plan.AHEAD:
+        assert dist_plan.chapter_tasks(config, data, stage) == {}
     loaded = []
-    real = distillation.stage1_teacher
+    real = teachers.stage1_teacher
     monkeypatch.setattr(
-        distillation, "stage1_teacher", lambda *a, **k: loaded.append(a[1]) or real(*a, **k)
+        teachers, "stage1_teacher", lambda *a, **k: loaded.append(a[1]) or real(*a, **k)
     )
     for s in seeds:
-        paths = distillation.teacher_stores(config, s, data, items)
+        paths = teachers.teacher_stores(config, s, data, items)
         assert paths == {
-            n: distillation._store_entry(config, n, s, data, items).path / "store" for n in names
+            n: teachers.store_entry(config, n, s, data, items).path / "store" for n in names
         }
     assert loaded == []  # the stores exist: no teacher is loaded to find them
 
     def trained(*args, **kwargs):
         raise AssertionError("a page trained a run that train_ahead should have trained")
 
-    monkeypatch.setattr(retrieval, "train_dual_encoder", trained)
-    monkeypatch.setattr(distillation, "train_distilled", trained)
-    distillation.evaluate_models(config, data, preset="smoke", page="p")
-    distillation.evaluate_sweep(config, data, preset="smoke", page="p")
+    monkeypatch.setattr(runs, "train_dual_encoder", trained)
+    monkeypatch.setattr(dist_train, "train_distilled", trained)
+    dist_plan.evaluate_models(config, data, preset="smoke", page="p")
+    dist_plan.evaluate_sweep(config, data, preset="smoke", page="p")
 
 
 def test_each_stage_trains_what_its_page_needs_and_what_that_starts_from(tmp_path, monkeypatch):
     """On an empty run store: the graph of each stage, its order and its costs (no training)."""
-    cfg = retrieval.load_config("smoke", {**ONE_THREAD, "seeds": [0, 1]})
+    cfg = load_config("smoke", {**ONE_THREAD, "seeds": [0, 1]})
     monkeypatch.setenv("AUDIOREPRO_RUNS", str(tmp_path / "runs"))
-    data = retrieval.load_data(cfg)
+    data = retrieval_data.load_data(cfg)
 
     def s0(name):
         return (
             "stage0",
-            retrieval.stage0_key(retrieval.replace(cfg, **{"model.audio_encoder": name})),
+            stages.stage0_key(replace(cfg, **{"model.audio_encoder": name})),
         )
 
     passt, cnn14 = s0("passt"), s0("cnn14")
-    graphs = {stage: retrieval.chapter_tasks(cfg, data, stage) for stage in retrieval.AHEAD}
+    graphs = {stage: plan.chapter_tasks(cfg, data, stage) for stage in plan.AHEAD}
     pre = {("pretrain", s): (passt,) for s in (0, 1)}
     fine = {("finetune", s, a): (("pretrain", s),) for s in (0, 1) for a in (False, True)}
     assert {k: t.after for k, t in graphs["pretrain"].items()} == {passt: (), cnn14: ()} | pre
@@ -165,12 +173,12 @@ def test_each_stage_trains_what_its_page_needs_and_what_that_starts_from(tmp_pat
     ablations = {k: t.after for k, t in graphs["ablations"].items() if k[0] == "ablation"}
     assert ablations[("ablation", "audio_encoder", "cnn14", 1)] == (cnn14, ("pretrain", 1))
     assert ablations[("ablation", "text_encoder", "random", 0)] == (passt, ("pretrain", 0))
-    assert len(ablations) == 2 * sum(map(len, retrieval.ablation_settings(cfg).values()))
+    assert len(ablations) == 2 * sum(map(len, stages.ablation_settings(cfg).values()))
     assert graphs["chapter"].keys() == graphs["pretrain"].keys() | fine.keys() | ablations.keys()
     # CNN14's stage 0 and its ablations are the costliest path: it starts first
     assert graph_order(graphs["chapter"])[0] == cnn14
     with pytest.raises(ValueError, match="unknown stage 'everything'"):
-        retrieval.train_ahead(cfg, data, "everything")
+        plan.train_ahead(cfg, data, "everything")
 
 
 def test_captions_embedded_by_two_workers_equal_those_embedded_here(tmp_path, monkeypatch):
@@ -178,21 +186,21 @@ def test_captions_embedded_by_two_workers_equal_those_embedded_here(tmp_path, mo
     for bit the one the page's own process computes (same batches, same one thread)."""
     from audiorepro.models.text import TextEncoder
 
-    cfg = retrieval.load_config("smoke", ONE_THREAD)
+    cfg = load_config("smoke", ONE_THREAD)
     monkeypatch.setattr(TextEncoder, "chunk_size", 16)  # several batches from the smoke corpus
     dispatched = []
-    spawn = retrieval.map_processes
+    spawn = retrieval_data.map_processes
     monkeypatch.setattr(
-        retrieval,
+        retrieval_data,
         "map_processes",
         lambda *a, **k: dispatched.append(k["workers"]) or spawn(*a, **k),
     )
     caches = {}
     for cores in (2, 1):
-        monkeypatch.setattr(retrieval, "usable_cores", lambda cores=cores: cores)
+        monkeypatch.setattr(parallel, "usable_cores", lambda cores=cores: cores)
         monkeypatch.setenv("AUDIOREPRO_RUNS", str(tmp_path / f"cores{cores}"))
-        retrieval.load_data(cfg)
-        caches[cores] = dict(retrieval._text_cache(cfg.model, 0))
+        retrieval_data.load_data(cfg)
+        caches[cores] = dict(retrieval_data._text_cache(cfg.model, 0))
     assert dispatched == [2]  # two workers embedded for the first store, none for the second
     assert len(caches[1]) > 3 * 16 and caches[2].keys() == caches[1].keys()
     for caption, vector in caches[1].items():

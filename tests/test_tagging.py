@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from audiorepro.config import ConfigError
-from audiorepro.experiments.tagging import TaggingClip, scene_clips
+from audiorepro.experiments.retrieval.stage0 import TaggingClip, scene_clips
 from audiorepro.metrics.tagging import average_precision, chance_map, tagging_map
 from conftest import KillAt, Killed
 
@@ -102,7 +102,7 @@ def test_stage0_on_a_corpus_without_scene_labels_says_what_to_use(tmp_path):
 
 
 def test_run_keys_name_a_checkpoint_by_its_content_not_its_path(tmp_path):
-    from audiorepro.experiments.tagging import pretrained_key
+    from audiorepro.experiments.retrieval.stage0 import pretrained_key
     from audiorepro.models.audio_encoders import AudioEncoderConfig
 
     a, b, c = tmp_path / "a.pt", tmp_path / "b.pt", tmp_path / "c.pt"
@@ -137,13 +137,14 @@ def test_a_checkpoint_is_hashed_once_until_it_is_rewritten(tmp_path, monkeypatch
 
 def test_a_killed_stage0_run_resumes_from_its_last_checkpoint_bit_for_bit(tmp_path):
     from audiorepro.config import replace, to_dict
-    from audiorepro.experiments import retrieval
-    from audiorepro.experiments.tagging import STAGE0, encoder_fields, stage0_checkpoint
+    from audiorepro.experiments.retrieval.config import load_config
+    from audiorepro.experiments.retrieval.data import load_data
+    from audiorepro.experiments.retrieval.stage0 import STAGE0, encoder_fields, stage0_checkpoint
     from audiorepro.storage import RunStore
     from audiorepro.training.checkpoint import list_checkpoints
 
-    cfg = retrieval.load_config("smoke")
-    data = retrieval.load_data(cfg)
+    cfg = load_config("smoke")
+    data = load_data(cfg)
     stage0 = replace(cfg.stage0, steps=6, batch_size=8, warmup_steps=1)  # 3 steps an epoch
     corpus = to_dict(cfg.corpus)
 

@@ -41,7 +41,7 @@ config
 # per source with FLAC audio. The same recipes that read a real download turn them into
 # manifests, and the log-mel of every clip is computed once and cached.
 #
-# The chapter's code is one module, `audiorepro.experiments.retrieval`: its `Config` nests
+# The chapter's code is one package, `audiorepro.experiments.retrieval`: its `Config` nests
 # the corpus, the dual encoder (`audiorepro.models.dual_encoder.DualEncoderConfig`) and the
 # training schedule, and `load_data` is the call below.
 

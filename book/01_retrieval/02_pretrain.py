@@ -112,9 +112,7 @@ stage0 = retrieval.stage0_table(
 )
 stage0
 # %%
-from audiorepro.experiments import tagging
-
-report = tagging.stage0_report(retrieval.stage0_checkpoint(config, data))
+report = retrieval.stage0_report(retrieval.stage0_checkpoint(config, data))
 fig = plotting.training_curves(
     {
         "step": report["history"]["steps"],

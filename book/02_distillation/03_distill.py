@@ -62,7 +62,7 @@ config
 # crop, the same window every epoch, rather than on a random window of a clip whose target
 # describes another part of it:
 #
-# ```{literalinclude} ../../lib/audiorepro/experiments/distillation.py
+# ```{literalinclude} ../../lib/audiorepro/experiments/distillation/config.py
 # :pyobject: stage2_config
 # ```
 #

@@ -82,7 +82,7 @@ sweep.drop(columns="stage 1").round(2)
 # comparing).
 
 # %%
-floor = distillation.MUST_BEAT_CHANCE * 100 * chance["mAP@10"]
+floor = distillation.chance_floor(chance)
 print(
     f"chance mAP@10 {100 * chance['mAP@10']:.2f} %; a compared run must "
     "beat "

@@ -444,7 +444,7 @@ def _save_reproducibly(obj: Any, path: Path) -> None:
     """``torch.save`` through a file handle: the archive inside is then always named
     ``archive``, not after the (temporary, random) file name, so the same weights give the same
     bytes, and a run that starts from them the same content-hash key
-    (:func:`~audiorepro.experiments.tagging.pretrained_key`)."""
+    (:func:`~audiorepro.experiments.retrieval.stage0.pretrained_key`)."""
     with open(path, "wb") as f:
         torch.save(obj, f)
 

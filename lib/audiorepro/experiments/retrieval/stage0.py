@@ -1,24 +1,6 @@
-"""Stage 0 at the embedded scale: sound-event tagging, the analogue of AudioSet pretraining.
-
-The papers' audio encoders (PaSST, CNN14, ATST-Frame, MobileNetV3) start from checkpoints
-trained to tag AudioSet's 527 sound-event classes (paper (a) §2.2, paper (b) §4.2). Those files
-cannot be loaded offline and would not fit the book's tiny encoders anyway, so the embedded
-presets train the same kind of model on what the scene generator knows: each Clotho-layout
-clip's foreground events and background bed, with their times
-(``clotho/embedded_scenes_{split}.jsonl``). :func:`stage0_checkpoint` trains an encoder with a
-linear classifier on the ``development`` clips (multi-label binary cross-entropy on random
-crops, labelled with the events that sound in the crop), scores held-out tagging mAP on the
-``validation`` clips, and writes the weights in the released checkpoint's file layout of the
-encoder's family (:func:`audiorepro.models.audio_encoders.save_released_layout`). The retrieval
-models then load it through the same ``audio_pretrained`` field that loads the released
-AudioSet files at the ``paper`` scale; :func:`resolve_stage0` turns the preset's
-``audio_pretrained: stage0`` into that file's path.
-
-Neither split holds a clip of the retrieval evaluation split, so stage 0 never sees the audio
-the retrieval metrics are computed on. A caveat the chapters state: the embedded captions are
-written from the same event classes that stage 0 learns to tag, so the help it gives retrieval
-overstates what AudioSet gives on real captions.
-"""
+"""Stage 0 at the embedded scale: sound-event tagging of the scene generator's events, the
+analogue of the AudioSet pretraining the papers' audio encoders start from (paper (a) §2.2,
+paper (b) §4.2), saved in the released checkpoint's layout for ``audio_pretrained: stage0``."""
 
 from __future__ import annotations
 
@@ -33,8 +15,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from audiorepro.config import ConfigError, field, replace, to_dict
+from audiorepro.config import ConfigError, replace, to_dict
 from audiorepro.data.retrieval import CaptionItem, caption_items, log_mel_features
+from audiorepro.experiments.retrieval.config import Stage0
 from audiorepro.metrics.tagging import chance_map, tagging_map
 from audiorepro.models.audio_encoders import (
     FRAMES_PER_SECOND,
@@ -45,45 +28,14 @@ from audiorepro.models.audio_encoders import (
 )
 from audiorepro.repro import seed_everything, torch_threads
 from audiorepro.storage import Run, RunStore, known_file_sha256, read_json, write_json
-from audiorepro.training.loop import Callback, TrainConfig, Trainer
+from audiorepro.training.callbacks import EpochSetter
+from audiorepro.training.loop import TrainConfig, Trainer
 
 CHECKPOINT_STEPS = 100
 """Most optimizer steps between two checkpoints of a stage-0 run (it resumes after a kill)."""
 
-__all__ = [
-    "STAGE0",
-    "Stage0",
-    "Tagger",
-    "TaggingClip",
-    "encoder_fields",
-    "pretrained_key",
-    "resolve_stage0",
-    "scene_clips",
-    "stage0_checkpoint",
-    "stage0_entry",
-    "stage0_report",
-]
-
 STAGE0 = "stage0"
 """The ``audio_pretrained`` value that names this module's tagging run."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Stage0:
-    """The tagging run of stage 0 (one per encoder configuration, shared by all seeds, as the
-    papers' runs all start from one released AudioSet checkpoint)."""
-
-    steps: int = field(300, help="Optimizer steps of tagging (AdamW, warm-up then cosine).")
-    batch_size: int = field(64, help="Crops per step.")
-    lr: float = field(1e-3, help="Peak learning rate.")
-    warmup_steps: int = field(30, help="Steps of linear warm-up.")
-    crop_s: float = field(4.0, help="Training and evaluation crop (s); the snippet length suits.")
-    seed: int = field(0, help="Seed of the one tagging run.")
-    train_split: str = field("development", help="Clotho-layout split that stage 0 trains on.")
-    heldout_split: str = field("validation", help="Clotho-layout split of the tagging mAP.")
-    torch_threads: int | None = field(
-        None, help="torch CPU threads of the run (None: torch's setting; as Training's)."
-    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -174,6 +126,10 @@ class _Crops(torch.utils.data.Dataset):
         self.clips, self.features, self.crop = list(clips), features, crop
         self.num_classes, self.seed, self.epoch = num_classes, seed, 0
 
+    def set_epoch(self, epoch: int) -> None:
+        """Draw the crops of ``epoch`` (:class:`~audiorepro.training.callbacks.EpochSetter`)."""
+        self.epoch = epoch
+
     def __len__(self) -> int:
         return len(self.clips)
 
@@ -190,19 +146,6 @@ class _Crops(torch.utils.data.Dataset):
             self.num_classes,
         )  # fmt: skip
         return {"feats": window, "labels": torch.from_numpy(labels)}
-
-
-class _EpochSetter(Callback):
-    """Tells the crop dataset the epoch, so each epoch draws new crops."""
-
-    def __init__(self, dataset: _Crops) -> None:
-        self.dataset = dataset
-
-    def on_fit_start(self, trainer: Trainer) -> None:
-        self.dataset.epoch = trainer.epoch
-
-    def on_step_end(self, trainer: Trainer, step: int, logs: dict[str, float]) -> None:
-        self.dataset.epoch = trainer.epoch
 
 
 class Tagger(nn.Module):
@@ -301,6 +244,25 @@ def stage0_checkpoint(
     trained now unless ``run_store`` holds it. ``features`` may hold the training split's
     log-mel (in the encoder's front end) to avoid computing it again.
 
+    The papers' audio encoders (PaSST, CNN14, ATST-Frame, MobileNetV3) start from checkpoints
+    trained to tag AudioSet's 527 sound-event classes. Those files cannot be loaded offline and
+    would not fit the book's tiny encoders anyway, so the embedded presets train the same kind
+    of model on what the scene generator knows: each Clotho-layout clip's foreground events and
+    background bed, with their times (``clotho/embedded_scenes_{split}.jsonl``). The encoder
+    with a linear classifier trains on the ``development`` clips (multi-label binary
+    cross-entropy on random crops, labelled with the events that sound in the crop), is scored
+    by held-out tagging mAP on the ``validation`` clips, and its weights are written in the
+    released checkpoint's file layout of the encoder's family
+    (:func:`audiorepro.models.audio_encoders.save_released_layout`). The retrieval models then
+    load it through the same ``audio_pretrained`` field that loads the released AudioSet files
+    at the ``paper`` scale; :func:`resolve_stage0` turns the preset's ``audio_pretrained:
+    stage0`` into that file's path.
+
+    Neither split holds a clip of the retrieval evaluation split, so stage 0 never sees the
+    audio the retrieval metrics are computed on. A caveat the chapters state: the embedded
+    captions are written from the same event classes that stage 0 learns to tag, so the help it
+    gives retrieval overstates what AudioSet gives on real captions.
+
     The run checkpoints once per epoch (at most every :data:`CHECKPOINT_STEPS` steps) into
     the store's staging folder of its configuration; called again after a kill, it continues
     from the last checkpoint and ends with the weights of an uninterrupted run. ``callbacks``
@@ -381,7 +343,7 @@ def _train_stage0(
     with torch_threads(stage0.torch_threads):
         result = Trainer(
             model, _loss, dataset, config, collate_fn=_collate(pad), out_dir=staging,
-            callbacks=[_EpochSetter(dataset), *callbacks], progress=progress,
+            callbacks=[EpochSetter(dataset), *callbacks], progress=progress,
         ).fit(resume=staging is not None)  # fmt: skip
         seconds = time.perf_counter() - start
         scores, labels = _heldout_scores(model, held, held_features, crop, len(classes))
