@@ -50,7 +50,7 @@ cfg = load_preset(
     griffin_lim_iters=griffin_lim_iters,
 )
 seed_everything(cfg.seed)
-cfg
+reporting.config_table(cfg)
 
 # %% [markdown]
 # ## A signal whose content we know

@@ -30,7 +30,7 @@ from audiorepro import plotting, reporting
 from audiorepro.experiments import retrieval
 
 config = retrieval.load_config(preset)
-config
+reporting.config_table(config)
 
 # %% [markdown]
 # ## From downloads to manifests

@@ -26,12 +26,12 @@ preset: str = "embedded"  # smoke | embedded | paper
 # %%
 import pandas as pd
 
-from audiorepro import plotting
+from audiorepro import plotting, reporting
 from audiorepro.experiments import retrieval
 
 config = retrieval.load_config(preset)
 data = retrieval.load_data(config)
-config
+reporting.config_table(config)
 
 # %% [markdown]
 # On a CPU the embedded preset trains each run on one thread (`train.torch_threads: 1`), and

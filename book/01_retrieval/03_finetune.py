@@ -26,11 +26,12 @@ preset: str = "embedded"  # smoke | embedded | paper
 # %%
 import pandas as pd
 
+from audiorepro import reporting
 from audiorepro.experiments import retrieval
 
 config = retrieval.load_config(preset)
 data = retrieval.load_data(config)
-config
+reporting.config_table(config)
 
 # %% [markdown]
 # ## Caption augmentation

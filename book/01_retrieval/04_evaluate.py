@@ -41,7 +41,7 @@ pd.set_option(
 )  # the finding sentences are long
 config = retrieval.load_config(preset)
 data = retrieval.load_data(config)
-config
+reporting.config_table(config)
 
 # %% [markdown]
 # ## The main system, stage by stage

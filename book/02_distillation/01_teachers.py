@@ -33,7 +33,7 @@ from audiorepro.experiments import distillation
 
 config = distillation.load_config(preset)
 data = distillation.load_data(config.retrieval)
-config
+reporting.config_table(config)
 
 # %% [markdown]
 # The chapter's code is `audiorepro.experiments.distillation`; its `Config` nests chapter 01's

@@ -269,7 +269,7 @@ for caption, c_value, p_value in others:
 #
 # `top_matches` never holds more than a `block_size` × `block_size` block of Ĉ. The benchmark
 # `bench/bench_distillation.py` (`make bench`) measures its peak memory for 20,000 clips ×
-# 100,000 captions against the bound of 1.5 GB; the figure is in the README.
+# 100,000 captions against the bound of 1.5 GB; `make bench` keeps the figure.
 
 # %% [markdown]
 # In this notebook we have

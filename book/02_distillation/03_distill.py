@@ -29,7 +29,7 @@ from audiorepro.experiments import distillation
 
 config = distillation.load_config(preset)
 data = distillation.load_data(config.retrieval)
-config
+reporting.config_table(config)
 
 # %% [markdown]
 # ## The objective

@@ -38,7 +38,7 @@ from audiorepro.experiments import zerospeech as zs
 
 cfg = zs.load_config(preset, {"seed": seed})
 languages = ["english", "surprise"] if cfg.surprise else ["english"]
-cfg
+reporting.config_table(cfg)
 
 # %% [markdown]
 # ## The corpus

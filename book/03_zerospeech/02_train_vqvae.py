@@ -37,7 +37,7 @@ from audiorepro.experiments import zerospeech as zs
 
 cfg = zs.load_config(preset, {"seed": seed, "train.max_steps": max_steps})
 model_cfg = cfg.model
-model_cfg
+reporting.config_table(model_cfg)
 
 # %% [markdown]
 # ## The model

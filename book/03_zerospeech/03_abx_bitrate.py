@@ -145,7 +145,7 @@ summary
 #
 # They have not, and no budget this book can afford gets them there. Measured outside the
 # book with this code and these seeds (`train.max_steps` 1,200 / 2,400 / 4,800, ABX across
-# %, mean over seeds 0-2; README, chapter 03): MFCC 8.18 / 7.40 / 8.15, log-Mel 8.29 / 7.15
+# %, mean over seeds 0-2; `git show 712e391`): MFCC 8.18 / 7.40 / 8.15, log-Mel 8.29 / 7.15
 # / 6.93, conv 8.90 / 8.24 / 8.45. The reconstruction error falls all the way (about 13 %
 # from the middle tenth of a 4,800-step run to its last), but the units' ABX does not follow
 # it, and the verdicts below move with the budget: at 2,400 steps the Transformer would beat

@@ -36,7 +36,7 @@ from audiorepro.config import to_dict
 from audiorepro.experiments import awe
 
 cfg = awe.load_config(preset, **{"corpus.root": corpus_root})
-cfg
+reporting.config_table(cfg)
 
 # %% [markdown]
 # ## Loading and selecting the segments
@@ -112,7 +112,7 @@ fig = plotting.histogram(
 # %% [markdown]
 # ## The same words as anyone's recordings
 #
-# The `audiorepro awe` commands (README, "Your own recordings") take a segments table instead
+# The `audiorepro awe` commands (Reference, "Your own recordings") take a segments table instead
 # of the Switchboard layout: one row per word token, `path word speaker start end`, times in
 # seconds, audio at any sample rate. The generated corpus can be written as one, because each
 # conversation side is a wav in its `audio/` folder and each key names the token's frames.

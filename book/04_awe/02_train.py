@@ -45,7 +45,7 @@ cfg = awe.load_config(
     **{"train.num_epochs": num_epochs, "corpus.root": corpus_root},
 )
 data = awe.load_data(cfg)
-cfg
+reporting.config_table(cfg)
 
 # %% [markdown]
 # ## The two encoders

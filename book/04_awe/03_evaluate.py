@@ -44,7 +44,7 @@ pd.set_option(
 cfg = awe.load_config(preset, **{"corpus.root": corpus_root})
 data = awe.load_data(cfg)
 test = data["test"]
-cfg
+reporting.config_table(cfg)
 
 # %% [markdown]
 # ## Table 1: depth and pooling of the phoneme encoder
@@ -311,7 +311,7 @@ variation.round(3).convert_dtypes()
 # depart from their dictionary pronunciations differently from token to token. Is that why
 # the paper's cross-view AP stays below its acoustic AP? Not by itself: on a word corpus
 # whose speakers talk in eSpeak's eight English accents (the corpus option `accents`,
-# measured outside the book with this chapter's runs, README), 88 % of the test tokens are
+# measured outside the book with this chapter's runs, `git show b7d5992`), 88 % of the test tokens are
 # in their word's usual form and both APs fall, but cross-view AP stays above acoustic AP
 # (chosen model 0.64 against 0.50). On the depth checks: a one-layer Rep encoder groups written
 # words by their first phone almost entirely, deeper Rep encoders much less (the table before),
