@@ -58,7 +58,7 @@ cfg = load_preset(
     example=example,
     word=word,
 )
-cfg
+reporting.config_table(cfg)
 
 # %% [markdown]
 # ## Generate, or reuse
