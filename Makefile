@@ -1,7 +1,11 @@
 # The README's commands. Each target creates .venv when missing and installs everything with pip
 # from pyproject.toml (the one dependency source); a changed pyproject.toml reinstalls.
 SHELL := /bin/bash
-PYTHON ?= $(shell command -v python3.11 || command -v python3)
+# Python 3.11-3.13 (pyproject.toml's requires-python): the first of these on PATH, then python3,
+# or PYTHON=/path/to/python3.X. 3.11 first: here torch==2.13.0 is a local CPU wheel for 3.11;
+# for 3.12 and 3.13 pip takes PyPI's torch 2.13.0 (a CUDA build of several GB).
+SUPPORTED_PYTHONS := python3.11 python3.12 python3.13
+PYTHON ?= $(or $(firstword $(foreach p,$(SUPPORTED_PYTHONS),$(shell command -v $(p)))),python3)
 VENV := .venv
 VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
@@ -20,6 +24,8 @@ help:
 	@echo "make lint    ruff"
 
 $(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(not (3, 11) <= sys.version_info[:2] < (3, 14))' 2>/dev/null \
+	  || { echo "make: '$(PYTHON)' is not Python 3.11-3.13; install one or set PYTHON=python3.X"; exit 1; }
 	@test -x $(VPY) || $(PYTHON) -m venv $(VENV)
 	$(VPY) -m pip install --quiet --upgrade pip
 	# torch==2.13.0 exactly: the local CPU wheel; anything else pulls GBs of CUDA build.

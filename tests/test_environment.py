@@ -25,7 +25,8 @@ def pyproject_requirements() -> set[str]:
 
 def environment_requirements() -> set[str]:
     env = yaml.safe_load((REPO / "environment.yml").read_text())
-    assert "python=3.11" in env["dependencies"]
+    python = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["requires-python"]
+    assert f"python{python}" in env["dependencies"], f"environment.yml's python is not {python}"
     pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
     return {normalise(r) for r in pip if not r.startswith("-e")}
 
@@ -44,3 +45,12 @@ def test_torch_is_pinned_exactly_and_majors_bounded():
     for name in ("transformers", "pandas"):
         spec = next(r for r in reqs if r.startswith(name))
         assert "<" in spec, f"{name} needs an upper bound on its major version: {spec}"
+
+
+def test_the_supported_pythons_agree_in_pyproject_and_the_makefile():
+    """3.11-3.13: the Makefile looks for exactly the versions pyproject admits."""
+    python = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["requires-python"]
+    assert python == ">=3.11,<3.14"
+    makefile = (REPO / "Makefile").read_text()
+    found = re.search(r"^SUPPORTED_PYTHONS := (.*)$", makefile, re.M)
+    assert found and found.group(1).split() == ["python3.11", "python3.12", "python3.13"]

@@ -10,12 +10,21 @@ with the same STFT parameters and a seeded random initial phase.
 
 from __future__ import annotations
 
+import inspect
+
 import librosa
 import numpy as np
 
 from audiorepro.features.speech import frame_params, stft
 
 __all__ = ["griffin_lim", "linear_spectrogram", "spectral_convergence"]
+
+
+# librosa 1.0 renamed griffinlim's ``random_state`` to ``rng`` (and warns on the old name); the
+# same Generator gives the same phases either way.
+_GRIFFINLIM_RNG = (
+    "rng" if "rng" in inspect.signature(librosa.griffinlim).parameters else "random_state"
+)
 
 
 def _framing(sr: int, n_fft: int | None, hop: int | None, win: int | None) -> tuple[int, int, int]:
@@ -101,7 +110,7 @@ def griffin_lim(
         length=length,
         momentum=momentum,
         init="random",
-        random_state=np.random.default_rng(seed),
+        **{_GRIFFINLIM_RNG: np.random.default_rng(seed)},
     )
     return wav.astype(np.float32)
 
