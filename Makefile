@@ -1,11 +1,11 @@
 # The README's commands. Each target creates .venv when missing and installs everything with pip
 # from pyproject.toml (the one dependency source); a changed pyproject.toml reinstalls.
 SHELL := /bin/bash
-# Python 3.11-3.13 (pyproject.toml's requires-python): the first of these on PATH, then python3,
+# Python 3.11-3.13 (pyproject.toml's requires-python): the first of these that runs, then python3,
 # or PYTHON=/path/to/python3.X. 3.11 first: here torch==2.13.0 is a local CPU wheel for 3.11;
 # for 3.12 and 3.13 pip takes PyPI's torch 2.13.0 (a CUDA build of several GB).
 SUPPORTED_PYTHONS := python3.11 python3.12 python3.13
-PYTHON ?= $(or $(firstword $(foreach p,$(SUPPORTED_PYTHONS),$(shell command -v $(p)))),python3)
+PYTHON ?= $(or $(firstword $(foreach p,$(SUPPORTED_PYTHONS),$(shell $(p) -c 'import sys; print(sys.executable)' 2>/dev/null))),python3)
 VENV := .venv
 VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
