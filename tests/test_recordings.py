@@ -137,3 +137,194 @@ def test_prefix_with_another_separator_reads_librispeech_names(tmp_path):
     assert speaker_rule("prefix:-") == "prefix:-"
     assert speaker_rule("parent") == "parent"
     assert speaker_rule("map.tsv") == str(Path("map.tsv").resolve())
+
+
+def write_stereo(path, left, right, rate=16000):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    sf.write(path, np.stack([left, right], axis=1).astype(np.float32), rate)
+
+
+def speech_like(seconds=0.5, rate=16000, seed=0):
+    """Noise under a slow envelope: not silent, not one repeated frame."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(int(seconds * rate)) / rate
+    return (0.3 * rng.standard_normal(t.size) * (0.6 + 0.4 * np.sin(7 * t))).astype(np.float32)
+
+
+def test_the_scan_names_every_file_it_does_not_use_and_follows_linked_folders(tmp_path):
+    from audiorepro.data.recordings import scan_folder
+
+    audio, elsewhere = tmp_path / "audio", tmp_path / "elsewhere"
+    write(audio / "S1_a.wav")
+    write(audio / "sub" / "S2_b.flac")
+    write(elsewhere / "S3_c.wav")
+    (audio / "spk3").symlink_to(elsewhere, target_is_directory=True)
+    (audio / "S4_d.wav").symlink_to(tmp_path / "gone.wav")  # dangling
+    (audio / "notes.txt").write_text("a transcript")
+    sf.write(audio / "S5_e.wave", np.zeros(800, dtype=np.float32), 8000, format="WAV")
+    (audio / "._S1_a.wav").write_bytes(b"\x00\x05\x16\x07" + bytes(60))  # macOS metadata
+    (audio / "again").symlink_to(audio, target_is_directory=True)  # a loop
+    write(audio / "._S6_f.wav")  # a wav whose name starts with ._ is a wav
+    scan = scan_folder(audio)
+    assert list(scan.files) == ["._S6_f", "S1_a", "S2_b", "S3_c"]
+    assert scan.files["S3_c"] == audio / "spk3" / "S3_c.wav"
+    assert scan.linked_folders == [audio / "spk3"]
+    reasons = {p.name: r for p, r in scan.left_out}
+    assert set(reasons) == {"S4_d.wav", "notes.txt", "S5_e.wave", "._S1_a.wav", "again"}
+    assert reasons["S4_d.wav"].startswith("broken link to ")
+    assert reasons["notes.txt"] == "not audio: .txt"
+    assert "a WAV file by its header" in reasons["S5_e.wave"]
+    assert "macOS" in reasons["._S1_a.wav"]
+    assert "already read" in reasons["again"]
+    note = scan.note()
+    assert note.startswith("4 files (1 linked folder followed: spk3); left out 5: ")
+    assert "S4_d.wav (broken link to " in note
+    assert find_wavs(audio) == scan.files
+
+
+def test_one_file_reached_twice_through_links_is_read_once_and_named(tmp_path):
+    from audiorepro.data.recordings import scan_folder
+
+    write(tmp_path / "S1_a.wav")
+    (tmp_path / "S1_copy.wav").symlink_to(tmp_path / "S1_a.wav")
+    scan = scan_folder(tmp_path)
+    assert list(scan.files) == ["S1_a"]
+    assert scan.left_out == [(tmp_path / "S1_copy.wav", "the same file as S1_a.wav (a link)")]
+
+
+def test_channels_that_cancel_in_the_mono_mix_are_refused_naming_the_file(tmp_path):
+    from audiorepro.features import AudioError, load_audio
+
+    x = speech_like()
+    write_stereo(tmp_path / "cancel.wav", x, -x)
+    with pytest.raises(AudioError, match=r"cancel.wav: its 2 channels cancel when mixed to mono"):
+        load_audio(tmp_path / "cancel.wav", 16000)
+    wav, _ = load_audio(tmp_path / "cancel.wav", 16000, mono=False)  # the channels themselves
+    assert wav.shape[0] == 2
+    write_stereo(tmp_path / "fine.wav", x, 0.5 * x)
+    assert load_audio(tmp_path / "fine.wav", 16000)[0].std() > 0.1
+    write_stereo(tmp_path / "one.wav", x, np.zeros_like(x))  # one channel silent: fine
+    assert load_audio(tmp_path / "one.wav", 16000)[0].std() > 0.05
+
+
+def test_content_problems_are_named_for_training(tmp_path):
+    from audiorepro.data.recordings import content_problem
+
+    x = speech_like()
+    write_stereo(tmp_path / "cancel.wav", x, -x)
+    sf.write(tmp_path / "silent.wav", np.zeros(8000, dtype=np.float32), 16000)
+    sf.write(tmp_path / "fine.wav", x, 16000)
+    assert content_problem(tmp_path / "fine.wav") is None
+    assert content_problem(tmp_path / "silent.wav") == "silent: every sample is 0"
+    assert content_problem(tmp_path / "cancel.wav").startswith(
+        "its 2 channels cancel when mixed to mono"
+    )
+
+
+def test_a_map_line_repeated_or_contradicted_is_an_error_naming_both_lines(tmp_path):
+    write(tmp_path / "a" / "x1.wav")
+    write(tmp_path / "a" / "x2.wav")
+    wavs = find_wavs(tmp_path)
+    table = tmp_path / "map.tsv"
+    table.write_text("x1\tanna\nx2\tbob\nx1.wav\tanna\n")
+    with pytest.raises(RecordingsError, match=r"map.tsv:3: file 'x1' listed again \(line 1\)"):
+        speakers_of(wavs, str(table), tmp_path)
+    table.write_text("x1\tanna\nx2\tbob\nx1\tcarl\n")
+    with pytest.raises(
+        RecordingsError, match=r"map.tsv:3: file 'x1': speaker 'carl' here, 'anna' on line 1"
+    ):
+        speakers_of(wavs, str(table), tmp_path)
+    table.write_text("a/x1\tanna\nx2\tbob\nx1\tcarl\n")  # by path and by name: one file
+    with pytest.raises(RecordingsError, match=r"map.tsv:3: .*'carl' here, 'anna' on line 1"):
+        speakers_of(wavs, str(table), tmp_path)
+
+
+def test_a_segment_listed_twice_or_with_two_words_names_both_lines(tmp_path):
+    from audiorepro.data.recordings import read_segments
+
+    write(tmp_path / "S1_a.wav", seconds=0.5)
+    head = "path\tword\tspeaker\tstart\tend\n"
+    table = tmp_path / "seg.tsv"
+    table.write_text(head + "S1_a.wav\tyes\tS1\t0.1\t0.3\nS1_a.wav\tno\tS1\t0.2\t0.4\n"
+                     "S1_a.wav\tyes\tS1\t0.10\t0.30\n")  # fmt: skip
+    with pytest.raises(RecordingsError, match=r"seg.tsv:4: .*the same segment as line 2"):
+        read_segments(table)
+    table.write_text(head + "S1_a.wav\tyes\tS1\t\t\n./S1_a.wav\tno\tS1\t\t\n")
+    with pytest.raises(RecordingsError, match=r"seg.tsv:3: .*'no' here, 'yes' on line 2"):
+        read_segments(table)
+
+
+def test_a_lexicon_line_repeated_is_an_error_and_another_pronunciation_is_kept_apart(tmp_path):
+    from audiorepro.data.recordings import read_lexicon
+
+    lexicon = tmp_path / "lex.txt"
+    lexicon.write_text("HELLO HH AH L OW\nWORLD W ER L D\nhello HH AH L OW\n")
+    with pytest.raises(RecordingsError, match=r"lex.txt:3: 'hello' listed again \(line 1\)"):
+        read_lexicon(lexicon)
+    lexicon.write_text("HELLO HH AH L OW\nHELLO HH EH L OW\n")  # Kaldi's way: a variant
+    assert read_lexicon(lexicon) == {"hello": ("HH", "AH", "L", "OW")}
+
+
+@pytest.mark.filterwarnings("ignore")  # a 4-row AP is a weak estimate, and says so
+def test_words_are_compared_lower_cased_in_tables_training_and_scores(tmp_path):
+    from audiorepro.data.recordings import WORD_RULE, read_segments, word_label
+    from audiorepro.experiments.awe.recordings import embeddings_ap
+
+    assert word_label(" Yes ") == "yes" and "lower" in WORD_RULE
+    write(tmp_path / "S1_a.wav", seconds=0.5)
+    table = tmp_path / "seg.tsv"
+    table.write_text(
+        "path\tword\tspeaker\tstart\tend\nS1_a.wav\tYes\tS1\t0.1\t0.2\nS1_a.wav\tyes\tS1\t0.2\t0.3\n"
+    )
+    assert [r.word for r in read_segments(table)] == ["yes", "yes"]
+    emb = np.array([[1.0, 0.0], [1.0, 0.1], [0.0, 1.0], [0.1, 1.0]], dtype=np.float32)
+    np.savez(tmp_path / "e.npz", embeddings=emb, labels=np.array(["Yes", "yes", "no", "NO"]))
+    np.savez(tmp_path / "f.npz", embeddings=emb, labels=np.array(["yes", "yes", "no", "no"]))
+    assert embeddings_ap(tmp_path / "e.npz") == embeddings_ap(tmp_path / "f.npz") == 1.0
+
+
+def test_units_train_prints_every_file_it_left_out_and_the_linked_folder_it_read(tmp_path, capsys):
+    from audiorepro.cli import main
+
+    audio, other = tmp_path / "audio", tmp_path / "other"
+    audio.mkdir()
+    other.mkdir()
+    for k, speaker in enumerate(("S1", "S2")):
+        for i in range(2):
+            sf.write(audio / f"{speaker}_{i}.wav", speech_like(seed=2 * k + i), 16000)
+    sf.write(other / "S3_0.wav", speech_like(seed=9), 16000)
+    (audio / "spk3").symlink_to(other, target_is_directory=True)
+    (audio / "S4_0.wav").symlink_to(tmp_path / "gone.wav")
+    (audio / "S5_0.mp4").write_bytes(b"\x00\x00\x00\x18ftypmp42" + bytes(32))
+    x = speech_like(seed=5)
+    write_stereo(audio / "S6_0.wav", x, -x)
+    sf.write(audio / "S7_0.wav", np.zeros(8000, dtype=np.float32), 16000)
+    sf.write(audio / "S8_0.wav", speech_like(seconds=0.03), 16000)
+    code = main(
+        ["units", "train", "--audio", str(audio), "--preset", "smoke", "--set",
+         "train.max_steps=2", "--set", "train.segment_frames=32", "--out", str(tmp_path / "u")]
+    )  # fmt: skip
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    line = out.splitlines()[0]
+    assert line.startswith(
+        "trained on 3 speakers, 5 files (1 linked folder followed: spk3); left out 5: "
+    ), line
+    for name, why in [
+        ("S4_0.wav", "broken link to "),
+        ("S5_0.mp4", "MP4/M4A audio or video by its header, a format not read here"),
+        ("S6_0.wav", "its 2 channels cancel when mixed to mono"),
+        ("S7_0.wav", "silent: every sample is 0"),
+        ("S8_0.wav", "too short: 4 frames of 10 ms, training needs 8"),
+    ]:
+        assert f"{name} ({why}" in line, (name, line)
+    code = main(["units", "encode", str(tmp_path / "u"), "--audio", str(audio), "--out",
+                 str(tmp_path / "sub")])  # fmt: skip
+    out, err = capsys.readouterr()
+    assert code == 1 and "S6_0.wav: its 2 channels cancel when mixed to mono" in err
+    (audio / "S6_0.wav").unlink()
+    code = main(["units", "encode", str(tmp_path / "u"), "--audio", str(audio), "--out",
+                 str(tmp_path / "sub")])  # fmt: skip
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert f"{audio}: 7 files (1 linked folder followed: spk3); left out 2: S4_0.wav" in out

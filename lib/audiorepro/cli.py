@@ -224,7 +224,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _run(args: argparse.Namespace) -> None:
-    from audiorepro.data.recordings import find_wavs
+    from audiorepro.data.recordings import WORD_RULE, find_wavs, scan_folder
     from audiorepro.experiments.awe import recordings as awe
     from audiorepro.experiments.zerospeech import recordings as units
     from audiorepro.metrics.abx import abx_error
@@ -237,6 +237,7 @@ def _run(args: argparse.Namespace) -> None:
             args.audio, args.out, word_of=args.word_of, speaker_of=args.speaker_of
         )
         print(f"wrote {rows} whole-file rows to {path} ({left_out} files without a word left out)")
+        print(f"{args.audio}: {scan_folder(args.audio).note()}")
     elif command == ("units", "train"):
         run = units.train_units(
             args.audio,
@@ -246,10 +247,8 @@ def _run(args: argparse.Namespace) -> None:
             overrides=parse_sets(args.sets),
         )
         steps, losses = run.history["step"], run.history["loss"]
-        print(
-            f"trained on {len(run.speakers)} speakers, {len(steps)} logged "
-            f"steps (last {steps[-1] if steps else 0}) -> {run.path}"
-        )
+        print(f"trained on {len(run.speakers)} speakers, {run.note}")
+        print(f"{len(steps)} logged steps (last {steps[-1] if steps else 0}) -> {run.path}")
         print(f"final loss {losses[-1] if losses else float('nan'):.4f}")
     elif command == ("units", "encode"):
         run = units.load_units(args.run)
@@ -258,6 +257,7 @@ def _run(args: argparse.Namespace) -> None:
         )
         shift = units.output_frame_shift(run, args.what)
         print(f"wrote {len(rows)} files to {args.out} (one line every {shift:g} s)")
+        print(f"{args.audio}: {scan_folder(args.audio).note()}")
     elif command == ("units", "voice"):
         voice = units.train_voice(args.run, args.audio, args.out, overrides=parse_sets(args.sets))
         losses = voice.history["loss"]
@@ -265,10 +265,12 @@ def _run(args: argparse.Namespace) -> None:
             f"trained the inverter {len(losses)} steps on {voice.pieces} pieces of "
             f"{len(find_wavs(args.audio))} files -> {voice.path}"
         )
+        print(f"{args.audio}: {scan_folder(args.audio).note()}")
         print(f"final loss {losses[-1] if losses else float('nan'):.4f}")
     elif command == ("units", "resynth"):
         convergence = units.resynthesize_folder(args.voice, args.audio, args.out)
         print(f"wrote {len(convergence)} wavs (16 kHz) to {args.out}")
+        print(f"{args.audio}: {scan_folder(args.audio).note()}")
         print(
             "spectral convergence to the sources' magnitudes, mean "
             f"{float(np.mean(list(convergence.values()))):.4f}"
@@ -283,6 +285,7 @@ def _run(args: argparse.Namespace) -> None:
         n = sum(1 for line in open(path, encoding="utf-8") if line.strip()) - 1
         hint = "score without --frame-shift" if times == "relative" else "score with --frame-shift"
         print(f"wrote {n} items ({times} times: {hint}) to {path}")
+        print(WORD_RULE)
     elif command == ("abx", "score"):
         error = abx_error(
             args.submission_dir,
@@ -302,6 +305,7 @@ def _run(args: argparse.Namespace) -> None:
             overrides=parse_sets(args.sets),
         )
         print(f"trained {run.history.final_epoch} epochs -> {run.path}")
+        print(WORD_RULE)
         print(f"kept the weights of epoch {run.kept_epoch} (select: {run.selected})")
         if run.best_dev >= 1.0 and run.selected == "best":
             print(
@@ -315,14 +319,18 @@ def _run(args: argparse.Namespace) -> None:
         with open(args.out, "wb") as fh:
             np.savez(fh, **arrays)
         print(f"wrote {len(arrays['labels'])} embeddings to {args.out}")
+        print(WORD_RULE)
     elif command == ("awe", "ap"):
-        print(f"{awe.embeddings_ap(args.embeddings):.4f}")
+        ap = awe.embeddings_ap(args.embeddings)
+        print(WORD_RULE)
+        print(f"{ap:.4f}")
     elif command == ("awe", "dtw"):
         base = awe.dtw_table_ap(args.segments, tokens=args.tokens, seed=args.seed)
         print(
             f"{base['tokens']} segments, {base['num_pairs']} pairs, "
             f"{base['positives']} of one word"
         )
+        print(WORD_RULE)
         print(f"{base['ap']:.4f}")
     else:  # pragma: no cover - argparse allows only the commands above
         raise AssertionError(command)

@@ -3,8 +3,9 @@
 The command line (``audiorepro units ...``, ``audiorepro awe ...``) and the notebooks read a
 user's own speech through these:
 
-- :func:`find_wavs`: every audio file under a folder (recursively), keyed by file id: its name
-  without extension, or its path under the folder when names repeat across subfolders;
+- :func:`find_wavs`: every audio file under a folder (recursively, linked sub-folders too),
+  keyed by file id: its name without extension, or its path under the folder when names repeat
+  across subfolders; :func:`scan_folder` also names every file it leaves out and why;
 - :func:`speakers_of`: the speaker of each file by a rule: ``prefix`` (the file name up to the
   first ``_``, the ZeroSpeech convention; ``prefix:SEP`` another separator), ``parent`` (the folder the file is in) or a
   ``MAP.tsv`` path (``file<TAB>speaker`` lines, ``file`` a stem or a path relative to the
@@ -19,7 +20,9 @@ user's own speech through these:
   dictionary.
 
 Any sample rate is fine: audio is resampled when it is read (:func:`audiorepro.features.load_audio`).
-Every malformed input raises :class:`RecordingsError` naming the file, the line and the field.
+Every malformed input raises :class:`RecordingsError` naming the file, the line and the field;
+a key listed twice in a map, table or lexicon names both lines. Words are compared by one rule
+everywhere (:data:`WORD_RULE`, :func:`word_label`): in training, in tables and in scores.
 """
 
 from __future__ import annotations
@@ -27,8 +30,11 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-from collections.abc import Iterable, Mapping
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
+
+import numpy as np
 
 from audiorepro.data.recipes.common import RecipeError
 from audiorepro.features import audio_info
@@ -36,19 +42,26 @@ from audiorepro.features import audio_info
 __all__ = [
     "AUDIO_SUFFIXES",
     "SEGMENT_COLUMNS",
+    "SILENT_PEAK",
     "SPEAKER_RULES",
     "UNREAD_AUDIO_SUFFIXES",
+    "WORD_RULE",
+    "FolderScan",
     "RecordingsError",
     "Segment",
     "cmudict_lexicon",
+    "content_problem",
     "file_id",
     "find_wavs",
+    "left_out_note",
     "ids_under",
     "labels_of",
     "read_lexicon",
     "read_segments",
+    "scan_folder",
     "speaker_rule",
     "speakers_of",
+    "word_label",
     "write_folder_segments",
 ]
 
@@ -78,8 +91,260 @@ def file_id(text: str) -> str:
     return "_".join(text.split())
 
 
+WORD_RULE = "words are compared lower-cased, surrounding spaces stripped (Yes = yes)"
+"""The one rule by which the commands compare words: in training, tables and scores."""
+
+
+def word_label(text: str) -> str:
+    """A word as the commands compare it (:data:`WORD_RULE`)."""
+    return text.strip().lower()
+
+
+SILENT_PEAK = 10 ** (-70 / 20)
+"""A file whose every sample lies below this (-70 dBFS, a few steps of 16-bit audio) is
+silent: training leaves it out (:func:`content_problem`)."""
+
+_APPLE_DOUBLE = b"\x00\x05\x16\x07"
+_HEADERS = (  # (offset, bytes, format, read here)
+    (0, b"RIFF", "WAV", True),
+    (0, b"RIFX", "WAV", True),
+    (0, b"fLaC", "FLAC", True),
+    (0, b"OggS", "OGG", True),
+    (4, b"ftyp", "MP4/M4A", False),
+    (0, b"ID3", "MP3", False),
+    (0, b"FORM", "AIFF", False),
+    (0, b"\x1aE\xdf\xa3", "Matroska/WebM", False),
+)
+
+
+@dataclasses.dataclass
+class FolderScan:
+    """What :func:`scan_folder` found under a folder.
+
+    Attributes:
+        folder: the folder scanned.
+        files: ``{file id: path}`` of the audio files read (as :func:`find_wavs`).
+        left_out: ``(path, why)`` of every other entry: not audio, a broken link, a link to a
+            folder or file already read, a folder that cannot be listed.
+        linked_folders: the linked sub-folders followed.
+    """
+
+    folder: Path
+    files: dict[str, Path]
+    left_out: list[tuple[Path, str]]
+    linked_folders: list[Path]
+
+    def name(self, path: Path) -> str:
+        """``path`` under the folder, for messages."""
+        return _under(path, self.folder)
+
+    def note(self, more: Sequence[tuple[Path, str]] = (), used: int | None = None) -> str:
+        """``"41 files (1 linked folder followed: spk3); left out 2: a.mp4 (...), ..."``:
+        ``used`` files (default: all found) and the entries left out, with ``more`` (a caller's
+        own, e.g. silent files)."""
+        count = len(self.files) if used is None else used
+        text = f"{count} file{'s' * (count != 1)}"
+        if self.linked_folders:
+            links = ", ".join(self.name(p) for p in self.linked_folders)
+            plural = "s" * (len(self.linked_folders) != 1)
+            text += f" ({len(self.linked_folders)} linked folder{plural} followed: {links})"
+        return f"{text}; {left_out_note([*self.left_out, *more], self.folder)}"
+
+
+def _under(path: Path, folder: Path | None) -> str:
+    """``path`` relative to ``folder`` when under it, else as it is."""
+    if folder is not None and path.is_relative_to(folder):
+        return path.relative_to(folder).as_posix()
+    return str(path)
+
+
+def left_out_note(
+    entries: Sequence[tuple[Path, str]], folder: Path | None = None, limit: int = 10
+) -> str:
+    """``"left out 2: a.mp4 (why), b.wav (why)"`` (the first ``limit``, then a count by
+    reason), ``"left out none"`` when ``entries`` is empty."""
+    if not entries:
+        return "left out none"
+
+    shown = [f"{_under(p, folder)} ({why})" for p, why in entries[:limit]]
+    if len(entries) > limit:
+        kinds = Counter(why.split(":")[0].split(" (")[0] for _, why in entries[limit:])
+        rest = ", ".join(f"{n} {kind}" for kind, n in kinds.most_common())
+        shown.append(f"and {len(entries) - limit} more ({rest})")
+    return f"left out {len(entries)}: " + ", ".join(shown)
+
+
+def _apple_double(path: Path) -> bool:
+    """A macOS ``._`` metadata file (copied beside each file onto a non-Mac disk)."""
+    if not path.name.startswith("._"):
+        return False
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(4) == _APPLE_DOUBLE
+    except OSError:
+        return False
+
+
+def _why_not_read(path: Path) -> str:
+    """Why a file that is not a read audio file is left out, from its first bytes."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(12)
+    except OSError as err:
+        return f"cannot be read: {err.strerror or err}"
+    if _apple_double(path):
+        return "macOS metadata (an AppleDouble ._ file), not audio"
+    suffix = path.suffix or "no suffix"
+    for offset, magic, kind, read in _HEADERS:
+        if head[offset : offset + len(magic)] == magic:
+            if read:
+                return (
+                    f"a {kind} file by its header, named {suffix}: rename it "
+                    f"{'.' + kind.lower()} to read it"
+                )
+            return (
+                f"{kind} audio or video by its header, a format not read here: convert it, "
+                f"e.g. ffmpeg -i {path.name} {path.stem}.wav"
+            )
+    return f"not audio: {suffix}"
+
+
+def _walk(folder: Path) -> tuple[list[Path], list[tuple[Path, str]], list[Path]]:
+    """Every file under ``folder``, linked sub-folders followed once each: ``(files, left out,
+    linked folders followed)``."""
+    seen = {folder.resolve(): folder}
+    for top, dirs, _ in os.walk(folder):  # the real folders first: a link to one is a repeat
+        for d in dirs:
+            path = Path(top) / d
+            if not path.is_symlink():
+                seen.setdefault(path.resolve(), path)
+    files: list[Path] = []
+    left: list[tuple[Path, str]] = []
+    linked: list[Path] = []
+    pending = [folder]
+    while pending:
+        here = pending.pop()
+        try:
+            entries = sorted(os.scandir(here), key=lambda e: e.name)
+        except OSError as err:
+            left.append((here, f"a folder that cannot be listed: {err.strerror or err}"))
+            continue
+        for entry in reversed(entries):
+            path = Path(entry.path)
+            if entry.is_dir():
+                real = path.resolve()
+                if seen.setdefault(real, path) != path:
+                    left.append((path, f"a link to a folder already read ({seen[real]})"))
+                    continue
+                if entry.is_symlink():
+                    linked.append(path)
+                pending.append(path)
+            elif entry.is_file():
+                files.append(path)
+            elif entry.is_symlink():
+                left.append((path, f"broken link to {os.readlink(path)}"))
+            else:
+                left.append((path, "not a regular file"))
+    return sorted(files), left, sorted(linked)
+
+
+def scan_folder(folder: str | os.PathLike[str]) -> FolderScan:
+    """The audio files under ``folder`` and every entry left out, with why.
+
+    Sub-folders are read recursively, linked ones too (each real folder once: a link back to
+    a folder already read is left out and named). Audio files end in one of
+    :data:`AUDIO_SUFFIXES` in any case; ids as :func:`find_wavs`. Left out, each with its
+    reason: files of other names (``not audio: .txt``; a file whose header says WAV, FLAC or
+    OGG under another name, or MP4 and other formats not read, says so), macOS ``._``
+    metadata files, broken links, a second link to one file, folders that cannot be listed.
+
+    Raises:
+        RecordingsError: as :func:`find_wavs`.
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise RecordingsError(
+            folder,
+            None,
+            f"no such directory (expected a folder of audio files: {', '.join(AUDIO_SUFFIXES)})",
+        )
+    found, left_out, linked = _walk(folder)
+    paths, unread, real = [], [], {}
+    for p in found:
+        suffix = p.suffix.lower()
+        if suffix in UNREAD_AUDIO_SUFFIXES:
+            unread.append(p)
+        elif suffix in AUDIO_SUFFIXES and not _apple_double(p):
+            paths.append(p)
+        else:
+            left_out.append((p, _why_not_read(p)))
+    if unread:
+        raise RecordingsError(
+            unread[0],
+            None,
+            f"{len(unread)} audio file(s) under {folder} in a format not read here "
+            f"(read: {', '.join(AUDIO_SUFFIXES)}): convert them (e.g. ffmpeg -i x.mp3 x.wav) "
+            "or move them out of the folder",
+        )
+    # one file reached through two names (a link beside its target): read once, the real name
+    for p in sorted(paths, key=lambda p: (p.is_symlink(), p)):
+        real.setdefault(p.resolve(), p)
+    kept = set(real.values())
+    for p in paths:
+        if p not in kept:
+            target = real[p.resolve()]
+            left_out.append((p, f"the same file as {_under(target, folder)} (a link)"))
+    paths = [p for p in paths if p in kept]
+    if not paths:
+        raise RecordingsError(
+            folder, None, f"no audio files ({', '.join(AUDIO_SUFFIXES)}) under this folder"
+        )
+    names = [file_id(p.stem) for p in paths]
+    if len(set(names)) < len(names):
+        names = [file_id(p.relative_to(folder).with_suffix("").as_posix()) for p in paths]
+    files: dict[str, Path] = {}
+    for name, path in zip(names, paths, strict=True):
+        if name in files:
+            raise RecordingsError(
+                path,
+                None,
+                f"file id {name!r} also used by {files[name]}: each file's units go to "
+                f"<id>.txt, so two files of one name in one folder (other extension, or a "
+                "space where the other has _) cannot both be read; rename one",
+            )
+        files[name] = path
+    left_out.sort(key=lambda entry: entry[0])
+    return FolderScan(folder, dict(sorted(files.items())), left_out, linked)
+
+
+def content_problem(path: str | os.PathLike[str]) -> str | None:
+    """Why a file's samples cannot train a model, or None: ``silent`` (every sample below
+    :data:`SILENT_PEAK`) or channels that cancel when mixed to mono
+    (:func:`~audiorepro.features.audio.channels_cancel`).
+
+    Raises:
+        AudioError: the file cannot be read (as :func:`~audiorepro.features.load_audio`).
+    """
+    from audiorepro.features.audio import CANCEL_DB, channels_cancel, load_audio
+
+    wav, _ = load_audio(path, None, mono=False)  # (C, S)
+    peak = float(np.max(np.abs(wav)))
+    if peak == 0.0:
+        return "silent: every sample is 0"
+    if peak < SILENT_PEAK:
+        return f"silent: peak {20 * math.log10(peak):.0f} dBFS"
+    drop = channels_cancel(wav)
+    if drop is not None:
+        return (
+            f"its {wav.shape[0]} channels cancel when mixed to mono (the mix is more than "
+            f"{CANCEL_DB:.0f} dB below them: one channel is another inverted)"
+        )
+    return None
+
+
 def find_wavs(folder: str | os.PathLike[str]) -> dict[str, Path]:
-    """``{file id: path}`` of every audio file under ``folder`` (recursively), sorted by id.
+    """``{file id: path}`` of every audio file under ``folder`` (recursively, linked
+    sub-folders too), sorted by id; :func:`scan_folder` also names the files left out.
 
     Audio files end in one of :data:`AUDIO_SUFFIXES`, in any case. A file's id is its name
     without the extension (:func:`file_id`: whitespace becomes ``_``), the ZeroSpeech 2019
@@ -93,46 +358,7 @@ def find_wavs(folder: str | os.PathLike[str]) -> dict[str, Path]:
             not read here (:data:`UNREAD_AUDIO_SUFFIXES`, e.g. ``.mp3``), or two files have one
             id even by path (``a.wav`` and ``a.flac`` side by side).
     """
-    folder = Path(folder)
-    if not folder.is_dir():
-        raise RecordingsError(
-            folder,
-            None,
-            f"no such directory (expected a folder of audio files: {', '.join(AUDIO_SUFFIXES)})",
-        )
-    paths = sorted(
-        p for p in folder.rglob("*") if p.suffix.lower() in AUDIO_SUFFIXES and p.is_file()
-    )
-    unread = sorted(
-        p for p in folder.rglob("*") if p.suffix.lower() in UNREAD_AUDIO_SUFFIXES and p.is_file()
-    )
-    if unread:
-        raise RecordingsError(
-            unread[0],
-            None,
-            f"{len(unread)} audio file(s) under {folder} in a format not read here "
-            f"(read: {', '.join(AUDIO_SUFFIXES)}): convert them (e.g. ffmpeg -i x.mp3 x.wav) "
-            "or move them out of the folder",
-        )
-    if not paths:
-        raise RecordingsError(
-            folder, None, f"no audio files ({', '.join(AUDIO_SUFFIXES)}) under this folder"
-        )
-    names = [file_id(p.stem) for p in paths]
-    if len(set(names)) < len(names):
-        names = [file_id(p.relative_to(folder).with_suffix("").as_posix()) for p in paths]
-    found: dict[str, Path] = {}
-    for name, path in zip(names, paths, strict=True):
-        if name in found:
-            raise RecordingsError(
-                path,
-                None,
-                f"file id {name!r} also used by {found[name]}: each file's units go to "
-                f"<id>.txt, so two files of one name in one folder (other extension, or a "
-                "space where the other has _) cannot both be read; rename one",
-            )
-        found[name] = path
-    return dict(sorted(found.items()))
+    return scan_folder(folder).files
 
 
 def ids_under(folder: str | os.PathLike[str]) -> dict[Path, str]:
@@ -276,6 +502,8 @@ def labels_of(
             )
         if Path(name).suffix.lower() in AUDIO_SUFFIXES:
             name = name[: -len(Path(name).suffix)]
+        if name in mapping:
+            _repeated(map_path, number, f"file {name!r}", what, label, mapping[name])
         mapping[name] = (label, number)
     base = Path(root) if root is not None else None
     stems: dict[str, list[Path]] = {}
@@ -286,6 +514,11 @@ def labels_of(
         found = None
         if base is not None:
             found = mapping.get(path.relative_to(base).with_suffix("").as_posix())
+        if found is not None and path.stem in mapping and mapping[path.stem] != found:
+            # one file listed by its path and by its name
+            first, later = sorted((found, mapping[path.stem]), key=lambda f: f[1])
+            key = f"file {name!r} (by path and by name)"
+            _repeated(map_path, later[1], key, what, later[0], first)
         if found is None and path.stem in mapping:
             found = mapping[path.stem]
             if len(stems[path.stem]) > 1:
@@ -302,6 +535,23 @@ def labels_of(
             raise RecordingsError(map_path, None, f"no {what} for {path} (file {name!r})")
         out[name] = found[0]
     return out
+
+
+def _repeated(
+    path: Path, line: int, key: str, what: str, value: str, first: tuple[str, int]
+) -> None:
+    """Raise for ``key`` given again on ``line`` of ``path``, first given ``first`` =
+    ``(value, line)``: the same value twice, or two values."""
+    if value == first[0]:
+        raise RecordingsError(
+            path, line, f"{key} listed again (line {first[1]}): remove one of the two lines"
+        )
+    raise RecordingsError(
+        path,
+        line,
+        f"{key}: {what} {value!r} here, {first[0]!r} on line {first[1]}: one {what} per file; "
+        "keep the right line",
+    )
 
 
 def write_folder_segments(
@@ -393,7 +643,7 @@ def _seconds(text: str, path: Path, line: int, column: str) -> float:
 
 
 def read_segments(path: str | os.PathLike[str], check_audio: bool = True) -> list[Segment]:
-    """Read a segments table (module docstring), in file order.
+    """Read a segments table (module docstring), in file order; words by :func:`word_label`.
 
     With ``check_audio``, every audio file must exist and every ``end`` lie within its file.
 
@@ -401,7 +651,8 @@ def read_segments(path: str | os.PathLike[str], check_audio: bool = True) -> lis
         RecordingsError: naming ``table:line`` and the column for a wrong header, a wrong number
             of fields, an empty path/word/speaker, a word or speaker with whitespace, only one of
             start/end, a non-numeric or negative time, ``start >= end``, a missing audio file or
-            an end past the end of the file; naming the table for one without rows.
+            an end past the end of the file, a segment (file, start, end) listed twice (naming
+            both lines); naming the table for one without rows.
     """
     path = Path(path)
     lines = _read_lines(path)
@@ -417,6 +668,7 @@ def read_segments(path: str | os.PathLike[str], check_audio: bool = True) -> lis
         )
     durations: dict[Path, float] = {}
     out = []
+    seen: dict[tuple[Path, float | None, float | None], tuple[str, int]] = {}
     for number, line in lines[1:]:
         fields = [f.strip() for f in line.split("\t")]
         if len(fields) != len(SEGMENT_COLUMNS):
@@ -447,6 +699,25 @@ def read_segments(path: str | os.PathLike[str], check_audio: bool = True) -> lis
                 )
         audio_path = Path(audio).expanduser()
         audio_path = audio_path if audio_path.is_absolute() else path.parent / audio_path
+        word = word_label(word)
+        key = (audio_path.resolve(), start, end)
+        if key in seen:
+            where = "the whole file" if start is None else f"{start_text}-{end_text} s"
+            first_word, first_line = seen[key]
+            if word == first_word:
+                raise RecordingsError(
+                    path,
+                    number,
+                    f"{audio} {where}: the same segment as line {first_line}: remove one of "
+                    "the two rows (a repeated row counts twice in training and scores)",
+                )
+            raise RecordingsError(
+                path,
+                number,
+                f"{audio} {where}: word {word!r} here, {first_word!r} on line {first_line}: "
+                "one segment has one word; keep the right row",
+            )
+        seen[key] = (word, number)
         if check_audio:
             if not audio_path.is_file():
                 raise RecordingsError(path, number, f"path: no such audio file {audio_path}")
@@ -471,15 +742,18 @@ def read_lexicon(path: str | os.PathLike[str]) -> dict[str, tuple[str, ...]]:
     """A pronouncing dictionary file: ``{word: phones}``, the first pronunciation of each word.
 
     Lines are ``WORD PH1 PH2 ...`` (whitespace separated); ``;;;`` lines are comments; a word
-    written ``WORD(2)`` is a further pronunciation and is skipped. UTF-8, or ISO-8859-1 as the
+    written ``WORD(2)``, or the same word on another line with other phones (Kaldi's and
+    LibriSpeech's lexicons), is a further pronunciation and is skipped. UTF-8, or ISO-8859-1 as the
     CMU dictionary's releases are. Words are matched
     case-insensitively (stored lower-case); phones are kept as written.
 
     Raises:
-        RecordingsError: a line with a word but no phone (names the line), or no entry at all.
+        RecordingsError: a line with a word but no phone (names the line), a word and
+            pronunciation listed twice (names both lines), or no entry at all.
     """
     path = Path(path)
     out: dict[str, tuple[str, ...]] = {}
+    lines_of: dict[tuple[str, tuple[str, ...]], int] = {}
     for number, line in _read_lines(path, latin1=True):
         if line.lstrip().startswith(";;;"):
             continue
@@ -491,7 +765,16 @@ def read_lexicon(path: str | os.PathLike[str]) -> dict[str, tuple[str, ...]]:
         word = fields[0].lower()
         if word.endswith(")") and "(" in word:
             continue
-        out.setdefault(word, tuple(fields[1:]))
+        phones = tuple(fields[1:])
+        if (word, phones) in lines_of:
+            raise RecordingsError(
+                path,
+                number,
+                f"{word!r} listed again (line {lines_of[word, phones]}) with the same "
+                "pronunciation: remove one of the two lines",
+            )
+        lines_of[word, phones] = number
+        out.setdefault(word, phones)
     if not out:
         raise RecordingsError(path, None, "no pronunciation in the lexicon")
     return out

@@ -20,7 +20,20 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
-__all__ = ["AudioError", "audio_info", "load_audio", "resample_type", "save_audio"]
+__all__ = [
+    "AudioError",
+    "CANCEL_DB",
+    "audio_info",
+    "channels_cancel",
+    "load_audio",
+    "resample_type",
+    "save_audio",
+]
+
+CANCEL_DB = 40.0
+"""How far (dB) the mono mix of a multi-channel file may lie below its channels before
+:func:`load_audio` refuses the file: a channel phase-inverted against another (``R = -L``)
+mixes to silence; natural stereo loses a few dB at most."""
 
 
 class AudioError(Exception):
@@ -53,6 +66,20 @@ def _check_exists(path: Path) -> None:
         raise AudioError(f"{path}: file not found")
     if not path.is_file():
         raise AudioError(f"{path}: not a regular file")
+
+
+def channels_cancel(data: np.ndarray) -> float | None:
+    """How many dB the mono mix of ``data`` (C, S) lies below its channels' mean power when it
+    lies more than :data:`CANCEL_DB` below them (channels that cancel when averaged), else None
+    (one channel, silent channels, or a mix that keeps the signal)."""
+    if data.ndim != 2 or data.shape[0] < 2:
+        return None
+    power = float(np.mean(np.square(data, dtype=np.float64)))
+    if power < 1e-12:  # silent channels: nothing to lose
+        return None
+    mix = float(np.mean(np.square(data.mean(axis=0), dtype=np.float64)))
+    drop = 10 * np.log10(power / max(mix, 1e-30))
+    return float(drop) if drop > CANCEL_DB else None
 
 
 def _read_soundfile(
@@ -112,7 +139,8 @@ def load_audio(
 
     Raises:
         AudioError: the file is missing, cannot be decoded, holds no samples (or none after
-            ``offset``), or holds NaN/inf samples. The message names the file and the problem.
+            ``offset``), holds NaN/inf samples, or (``mono``) has channels that cancel when
+            mixed (:func:`channels_cancel`). The message names the file and the problem.
         ValueError: an invalid ``sr``, ``offset`` or ``duration`` argument.
     """
     path = Path(path)
@@ -154,6 +182,13 @@ def load_audio(
             f"{path}: {bad} non-finite sample value(s) (NaN/inf), the first at sample {first}"
         )
 
+    if mono and (drop := channels_cancel(data.T)) is not None:
+        raise AudioError(
+            f"{path}: its {data.shape[1]} channels cancel when mixed to mono (the mix is "
+            f"{min(drop, 300.0):.0f} dB below them: one channel is another inverted), so the "
+            "file would read as silence; keep one channel (e.g. sox in.wav out.wav remix 1) "
+            "or leave the file out"
+        )
     wav = data.mean(axis=1) if mono else data.T  # (S,) or (C, S)
     if sr is not None and sr != native_sr:
         import librosa

@@ -21,6 +21,7 @@ from audiorepro.data.recordings import (
     cmudict_lexicon,
     read_lexicon,
     read_segments,
+    word_label,
 )
 from audiorepro.experiments.awe.config import SAMPLE_RATE, Config, load_config
 from audiorepro.experiments.awe.data import model_config
@@ -313,6 +314,8 @@ def embeddings_ap(path: str | os.PathLike[str]) -> float:
             if name not in archive.files:
                 raise KeyError(f"{path}: no array {name!r} (has {', '.join(archive.files)})")
         emb, labels = archive["embeddings"], archive["labels"]
+    if labels.dtype.kind == "U":  # words as training and tables compare them (WORD_RULE)
+        labels = np.asarray([word_label(str(w)) for w in labels])
     return float(same_different_ap(emb, labels))
 
 

@@ -17,10 +17,12 @@ from audiorepro.data.recipes.zerospeech import AbxItem, write_item_file
 from audiorepro.data.recordings import (
     RecordingsError,
     Segment,
+    content_problem,
     file_id,
     find_wavs,
     ids_under,
     read_segments,
+    scan_folder,
     speaker_rule,
     speakers_of,
 )
@@ -83,6 +85,9 @@ class UnitsRun:
     speaker_of: str = "prefix"
     """How the run told the speakers of its files (``--speaker-of``): the rule that
     :func:`encode_units` applies to a folder when the model normalises per speaker."""
+    note: str = ""
+    """The files trained on and every file of the folder left out, with why
+    (:meth:`~audiorepro.data.recordings.FolderScan.note`): what ``units train`` prints."""
 
     @property
     def frame_shift(self) -> float:
@@ -130,12 +135,22 @@ def train_units(
     """
     config = load_config(preset, overrides)  # unknown keys first: "did you mean ..."
     refuse_unused(overrides, UNITS_FIELDS, "units train", "--audio")
-    wavs = find_wavs(audio)
+    scan = scan_folder(audio)
+    wavs, left_out = training_files(scan.files)
     speakers = speakers_of(wavs, speaker_of, audio)
     rule = speaker_rule(speaker_of)
     feature = feature_of(config.model.input_dim)
     feats = load_wav_features(wavs, feature, store())
-    names = sorted(feats)
+    names = [n for n in sorted(feats) if len(feats[n]) >= MIN_TRAIN_FRAMES]
+    left_out += [
+        (wavs[n], f"too short: {len(feats[n])} frames of 10 ms, training needs {MIN_TRAIN_FRAMES}")
+        for n in sorted(feats)
+        if len(feats[n]) < MIN_TRAIN_FRAMES
+    ]
+    note = scan.note(sorted(left_out), used=len(names))
+    if not names:
+        raise RecordingsError(audio, None, f"no file to train on: {note}")
+    speakers = {n: speakers[n] for n in names}
     model, history = fit_vqvae(
         config.train,
         config.model,
@@ -166,7 +181,28 @@ def train_units(
             "kmeans": baseline,
         },
     )
-    return UnitsRun(model, config, spk, feature, history, out, baseline, preset, rule)
+    return UnitsRun(model, config, spk, feature, history, out, baseline, preset, rule, note)
+
+
+MIN_TRAIN_FRAMES = 8
+"""The shortest file (10 ms frames) the VQ-VAE trains on: its shortest training segment
+(:class:`~audiorepro.data.speech_segments.SegmentDataset`); a shorter file is left out, named."""
+
+
+def training_files(
+    wavs: Mapping[str, Path],
+) -> tuple[dict[str, Path], list[tuple[Path, str]]]:
+    """``(files to train on, [(path, why left out)])``: silent files and files whose channels
+    cancel when mixed to mono (:func:`~audiorepro.data.recordings.content_problem`) are left
+    out of training and named, never trained on as silence."""
+    kept, left_out = {}, []
+    for name, path in wavs.items():
+        problem = content_problem(path)
+        if problem is None:
+            kept[name] = path
+        else:
+            left_out.append((path, problem))
+    return kept, left_out
 
 
 KMEANS_FILE = "kmeans.npz"
