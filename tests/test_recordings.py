@@ -328,3 +328,31 @@ def test_units_train_prints_every_file_it_left_out_and_the_linked_folder_it_read
     out, err = capsys.readouterr()
     assert code == 0, err
     assert f"{audio}: 7 files (1 linked folder followed: spk3); left out 2: S4_0.wav" in out
+
+
+def test_units_train_with_no_usable_file_says_why_each_was_left_out(tmp_path, capsys):
+    from audiorepro.cli import main
+
+    audio = tmp_path / "audio"
+    audio.mkdir()
+    sf.write(audio / "S1_0.wav", np.zeros(8000, dtype=np.float32), 16000)
+    (audio / "S1_1.wav").symlink_to(tmp_path / "gone.wav")
+    code = main(["units", "train", "--audio", str(audio), "--preset", "smoke",
+                 "--out", str(tmp_path / "u")])  # fmt: skip
+    out, err = capsys.readouterr()
+    assert code == 1 and not (tmp_path / "u").exists()
+    assert f"{audio}: no file to train on: 0 files; left out 2: S1_1.wav (broken link to " in err
+    assert "S1_0.wav (silent: every sample is 0)" in err
+
+
+@pytest.mark.filterwarnings("ignore")  # a 4-row AP is a weak estimate, and says so
+def test_awe_ap_prints_the_word_rule_it_scored_by(tmp_path, capsys):
+    from audiorepro.cli import main
+    from audiorepro.data.recordings import WORD_RULE
+
+    emb = np.array([[1.0, 0.0], [1.0, 0.1], [0.0, 1.0], [0.1, 1.0]], dtype=np.float32)
+    np.savez(tmp_path / "e.npz", embeddings=emb, labels=np.array(["Yes", "yes", "no", " NO"]))
+    code = main(["awe", "ap", str(tmp_path / "e.npz")])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert out.splitlines() == [WORD_RULE, "1.0000"]

@@ -137,6 +137,8 @@ def train_units(
     refuse_unused(overrides, UNITS_FIELDS, "units train", "--audio")
     scan = scan_folder(audio)
     wavs, left_out = training_files(scan.files)
+    if not wavs:
+        raise RecordingsError(audio, None, f"no file to train on: {scan.note(left_out, used=0)}")
     speakers = speakers_of(wavs, speaker_of, audio)
     rule = speaker_rule(speaker_of)
     feature = feature_of(config.model.input_dim)
