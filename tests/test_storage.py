@@ -153,3 +153,30 @@ def test_load_npz_errors_name_the_file_and_what_was_expected(tmp_path, damage, r
     assert text.startswith(f"{path}: ") and reason in text, text
     assert text.endswith("expected MFCC features of the test set")
     assert err.value.path == path
+
+
+def test_a_run_is_built_under_its_lock_and_the_lock_file_goes_with_it(tmp_path):
+    """The lock a second process would wait on (flock is per open file, so a second open in
+    this process conflicts too); the file is removed when the build ends, failed or not."""
+    import fcntl
+
+    store = RunStore("c", root=tmp_path)
+    run = store.run("m", {"a": 1})
+    lock_file = run.path.parent / f".lock-{run.key}"
+    seen = []
+
+    def build(folder):
+        with open(lock_file, "a+b") as other, pytest.raises(BlockingIOError):
+            fcntl.flock(other.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        seen.append(lock_file.exists())
+        (folder / "w").write_text("w")
+
+    store.cached("m", {"a": 1}, build, lambda r: r)
+    assert seen == [True] and run.complete and not lock_file.exists()
+
+    def broken(folder):
+        raise RuntimeError("killed")
+
+    with pytest.raises(RuntimeError, match="killed"):
+        store.cached("m", {"a": 2}, broken, str)
+    assert sorted(os.listdir(run.path.parent)) == [run.key]

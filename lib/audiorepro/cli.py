@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -46,10 +47,12 @@ import yaml
 from audiorepro.config import PRESETS, ConfigError
 from audiorepro.data.recipes.common import RecipeError
 from audiorepro.features import AudioError
+from audiorepro.storage import WriteError, atomic_write
 
 __all__ = ["main", "parse_sets"]
 
 _ERRORS = (
+    WriteError,  # a full disk: the message names the path, the space left and what was kept
     RecipeError,
     ConfigError,
     AudioError,
@@ -316,8 +319,12 @@ def _run(args: argparse.Namespace) -> None:
         print(f"best dev cross-view AP {run.best_dev:.4f}")
     elif command == ("awe", "embed"):
         arrays = awe.embed_table(args.run, args.segments)
-        with open(args.out, "wb") as fh:
-            np.savez(fh, **arrays)
+
+        def write(tmp: Path) -> None:
+            with open(tmp, "wb") as fh:
+                np.savez(fh, **arrays)
+
+        atomic_write(args.out, write, say_faults=True)  # a full disk keeps the earlier file
         print(f"wrote {len(arrays['labels'])} embeddings to {args.out}")
         print(WORD_RULE)
     elif command == ("awe", "ap"):

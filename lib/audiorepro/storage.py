@@ -6,6 +6,9 @@ Everything the project writes to disk and reads back goes through these primitiv
 - :func:`write_json`, :func:`read_json`, :func:`save_tensors`, :func:`load_tensors`,
   :func:`fsync_file`, :func:`fsync_dir`, :func:`atomic_write`: single files, flushed to disk and
   published with one rename, so a reader sees the old file or the new one, never half of one.
+- :class:`WriteError`, :func:`write_fault`, :func:`output_folder`: a write the disk refuses
+  (full, over quota, read-only, failing) becomes one message naming the path, the space left
+  and what was kept; a command's output folder appears whole or not at all.
 - :func:`load_npz`: every array of a NumPy ``.npz`` archive (feature caches, word features),
   read at once; a missing, truncated or corrupt archive is an :class:`ArrayFileError` naming the
   file and what was expected, never a bare ``zipfile``, ``zlib`` or ``EOFError``.
@@ -24,7 +27,9 @@ Everything the project writes to disk and reads back goes through these primitiv
   What lets an unfinished run resume (its training checkpoints) lives beside it in
   ``<kind>/.staging-<hash>/`` (:meth:`RunStore.staging`): kept when a build is killed, so the
   next call with the same configuration continues from the last checkpoint, and removed once
-  the run is published.
+  the run is published. One process at a time builds a run: it holds an exclusive lock on
+  ``<kind>/.lock-<hash>`` while it builds, and another process that wants the same run waits,
+  then loads what the first one published (:meth:`RunStore.publish`).
 
 This module sits below ``models/`` and ``training/`` and imports neither.
 """
@@ -32,14 +37,18 @@ This module sits below ``models/`` and ``training/`` and imports neither.
 from __future__ import annotations
 
 import dataclasses
+import errno
 import hashlib
 import json
 import os
+import re
 import shutil
+import sys
 import uuid
 import zipfile
 import zlib
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -49,6 +58,11 @@ import torch
 
 from audiorepro.paths import runs_dir
 
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX: runs are built without a lock
+    fcntl = None  # type: ignore[assignment]
+
 ALIASES_KEY = "audiorepro_aliases"
 _MAX_LISTED = 50
 T = TypeVar("T")
@@ -56,6 +70,73 @@ T = TypeVar("T")
 
 class CheckpointError(RuntimeError):
     """A stored file is missing, unreadable, or does not fit what it is loaded into."""
+
+
+# What a disk says when it cannot take a write: full, over quota, file too large, read-only,
+# failing. A missing folder or a permission is the caller's error and keeps its own message.
+WRITE_FAULTS = frozenset(
+    code
+    for code in (
+        errno.ENOSPC,
+        getattr(errno, "EDQUOT", None),
+        errno.EFBIG,
+        errno.EROFS,
+        errno.EIO,
+    )
+    if code is not None
+)
+
+
+class WriteError(OSError):
+    """A write the disk refused (:data:`WRITE_FAULTS`), said in one message: the path, why, the
+    space left there, what was kept, and what to do. ``errno`` is the disk's."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(code, message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def is_write_fault(err: BaseException) -> bool:
+    """True for an ``OSError`` the disk raised (:data:`WRITE_FAULTS`), not yet explained."""
+    return (
+        isinstance(err, OSError) and not isinstance(err, WriteError) and err.errno in WRITE_FAULTS
+    )
+
+
+def _size(num_bytes: float) -> str:
+    for unit in ("bytes", "KB", "MB", "GB"):
+        if num_bytes < 1000 or unit == "GB":
+            return f"{num_bytes:.0f} {unit}" if unit == "bytes" else f"{num_bytes:.1f} {unit}"
+        num_bytes /= 1000
+    raise AssertionError  # pragma: no cover
+
+
+def free_space(path: str | Path) -> str:
+    """The space left on the file system that holds ``path`` (or its nearest existing folder),
+    for a message: ``"1.2 GB free"``."""
+    folder = Path(path).absolute()
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    try:
+        return f"{_size(shutil.disk_usage(folder).free)} free"
+    except OSError:
+        return "free space unknown"
+
+
+def write_fault(err: OSError, path: str | Path, kept: str, todo: str = "") -> WriteError:
+    """The :class:`WriteError` for ``err`` raised while writing ``path``: ``kept`` says what is
+    intact (a sentence), ``todo`` what to do besides freeing space."""
+    reason = os.strerror(err.errno) if err.errno else str(err)
+    where = f" ({err.filename})" if getattr(err, "filename", None) else ""
+    todo = todo or "free some space there (or write somewhere else) and run again"
+    return WriteError(
+        err.errno or errno.EIO,
+        f"{path}: could not write: {reason}{where}; {free_space(path)} on that disk. "
+        f"{kept} To go on, {todo}.",
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -129,9 +210,19 @@ def save_tensors(
             tensor = tensor.clone()
         seen.add(tensor.untyped_storage().data_ptr())
         out[key] = tensor
-    from safetensors.torch import save_file  # imported here: the models need no safetensors
+    # imported here: the models need no safetensors
+    from safetensors import SafetensorError
+    from safetensors.torch import save_file
 
-    save_file(out, str(path), metadata=metadata)
+    try:
+        save_file(out, str(path), metadata=metadata)
+    except SafetensorError as err:
+        # The disk's error inside safetensors' message ("... (os error 28) ..."), as an OSError.
+        found = re.search(r"os error (\d+)", str(err))
+        if found is None:
+            raise
+        code = int(found.group(1))
+        raise OSError(code, os.strerror(code), str(path)) from err
     fsync_file(path)
 
 
@@ -220,22 +311,90 @@ def known_file_sha256(path: str | Path) -> str:
     return _SHA256_MEMO[identity]
 
 
-def atomic_write(target: str | Path, write: Callable[[Path], None]) -> None:
+def atomic_write(
+    target: str | Path, write: Callable[[Path], None], *, say_faults: bool = False
+) -> None:
     """Call ``write(tmp)`` on a temporary sibling of ``target``, then rename it into place.
 
-    A crash inside ``write`` leaves ``target`` as it was (the temporary file is removed).
+    A crash inside ``write`` (a full disk included) leaves ``target`` as it was (the temporary
+    file is removed). ``say_faults``: a disk that refuses the write (:data:`WRITE_FAULTS`) is a
+    :class:`WriteError` saying so, for a file a command writes where the user asked.
     """
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    existed = target.exists()
     try:
         write(tmp)
         fsync_file(tmp)
         os.replace(tmp, target)
         fsync_dir(target.parent)
+    except OSError as err:
+        if not (say_faults and is_write_fault(err)):
+            raise
+        kept = "Its earlier content is as it was." if existed else "It was not created."
+        raise write_fault(err, target, kept) from err
     finally:
         if tmp.exists():
             tmp.unlink()
+
+
+def _created_parents(path: Path) -> list[Path]:
+    """The folders above ``path`` that do not exist yet, innermost first."""
+    missing = []
+    for parent in path.absolute().parents:
+        if parent.exists():
+            break
+        missing.append(parent)
+    return missing
+
+
+@contextmanager
+def output_folder(out: str | Path) -> Iterator[Path]:
+    """Write a command's output folder whole or not at all.
+
+    Yields a temporary sibling of ``out`` to write into; when the block ends, it becomes
+    ``out`` with one rename (or, when ``out`` is an earlier run folder the command may reuse,
+    each of its files replaces the one of that name). If the block raises, the temporary folder
+    and any parent folder made for it are removed, so ``out`` is as it was: absent, or with its
+    earlier files; a disk that refused a write (:data:`WRITE_FAULTS`) becomes a
+    :class:`WriteError` saying so.
+    """
+    out = Path(out)
+    made = _created_parents(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.parent / f".{out.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    existed = out.exists()
+    try:
+        tmp.mkdir()
+        yield tmp
+        fsync_dir(tmp)
+        if existed:
+            for item in sorted(tmp.iterdir()):
+                if item.is_dir() and (out / item.name).is_dir():
+                    shutil.rmtree(out / item.name)
+                os.replace(item, out / item.name)
+            fsync_dir(out)
+        else:
+            os.rename(tmp, out)
+        fsync_dir(out.parent)
+    except OSError as err:
+        if not is_write_fault(err):
+            raise
+        kept = (
+            "Its earlier files are as they were; none was replaced."
+            if existed
+            else "Nothing was left there: the folder was not created."
+        )
+        raise write_fault(err, out, kept) from err
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if not out.exists():
+            for folder in made:  # innermost first, each only if still empty
+                try:
+                    folder.rmdir()
+                except OSError:
+                    break
 
 
 # --------------------------------------------------------------------------------------------
@@ -375,6 +534,7 @@ def load_model_weights(
 RUN_RECORD = "run.json"
 _TMP_RUN = ".tmp-"
 STAGING = ".staging-"
+LOCK = ".lock-"
 
 
 def _plain(value: Any) -> Any:
@@ -502,6 +662,48 @@ class RunStore:
         path.mkdir(parents=True, exist_ok=True)
         return path
 
+    @contextmanager
+    def lock(self, run: Run) -> Iterator[None]:
+        """Hold the exclusive lock of ``run`` (``<kind>/.lock-<key>``, ``fcntl.flock``) for the
+        block: another process building the same run waits here, saying so once, until this
+        one leaves the block. Taken by the main process only (the others of an ``accelerate
+        launch`` follow it). The lock goes with the process, so a killed build frees it; the
+        file is removed when the block ends, and a waiting process that then holds the lock of
+        a removed file opens the new one instead, so two processes never both hold it."""
+        if fcntl is None or _rank() != 0:
+            yield
+            return
+        path = run.path.parent / f"{LOCK}{run.key}"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        said = False
+        while True:
+            handle = open(path, "a+b")
+            try:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                if not said:
+                    print(
+                        f"waiting for another process that is building {self.chapter}/"
+                        f"{run.kind}/{run.key} (it holds {path}); its run is loaded once done",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+                    said = True
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+            try:
+                held = os.stat(path)
+            except FileNotFoundError:
+                held = None
+            mine = os.fstat(handle.fileno())
+            if held is not None and (held.st_dev, held.st_ino) == (mine.st_dev, mine.st_ino):
+                break
+            handle.close()  # the file was removed while we waited: lock the current one
+        try:
+            yield
+        finally:
+            path.unlink(missing_ok=True)
+            handle.close()  # releases the lock
+
     def runs(self, kind: str) -> list[Run]:
         """Every complete run of ``kind``, oldest first."""
         folder = self.root / self.chapter / kind
@@ -518,13 +720,46 @@ class RunStore:
     def publish(self, run: Run, build: Callable[[Path], Mapping[str, Any] | None]) -> Run:
         """Build ``run`` in a temporary folder and publish it with one rename.
 
-        If another process published the same run meanwhile, its files are kept and ours are
-        dropped (both come from the same configuration). Once published, the run's
-        :meth:`staging` folder is removed; if ``build`` raises, it is kept for the next call.
-        Under several processes (``accelerate launch``) every process runs ``build`` (training
-        is collective), only the main one publishes, and the others wait for it (a barrier)
-        before they read the run.
+        The build holds the run's :meth:`lock`: a second process asking for the same run waits
+        for the first, then (in one process; :meth:`cached` in any) finds the run complete and
+        builds nothing. (Were it published meanwhile without the lock, its files are kept and
+        ours dropped: both come from the same configuration.) Once published, the run's
+        :meth:`staging` folder is removed; if ``build`` raises, it is kept for the next call,
+        and a disk that refuses a write (:data:`WRITE_FAULTS`) is a :class:`WriteError` saying
+        that nothing was published. Under several processes (``accelerate launch``) every
+        process runs ``build`` (training is collective), only the main one publishes, and the
+        others wait for it (a barrier) before they read the run.
         """
+        with self.lock(run):
+            # Another process may have published it while this one waited for the lock.
+            # (Under accelerate launch the other ranks cannot know without one more collective:
+            # there a run published meanwhile is built again, and its first files kept.)
+            if _world_size() <= 1 and run.complete:
+                return run
+            return self._publish(run, build)
+
+    def _publish(self, run: Run, build: Callable[[Path], Mapping[str, Any] | None]) -> Run:
+        """:meth:`publish` with the lock held: a full disk said as a :class:`WriteError`."""
+        try:
+            return self._build(run, build)
+        except OSError as err:
+            if not is_write_fault(err):
+                raise
+            staging = run.path.parent / f"{STAGING}{run.key}"
+            kept = "Nothing was published: the run store holds what it held before" + (
+                f", and the checkpoints in {staging} are kept for the next call to resume from."
+                if staging.is_dir() and any(staging.iterdir())
+                else "."
+            )
+            raise write_fault(
+                err,
+                run.path,
+                kept,
+                "free some space there (or set AUDIOREPRO_RUNS to a folder on another disk) and "
+                "run again",
+            ) from err
+
+    def _build(self, run: Run, build: Callable[[Path], Mapping[str, Any] | None]) -> Run:
         parent = run.path.parent
         parent.mkdir(parents=True, exist_ok=True)
         tmp = parent / f"{_TMP_RUN}{run.key}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
@@ -564,6 +799,9 @@ class RunStore:
         """``load(run)`` of the complete run of ``config``, building and publishing it first if
         there is none."""
         run = self.run(kind, config)
-        if not main_process_value(run.complete):  # every process decides as the main one
-            self.publish(run, build)
+        # The main process decides with the run's lock held (waiting for another process that
+        # builds it, then finding it complete); every process decides as the main one.
+        with self.lock(run) if not run.complete else nullcontext():
+            if not main_process_value(run.complete):
+                self._publish(run, build)
         return load(run)

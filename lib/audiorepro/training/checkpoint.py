@@ -20,10 +20,12 @@ file is flushed and ``fsync``-ed, then the directory is published with one ``os.
 POSIX makes atomic within a file system, and the parent directory is ``fsync``-ed. A reader
 therefore sees either no ``step_XXXXXXXX`` directory or a complete one; an interrupted write
 leaves at most a ``.tmp-`` directory, which ``list_checkpoints`` ignores and the next save
-removes. The ``latest`` pointer is replaced the same way (temporary file, ``fsync``,
-``os.replace``). Resuming does not trust the pointer: it takes the highest step among complete
-directories, which stays right even if a crash falls between publishing a directory and
-updating the pointer.
+removes; a write the disk refuses (full, over quota, failing: ``storage.WRITE_FAULTS``)
+removes it at once and is a ``storage.WriteError`` naming the root, the space left and the
+newest checkpoint, which is intact and is where a resumed run continues. The ``latest``
+pointer is replaced the same way (temporary file, ``fsync``, ``os.replace``). Resuming does
+not trust the pointer: it takes the highest step among complete directories, which stays
+right even if a crash falls between publishing a directory and updating the pointer.
 
 **No pickle.** ``torch.load`` unpickles, and unpickling a file can run arbitrary code. Here every
 tensor goes into a safetensors file and everything else into JSON: ``pack_tree`` walks a nested
@@ -72,11 +74,13 @@ from audiorepro.storage import (
     file_sha256,
     frozen_parameter_names,
     fsync_dir,
+    is_write_fault,
     load_model_weights,
     load_tensors,
     read_json,
     save_model_weights,
     save_tensors,
+    write_fault,
     write_json,
 )
 from audiorepro.training.device import mps_available
@@ -368,7 +372,49 @@ def save_checkpoint(
 
     Returns:
         The published checkpoint directory.
+
+    Raises:
+        WriteError: the disk refused a write (full, over quota, failing); nothing of this
+            checkpoint is left behind and the earlier ones are as they were.
     """
+    try:
+        return _save_checkpoint(
+            Path(root),
+            step,
+            model=model,
+            optimizer=optimizer,
+            scheduler=scheduler,
+            components=components,
+            keep=keep,
+            include_frozen=include_frozen,
+        )
+    except OSError as err:
+        if not is_write_fault(err):
+            raise
+        name, newest = checkpoint_name(step), latest_checkpoint(root)
+        if newest is not None and newest.name == name:  # published; a later step failed
+            kept = f"{name} was saved whole (resuming does not need the pointer {LATEST})."
+        elif newest is not None:
+            kept = (
+                f"{name} was not saved; the checkpoints written before are intact (newest: "
+                f"{newest.name}, where a resumed run continues)."
+            )
+        else:
+            kept = f"{name} was not saved and left nothing behind; there was no earlier one."
+        raise write_fault(err, Path(root), kept) from err
+
+
+def _save_checkpoint(
+    root: Path,
+    step: int,
+    *,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer | None,
+    scheduler: Any,
+    components: Mapping[str, Any] | None,
+    keep: int,
+    include_frozen: bool,
+) -> Path:
     if isinstance(step, bool) or not isinstance(step, int) or step < 0:
         raise ValueError(f"step must be an int >= 0, got {step!r}")
     if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
@@ -380,7 +426,6 @@ def save_checkpoint(
                 f"component name {name!r} must be an identifier other than "
                 f"{', '.join(RESERVED_COMPONENTS)}"
             )
-    root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
     final = root / checkpoint_name(step)
     tmp = Path(tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{final.name}-", dir=root))
@@ -417,6 +462,8 @@ def save_checkpoint(
         fsync_dir(root)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
+        if displaced is not None and not final.exists():  # put back the one it replaced
+            os.rename(displaced, final)
         raise
     if displaced is not None:
         shutil.rmtree(displaced, ignore_errors=True)

@@ -57,6 +57,7 @@ from audiorepro.repro import seed_everything, single_thread
 from audiorepro.storage import (
     atomic_write,
     load_model_weights,
+    output_folder,
     read_run_info,
     save_model_weights,
     write_json,
@@ -162,27 +163,27 @@ def train_units(
         progress=progress,
     )
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    save_model_weights(model, out / "model.safetensors")
-    baseline = _fit_units_baseline(
-        out, [feats[n] for n in names], [speakers[n] for n in names], config
-    )
     spk = sorted(set(speakers.values()))
-    write_json(
-        out / RUN_FILE,
-        {
-            "kind": "units",
-            "preset": preset,
-            "config": to_dict(config),
-            "speakers": spk,
-            "feature": feature,
-            "audio": str(Path(audio).resolve()),
-            "speaker_of": rule,
-            "files": len(names),
-            "history": history,
-            "kmeans": baseline,
-        },
-    )
+    with output_folder(out) as folder:  # whole or not at all: a full disk leaves no folder
+        save_model_weights(model, folder / "model.safetensors")
+        baseline = _fit_units_baseline(
+            folder, [feats[n] for n in names], [speakers[n] for n in names], config
+        )
+        write_json(
+            folder / RUN_FILE,
+            {
+                "kind": "units",
+                "preset": preset,
+                "config": to_dict(config),
+                "speakers": spk,
+                "feature": feature,
+                "audio": str(Path(audio).resolve()),
+                "speaker_of": rule,
+                "files": len(names),
+                "history": history,
+                "kmeans": baseline,
+            },
+        )
     return UnitsRun(model, config, spk, feature, history, out, baseline, preset, rule, note)
 
 
