@@ -446,15 +446,16 @@ def test_a_folder_whose_file_names_repeat_across_speaker_folders(corpus, tmp_pat
         "--set", "train.max_steps=2", "--set", "train.segment_frames=32", "--out", tmp_path / "u",
     )  # fmt: skip
     assert code == 0, err
+    units = tmp_path / "units"  # beside the audio: a command never writes into its input
     for folder, sub in ((flat, "flat"), (nested, "nested")):
         code, _, err = run_cli(
-            capsys, "units", "encode", tmp_path / "u", "--audio", folder, "--out", tmp_path / sub
+            capsys, "units", "encode", tmp_path / "u", "--audio", folder, "--out", units / sub
         )
         assert code == 0, err
-    assert (tmp_path / "nested/S003/window1.txt").is_file()
-    assert (tmp_path / "nested/S001/garden_1.txt").is_file()
-    assert (tmp_path / "nested/S002/yellow0.txt").read_text() == (
-        tmp_path / "flat/S002_yellow0.txt"
+    assert (units / "nested/S003/window1.txt").is_file()
+    assert (units / "nested/S001/garden_1.txt").is_file()
+    assert (units / "nested/S002/yellow0.txt").read_text() == (
+        units / "flat/S002_yellow0.txt"
     ).read_text()
 
     rows = []
@@ -478,13 +479,13 @@ def test_a_folder_whose_file_names_repeat_across_speaker_folders(corpus, tmp_pat
     assert code == 0, err
     lines = (tmp_path / "n.item").read_text().splitlines()
     assert "S001/garden_1 0.0000000 1.0000000 garden - - S001" in lines
-    code, out, err = run_cli(capsys, "abx", "score", tmp_path / "n.item", tmp_path / "nested")
+    code, out, err = run_cli(capsys, "abx", "score", tmp_path / "n.item", units / "nested")
     assert code == 0, err
     code, _, err = run_cli(
         capsys, "abx", "items", "--segments", corpus / "seg.tsv", "--out", tmp_path / "f.item"
     )
     assert code == 0, err
-    code, flat_out, err = run_cli(capsys, "abx", "score", tmp_path / "f.item", tmp_path / "flat")
+    code, flat_out, err = run_cli(capsys, "abx", "score", tmp_path / "f.item", units / "flat")
     assert code == 0, err
     assert 0 <= last_number(out) <= 100 and last_number(out) == last_number(flat_out)
 
@@ -494,7 +495,7 @@ def test_a_folder_whose_file_names_repeat_across_speaker_folders(corpus, tmp_pat
         capsys, "abx", "items", "--segments", tmp_path / "one.tsv", "--out", tmp_path / "o.item"
     )
     assert code == 0, err  # one speaker's names do not repeat
-    code, _, err = run_cli(capsys, "abx", "score", tmp_path / "o.item", tmp_path / "nested")
+    code, _, err = run_cli(capsys, "abx", "score", tmp_path / "o.item", units / "nested")
     assert code == 1 and "unknown file 'garden0'" in err and "S003/garden0.txt" in err
     assert "abx items --audio DIR" in err
 
@@ -646,7 +647,7 @@ def test_segments_writes_the_table_a_folder_layout_implies(corpus, tmp_path, cap
     words = tmp_path / "words.tsv"
     words.write_text("garden/S001_nohash_0.wav\tgarden\nyellow/S002_nohash_1\tyellow\n")
     code, out, _ = run_cli(
-        capsys, "segments", "--audio", commands, "--word-of", words, "--out", table
+        capsys, "segments", "--audio", commands, "--word-of", words, "--out", table, "--force"
     )
     assert code == 0 and "wrote 2 whole-file rows" in out
     assert f"{len(hand) - 2} files without a word left out" in out
@@ -656,6 +657,6 @@ def test_segments_writes_the_table_a_folder_layout_implies(corpus, tmp_path, cap
     ]
     words.write_text("garden/S001_nohash_0.wav\tgarden\nyellow/S002_nohash_1\tyellow window\n")
     code, _, err = run_cli(
-        capsys, "segments", "--audio", commands, "--word-of", words, "--out", table
+        capsys, "segments", "--audio", commands, "--word-of", words, "--out", table, "--force"
     )
     assert code == 1 and "words.tsv:2: word: 'yellow window' contains whitespace" in err

@@ -36,8 +36,9 @@ with status 2.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -47,12 +48,10 @@ import yaml
 from audiorepro.config import PRESETS, ConfigError
 from audiorepro.data.recipes.common import RecipeError
 from audiorepro.features import AudioError
-from audiorepro.storage import WriteError, atomic_write
 
 __all__ = ["main", "parse_sets"]
 
 _ERRORS = (
-    WriteError,  # a full disk: the message names the path, the space left and what was kept
     RecipeError,
     ConfigError,
     AudioError,
@@ -69,10 +68,20 @@ def parse_sets(pairs: Sequence[str] | None) -> dict[str, Any]:
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
             raise ConfigError(f"--set {pair!r}: expected key=value (e.g. train.max_steps=200)")
+        if not value.strip():
+            raise ConfigError(
+                f"--set {pair!r}: the value of {key.strip()} is empty (an unset shell "
+                "variable?); give a value, or leave the --set out to keep the preset's"
+            )
         try:
             out[key.strip()] = yaml.safe_load(value)
         except yaml.YAMLError as err:
             raise ConfigError(f"--set {pair!r}: the value is not valid YAML: {err}") from err
+        if out[key.strip()] is None:
+            raise ConfigError(
+                f"--set {pair!r}: the value reads as null, which would keep the preset's value "
+                f"of {key.strip()}; give a value, or leave the --set out"
+            )
     return out
 
 
@@ -90,6 +99,14 @@ def _parser() -> argparse.ArgumentParser:
             action="append",
             metavar="KEY=VALUE",
             help="override one preset field (dotted: train.max_steps=200); repeatable",
+        )
+
+    def force_arg(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "--force",
+            action="store_true",
+            help="write into an --out that holds other files or another run, replacing what "
+            "the command writes there (never an input)",
         )
 
     def folder_args(p: argparse.ArgumentParser) -> None:
@@ -115,6 +132,7 @@ def _parser() -> argparse.ArgumentParser:
         "MAP.tsv (file<TAB>word; files it leaves out are not in the table)",
     )
     p.add_argument("--out", required=True, help="the SEG.tsv to write")
+    force_arg(p)
 
     units = groups.add_parser("units", help="discrete units (chapter 03's VQ-VAE)")
     units_cmds = units.add_subparsers(dest="command", required=True)
@@ -122,10 +140,12 @@ def _parser() -> argparse.ArgumentParser:
     folder_args(p)
     preset_args(p)
     p.add_argument("--out", required=True, help="the run folder to write")
+    force_arg(p)
     p = units_cmds.add_parser("encode", help="one ZeroSpeech 2019 .txt per wav")
     p.add_argument("run", help="a units train --out folder")
     p.add_argument("--audio", required=True, help="folder of audio files (as units train)")
     p.add_argument("--out", required=True, help="the submission folder to write")
+    force_arg(p)
     p.add_argument(
         "--speaker-of",
         default=None,
@@ -152,10 +172,12 @@ def _parser() -> argparse.ArgumentParser:
         help="override an inverter field (inverter_train.max_steps=600); repeatable",
     )
     p.add_argument("--out", required=True, help="the voice folder to write")
+    force_arg(p)
     p = units_cmds.add_parser("resynth", help="speak recordings again through their units")
     p.add_argument("voice", help="a units voice --out folder")
     p.add_argument("--audio", required=True, help="folder of audio files to resynthesise")
     p.add_argument("--out", required=True, help="the folder of 16 kHz wavs to write")
+    force_arg(p)
     p = units_cmds.add_parser(
         "bitrate", help="bits per second of a units folder (ZeroSpeech 2019)"
     )
@@ -169,6 +191,7 @@ def _parser() -> argparse.ArgumentParser:
     p = abx_cmds.add_parser("items", help="word items from a segments table")
     p.add_argument("--segments", required=True, help="SEG.tsv: path word speaker start end")
     p.add_argument("--out", required=True, help="the .item file to write")
+    force_arg(p)
     p.add_argument(
         "--audio",
         default=None,
@@ -209,10 +232,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--dev", default=None, help="SEG.tsv of development words (default: 10%%)")
     preset_args(p)
     p.add_argument("--out", required=True, help="the run folder to write")
+    force_arg(p)
     p = awe_cmds.add_parser("embed", help="embed the segments of a table")
     p.add_argument("run", help="an awe train --out folder")
     p.add_argument("--segments", required=True)
     p.add_argument("--out", required=True, help="the .npz to write")
+    force_arg(p)
     p = awe_cmds.add_parser("ap", help="same-different average precision of an .npz")
     p.add_argument("embeddings")
     p = awe_cmds.add_parser(
@@ -226,6 +251,174 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+UNITS_WRITES = ("model.safetensors", "run.json", "kmeans.npz")
+VOICE_WRITES = ("inverter.safetensors", "voice.json")
+AWE_WRITES = ("model.safetensors", "final.safetensors", "run.json")
+"""The files each training command writes into its --out folder (what --force replaces)."""
+
+
+def _command_name(args: argparse.Namespace) -> str:
+    return "segments" if args.group == "segments" else f"{args.group} {args.command}"
+
+
+def _loader(args: argparse.Namespace) -> Any:
+    if args.group == "awe":
+        from audiorepro.experiments.awe.config import load_config
+    else:
+        from audiorepro.experiments.zerospeech.config import load_config
+    return load_config
+
+
+def checked_sets(args: argparse.Namespace, preset: str) -> dict[str, Any]:
+    """The ``--set`` overrides, each checked alone against ``preset``: a value of the wrong type
+    names the ``--set`` given (``train.max_steps=abc``), not a field the loader derived from it."""
+    overrides = parse_sets(args.sets)
+    load_config = _loader(args)
+    for pair in args.sets or ():
+        key = pair.partition("=")[0].strip()
+        try:
+            load_config(preset, {key: overrides[key]})
+        except ConfigError as err:
+            text = str(err)
+            detail = text[text.index("field '") :] if "field '" in text else text
+            raise ConfigError(
+                f"--set {pair}: {detail}; give a value of that type (see the preset "
+                f"{preset!r}), or leave the --set out"
+            ) from err
+    return overrides
+
+
+def _files_of(folder: str | os.PathLike[str]) -> list[Path]:
+    """The files of a run folder (its command record aside): the inputs a later run compares."""
+    from audiorepro.outputs import OUTPUT_RECORD
+
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    return sorted(p for p in folder.rglob("*") if p.is_file() and p.name != OUTPUT_RECORD)
+
+
+def _maps(args: argparse.Namespace, *names: str) -> list[Any]:
+    """Inputs for the ``--word-of``/``--speaker-of`` values that are map files."""
+    from audiorepro.outputs import Input
+
+    found = []
+    for name in names:
+        value = getattr(args, name.lstrip("-").replace("-", "_"), None)
+        if value and Path(value).is_file():
+            found.append(Input(name, Path(value), data=False))
+    return found
+
+
+def _output(args: argparse.Namespace, overrides: Mapping[str, Any] | None = None) -> Any:
+    """Check ``--out`` before any work (:func:`audiorepro.outputs.output_target`): a folder
+    command reuses its own output of the same inputs and settings, and anything that is there
+    needs ``--force``; prints what is reused or replaced. Returns the plan."""
+    from audiorepro.data.recordings import find_wavs, read_segments
+    from audiorepro.outputs import Input, OutputPlan, fingerprint, output_target
+
+    name = _command_name(args)
+    audio = [Input("--audio", Path(args.audio))] if getattr(args, "audio", None) else []
+    segments = [Input("--segments", Path(args.segments))] if hasattr(args, "segments") else []
+    files: list[Path] = []
+    writes: Sequence[str] = ()
+    settings: dict[str, Any] = {}
+    folder = True
+    inputs: list[Any] = []
+    if name in ("segments", "abx items", "awe embed"):
+        folder = False
+        inputs = [*audio, *segments, *_maps(args, "--word-of", "--speaker-of")]
+        if name == "awe embed":
+            inputs.append(Input("RUN", Path(args.run), data=False))
+    elif name == "awe train":
+        inputs = [*segments, *_maps(args, "--lexicon")]
+        if args.dev:
+            inputs.append(Input("--dev", Path(args.dev)))
+        tables = [Path(args.segments), *([Path(args.dev)] if args.dev else [])]
+        rows = [r for t in tables for r in read_segments(t, check_audio=False)]
+        files = [*tables, *(i.path for i in inputs[1:]), *{Path(r.path) for r in rows}]
+        settings = {"--preset": args.preset, "--set": overrides, "--lexicon": args.lexicon}
+        writes = AWE_WRITES
+    else:  # units train, encode, voice, resynth: a folder of audio in, a folder out
+        wavs = find_wavs(args.audio)
+        run = getattr(args, "run", None) or getattr(args, "voice", None)
+        inputs = [*audio, *_maps(args, "--speaker-of")]
+        if run is not None:
+            option = "VOICE" if args.command == "resynth" else "RUN"
+            inputs.append(Input(option, Path(run), data=False))
+            files = _files_of(run)
+        files += [*wavs.values(), *(i.path for i in inputs[1:] if i.path.is_file())]
+        settings = {"--speaker-of": args.speaker_of} if hasattr(args, "speaker_of") else {}
+        if name == "units train":
+            settings |= {"--preset": args.preset, "--set": overrides}
+            writes = UNITS_WRITES
+        elif name == "units voice":
+            settings |= {"--set": overrides}
+            writes = VOICE_WRITES
+        elif name == "units encode":
+            settings |= {"--what": args.what}
+            writes = [f"{n}.txt" for n in wavs]
+        else:
+            writes = [f"{n}.wav" for n in wavs]
+    if any(not i.path.exists() for i in inputs):
+        return OutputPlan(Path(args.out))  # the command names the missing input before writing
+    request = None
+    if folder:
+        found = (f for f in files if Path(f).is_file())
+        request = {"inputs": fingerprint(found), "settings": settings}
+    plan = output_target(
+        args.out,
+        command=name,
+        folder=folder,
+        inputs=inputs,
+        request=request,
+        writes=writes,
+        force=args.force,
+    )
+    if plan.note():
+        print(plan.note())
+    return plan
+
+
+def _done(args: argparse.Namespace, plan: Any, outputs: Sequence[str]) -> None:
+    """Record a folder command's output (:func:`audiorepro.outputs.record_output`)."""
+    from audiorepro.outputs import record_output
+
+    record_output(plan, command=_command_name(args), outputs=outputs)
+
+
+def _trained(args: argparse.Namespace, setting: str, lr: Any, train: Any) -> Any:
+    """``train()``; a non-finite loss becomes an error that names the setting to change."""
+    from audiorepro.training.loop import NonFiniteError
+
+    try:
+        return train()
+    except NonFiniteError as err:
+        what = str(err).split(" Training stopped")[0].rstrip(".")
+        rate = lr()
+        raise ValueError(
+            f"{what}. Training stopped and nothing was written to {args.out}. Lower the "
+            f"learning rate, e.g. --set {setting}={rate / 10:g} (this run's: {rate:g})"
+        ) from err
+
+
+def _awe_run(folder: str) -> Any:
+    """What ``awe train`` prints of a run it reuses, read from the folder's ``run.json``."""
+    from types import SimpleNamespace
+
+    from audiorepro.storage import read_run_info
+    from audiorepro.training.result import TrainResult
+
+    info = read_run_info(folder, "run.json", "awe", "an AWE run", "awe train")
+    return SimpleNamespace(
+        history=TrainResult.from_dict(info["history"]),
+        path=Path(folder),
+        kept_epoch=info["kept_epoch"],
+        selected=info["config"]["select"],
+        best_dev=info["best_dev"],
+    )
+
+
 def _run(args: argparse.Namespace) -> None:
     from audiorepro.data.recordings import WORD_RULE, find_wavs, scan_folder
     from audiorepro.experiments.awe import recordings as awe
@@ -236,33 +429,61 @@ def _run(args: argparse.Namespace) -> None:
     if command == ("segments", "table"):
         from audiorepro.data.recordings import write_folder_segments
 
+        _output(args)
         path, rows, left_out = write_folder_segments(
             args.audio, args.out, word_of=args.word_of, speaker_of=args.speaker_of
         )
         print(f"wrote {rows} whole-file rows to {path} ({left_out} files without a word left out)")
         print(f"{args.audio}: {scan_folder(args.audio).note()}")
     elif command == ("units", "train"):
-        run = units.train_units(
-            args.audio,
-            args.out,
-            speaker_of=args.speaker_of,
-            preset=args.preset,
-            overrides=parse_sets(args.sets),
-        )
+        overrides = checked_sets(args, args.preset)
+        plan = _output(args, overrides)
+        if plan.reuse:
+            run = units.load_units(args.out)
+        else:
+            run = _trained(
+                args,
+                "train.lr",
+                lambda: _loader(args)(args.preset, overrides).train.lr,
+                lambda: units.train_units(
+                    args.audio,
+                    args.out,
+                    speaker_of=args.speaker_of,
+                    preset=args.preset,
+                    overrides=overrides,
+                ),
+            )
+            _done(args, plan, UNITS_WRITES)
         steps, losses = run.history["step"], run.history["loss"]
         print(f"trained on {len(run.speakers)} speakers, {run.note}")
         print(f"{len(steps)} logged steps (last {steps[-1] if steps else 0}) -> {run.path}")
         print(f"final loss {losses[-1] if losses else float('nan'):.4f}")
     elif command == ("units", "encode"):
+        plan = _output(args)
+        if plan.reuse:
+            return
         run = units.load_units(args.run)
         rows = units.encode_units(
             run, args.audio, args.out, what=args.what, speaker_of=args.speaker_of
         )
+        _done(args, plan, [f"{name}.txt" for name in rows])
         shift = units.output_frame_shift(run, args.what)
         print(f"wrote {len(rows)} files to {args.out} (one line every {shift:g} s)")
         print(f"{args.audio}: {scan_folder(args.audio).note()}")
     elif command == ("units", "voice"):
-        voice = units.train_voice(args.run, args.audio, args.out, overrides=parse_sets(args.sets))
+        units_run = units.load_units(args.run)
+        overrides = checked_sets(args, units_run.preset)
+        plan = _output(args, overrides)
+        if plan.reuse:
+            voice = units.load_voice(args.out)
+        else:
+            voice = _trained(
+                args,
+                "inverter_train.lr",
+                lambda: _loader(args)(units_run.preset, overrides).inverter_train.lr,
+                lambda: units.train_voice(units_run, args.audio, args.out, overrides=overrides),
+            )
+            _done(args, plan, VOICE_WRITES)
         losses = voice.history["loss"]
         print(
             f"trained the inverter {len(losses)} steps on {voice.pieces} pieces of "
@@ -271,7 +492,11 @@ def _run(args: argparse.Namespace) -> None:
         print(f"{args.audio}: {scan_folder(args.audio).note()}")
         print(f"final loss {losses[-1] if losses else float('nan'):.4f}")
     elif command == ("units", "resynth"):
+        plan = _output(args)
+        if plan.reuse:
+            return
         convergence = units.resynthesize_folder(args.voice, args.audio, args.out)
+        _done(args, plan, [f"{name}.wav" for name in convergence])
         print(f"wrote {len(convergence)} wavs (16 kHz) to {args.out}")
         print(f"{args.audio}: {scan_folder(args.audio).note()}")
         print(
@@ -284,6 +509,7 @@ def _run(args: argparse.Namespace) -> None:
         )
         print(f"{rate:.2f}")
     elif command == ("abx", "items"):
+        _output(args)
         path, times = units.abx_items(args.segments, args.out, times=args.times, audio=args.audio)
         n = sum(1 for line in open(path, encoding="utf-8") if line.strip()) - 1
         hint = "score without --frame-shift" if times == "relative" else "score with --frame-shift"
@@ -299,14 +525,25 @@ def _run(args: argparse.Namespace) -> None:
         )
         print(f"{error:.3f}")
     elif command == ("awe", "train"):
-        run = awe.train_on_segments(
-            args.segments,
-            args.out,
-            lexicon=args.lexicon,
-            dev=args.dev,
-            preset=args.preset,
-            overrides=parse_sets(args.sets),
-        )
+        overrides = checked_sets(args, args.preset)
+        plan = _output(args, overrides)
+        if plan.reuse:
+            run = _awe_run(args.out)
+        else:
+            run = _trained(
+                args,
+                "train.lr",
+                lambda: _loader(args)(args.preset, overrides).train.lr,
+                lambda: awe.train_on_segments(
+                    args.segments,
+                    args.out,
+                    lexicon=args.lexicon,
+                    dev=args.dev,
+                    preset=args.preset,
+                    overrides=overrides,
+                ),
+            )
+            _done(args, plan, AWE_WRITES)
         print(f"trained {run.history.final_epoch} epochs -> {run.path}")
         print(WORD_RULE)
         print(f"kept the weights of epoch {run.kept_epoch} (select: {run.selected})")
@@ -318,13 +555,10 @@ def _run(args: argparse.Namespace) -> None:
             )
         print(f"best dev cross-view AP {run.best_dev:.4f}")
     elif command == ("awe", "embed"):
+        _output(args)
         arrays = awe.embed_table(args.run, args.segments)
-
-        def write(tmp: Path) -> None:
-            with open(tmp, "wb") as fh:
-                np.savez(fh, **arrays)
-
-        atomic_write(args.out, write, say_faults=True)  # a full disk keeps the earlier file
+        with open(args.out, "wb") as fh:
+            np.savez(fh, **arrays)
         print(f"wrote {len(arrays['labels'])} embeddings to {args.out}")
         print(WORD_RULE)
     elif command == ("awe", "ap"):
@@ -343,13 +577,68 @@ def _run(args: argparse.Namespace) -> None:
         raise AssertionError(command)
 
 
+DEBUG = "AUDIOREPRO_DEBUG"
+"""Set (``AUDIOREPRO_DEBUG=1``) to see the traceback of an error instead of its message."""
+
+_MADE_BY = {
+    "encode": "units train",
+    "voice": "units train",
+    "resynth": "units voice",
+    "embed": "awe train",
+}
+
+
+def error_message(err: BaseException, made_by: str = "the command that made it") -> str:
+    """One paragraph for the user: what went wrong, where, and what to do."""
+    import errno
+
+    from audiorepro.storage import CheckpointError
+
+    if isinstance(err, KeyError) and err.args:
+        text = str(err.args[0])
+    elif isinstance(err, OSError) and err.filename is not None:  # raised by the system
+        hints = {
+            "EACCES": "check the permissions of the file and its folder, or give another path",
+            "EPERM": "check the permissions of the file and its folder, or give another path",
+            "ENOENT": "check the path",
+            "ENOSPC": "free some space on that disk, or give a path on another one",
+            "EROFS": "give a path on a writable disk",
+            "EISDIR": "give a file, not a folder",
+            "ENOTDIR": "a part of the path is a file, not a folder: check the path",
+        }
+        code = errno.errorcode.get(err.errno or 0, "")
+        hint = hints.get(code, "check the path and try again")
+        text = f"{err.filename}: {(err.strerror or str(err)).lower()}; {hint}"
+    elif isinstance(err, CheckpointError):
+        text = (
+            f"{err}; the run folder is damaged or incomplete: train it again with "
+            f"`audiorepro {made_by}` (into a new folder, or with --force)"
+        )
+    elif isinstance(err, _ERRORS):
+        text = str(err)
+    else:
+        text = (
+            f"{type(err).__name__}: {err}. This is an error the command does not know how to "
+            f"explain: run it again with {DEBUG}=1 to see where it came from, and report it"
+        )
+    return "\n".join(line for line in text.splitlines() if line.strip())
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run one command; returns the exit status (0 done, 1 bad input, 2 bad command line)."""
+    """Run one command; returns the exit status (0 done, 1 bad input, 2 bad command line).
+
+    No traceback reaches the user: every error becomes one paragraph naming the file, line or
+    field and what to do (``AUDIOREPRO_DEBUG=1`` shows the traceback instead)."""
     args = _parser().parse_args(argv)
     try:
         _run(args)
-    except _ERRORS as err:
-        message = err.args[0] if isinstance(err, KeyError) and err.args else err
-        print(f"audiorepro: error: {message}", file=sys.stderr)
+    except KeyboardInterrupt:
+        print("audiorepro: interrupted", file=sys.stderr)
+        return 130
+    except Exception as err:  # noqa: BLE001 - the top-level guard: one paragraph, no traceback
+        if os.environ.get(DEBUG):
+            raise
+        made_by = _MADE_BY.get(args.command, "the command that made it")
+        print(f"audiorepro: error: {error_message(err, made_by)}", file=sys.stderr)
         return 1
     return 0

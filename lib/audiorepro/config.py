@@ -230,7 +230,9 @@ def max_steps_alone(
     nested = merge({}, copy.deepcopy({k: v for k, v in overrides.items() if v is not None}))
     for name in sections:
         section = nested.get(name)
-        if isinstance(section, Mapping) and section.get("max_steps") is not None:
+        steps = section.get("max_steps") if isinstance(section, Mapping) else None
+        # only a number of steps is a run length; another value is refused naming max_steps
+        if isinstance(steps, int) and not isinstance(steps, bool):
             if section.get("num_epochs") is None:
                 section["num_epochs"] = section["max_steps"]
     return nested

@@ -413,6 +413,52 @@ def execute_pages(
     return times
 
 
+def check_page(page: str | Path) -> Path:
+    """The page to run: an existing ``.py`` page source, or a :class:`PageError` saying how to
+    list the pages."""
+    page = Path(page)
+    if not page.is_file() or page.suffix != ".py":
+        what = "is not a .py page" if page.is_file() else "no such page"
+        raise PageError(
+            f"{page}: {what}; `python -m audiorepro.pages list` lists the book's pages "
+            "(book/<part>/<page>.py)"
+        )
+    return page
+
+
+def check_output(page: str | Path, output: str | Path) -> Path:
+    """Where ``pages run`` may write the executed copy of ``page``: a new ``.ipynb``, or a
+    notebook an earlier run wrote (papermill's metadata in it). Never a page source, a folder,
+    or any other existing file (:class:`PageError` naming it)."""
+    output = Path(output)
+    if output.is_dir():
+        raise PageError(f"{output}: is a folder; give the notebook to write in it (o.ipynb)")
+    if output.suffix != ".ipynb":
+        source = " (a page source)" if output.suffix == ".py" else ""
+        raise PageError(
+            f"{output}{source}: the executed copy of {page} is a notebook and is never written "
+            "over a page or another file: give a path ending in .ipynb"
+        )
+    scratch = output.with_name(output.stem + ".source.ipynb")
+    for path in (output, scratch):
+        if not path.exists():
+            continue
+        try:
+            written = "papermill" in json.loads(path.read_text(encoding="utf-8"))["metadata"]
+        except (OSError, ValueError, KeyError, TypeError):
+            written = False
+        if not written:
+            raise PageError(
+                f"{path}: exists and is not a notebook that `pages run` wrote (no papermill "
+                "metadata), so it is not replaced: give a new path, or move the file away"
+            )
+    return output
+
+
+DEBUG = "AUDIOREPRO_DEBUG"
+"""Set (``AUDIOREPRO_DEBUG=1``) to see the traceback of an unexpected error."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m audiorepro.pages", description=__doc__.split("\n\n")[0]
@@ -456,14 +502,25 @@ def main(argv: Sequence[str] | None = None) -> int:
                 args.preset, only=args.only, parameters=params, log_output=args.log_output
             )
         elif args.cmd == "script":
+            check_page(args.page)
             run_script(args.page, parse_parameters(args.page, args.p))
         else:
+            check_output(check_page(args.page), args.output)
             params = parse_parameters(args.page, args.p)
             preset = params.pop("preset", "embedded")
             seconds = execute_page(args.page, args.output, preset=preset, parameters=params)
             print(f"{args.page}: {seconds:.1f} s -> {args.output}")
     except (PageError, ParameterError, BookAssetError) as err:
         print(f"error: {err}", file=sys.stderr)
+        return 1
+    except Exception as err:  # noqa: BLE001 - the top-level guard: one paragraph, no traceback
+        if os.environ.get(DEBUG) or args.cmd == "script":  # a page's own error: its traceback
+            raise
+        print(
+            f"error: {type(err).__name__}: {err}. Run again with {DEBUG}=1 to see where it "
+            "came from",
+            file=sys.stderr,
+        )
         return 1
     return 0
 

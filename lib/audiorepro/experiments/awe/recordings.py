@@ -33,7 +33,7 @@ from audiorepro.metrics.average_precision import same_different_ap
 from audiorepro.models.awe import AWEModelConfig, MultiViewAWE
 from audiorepro.storage import (
     load_model_weights,
-    output_folder,
+    load_npz,
     read_run_info,
     save_model_weights,
     write_json,
@@ -224,28 +224,28 @@ def train_on_segments(
     best_dev = float(schedule.best) if schedule.best is not None else float("nan")
     resolved = model_config(config, data)
     out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    save_model_weights(model, out / WEIGHT_FILES["best"])
     final_model = MultiViewAWE(resolved)
     final_model.load_state_dict(final)
+    save_model_weights(final_model, out / WEIGHT_FILES["final"])
     kept = kept_epoch(result, schedule.history, config.select)
-    with output_folder(out) as folder:  # whole or not at all: a full disk leaves no folder
-        save_model_weights(model, folder / WEIGHT_FILES["best"])
-        save_model_weights(final_model, folder / WEIGHT_FILES["final"])
-        write_json(
-            folder / RUN_FILE,
-            {
-                "kind": "awe",
-                "preset": preset,
-                "config": to_dict(config),
-                "model": to_dict(resolved),
-                "lexicon": str(lexicon),
-                "phones_to_ids": phone_ids,
-                "pronunciations": {w: list(p) for w, p in pronunciations.items()},
-                "best_dev": best_dev,
-                "kept_epoch": kept,
-                "history": result.to_dict(),
-                "schedule": [list(h) for h in schedule.history],
-            },
-        )
+    write_json(
+        out / RUN_FILE,
+        {
+            "kind": "awe",
+            "preset": preset,
+            "config": to_dict(config),
+            "model": to_dict(resolved),
+            "lexicon": str(lexicon),
+            "phones_to_ids": phone_ids,
+            "pronunciations": {w: list(p) for w, p in pronunciations.items()},
+            "best_dev": best_dev,
+            "kept_epoch": kept,
+            "history": result.to_dict(),
+            "schedule": [list(h) for h in schedule.history],
+        },
+    )
     if config.select == "final":
         model.load_state_dict(final)
     return AWERun(
@@ -315,11 +315,12 @@ def embeddings_ap(path: str | os.PathLike[str]) -> float:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such embeddings file")
-    with np.load(path, allow_pickle=False) as archive:
-        for name in ("embeddings", "labels"):
-            if name not in archive.files:
-                raise KeyError(f"{path}: no array {name!r} (has {', '.join(archive.files)})")
-        emb, labels = archive["embeddings"], archive["labels"]
+    # a .npy, a truncated or a corrupt archive: an ArrayFileError naming the file
+    archive = load_npz(path, expected="the .npz of `awe embed` (embeddings, labels)")
+    for name in ("embeddings", "labels"):
+        if name not in archive:
+            raise KeyError(f"{path}: no array {name!r} (has {', '.join(archive)})")
+    emb, labels = archive["embeddings"], archive["labels"]
     if labels.dtype.kind == "U":  # words as training and tables compare them (WORD_RULE)
         labels = np.asarray([word_label(str(w)) for w in labels])
     return float(same_different_ap(emb, labels))
