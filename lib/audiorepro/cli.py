@@ -48,10 +48,12 @@ import yaml
 from audiorepro.config import PRESETS, ConfigError
 from audiorepro.data.recipes.common import RecipeError
 from audiorepro.features import AudioError
+from audiorepro.storage import WriteError, atomic_write
 
 __all__ = ["main", "parse_sets"]
 
 _ERRORS = (
+    WriteError,  # a full disk: the message names the path, the space left and what was kept
     RecipeError,
     ConfigError,
     AudioError,
@@ -557,8 +559,12 @@ def _run(args: argparse.Namespace) -> None:
     elif command == ("awe", "embed"):
         _output(args)
         arrays = awe.embed_table(args.run, args.segments)
-        with open(args.out, "wb") as fh:
-            np.savez(fh, **arrays)
+
+        def write(tmp: Path) -> None:
+            with open(tmp, "wb") as fh:
+                np.savez(fh, **arrays)
+
+        atomic_write(args.out, write, say_faults=True)  # a full disk keeps the earlier file
         print(f"wrote {len(arrays['labels'])} embeddings to {args.out}")
         print(WORD_RULE)
     elif command == ("awe", "ap"):

@@ -34,6 +34,7 @@ from audiorepro.models.awe import AWEModelConfig, MultiViewAWE
 from audiorepro.storage import (
     load_model_weights,
     load_npz,
+    output_folder,
     read_run_info,
     save_model_weights,
     write_json,
@@ -224,28 +225,28 @@ def train_on_segments(
     best_dev = float(schedule.best) if schedule.best is not None else float("nan")
     resolved = model_config(config, data)
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    save_model_weights(model, out / WEIGHT_FILES["best"])
     final_model = MultiViewAWE(resolved)
     final_model.load_state_dict(final)
-    save_model_weights(final_model, out / WEIGHT_FILES["final"])
     kept = kept_epoch(result, schedule.history, config.select)
-    write_json(
-        out / RUN_FILE,
-        {
-            "kind": "awe",
-            "preset": preset,
-            "config": to_dict(config),
-            "model": to_dict(resolved),
-            "lexicon": str(lexicon),
-            "phones_to_ids": phone_ids,
-            "pronunciations": {w: list(p) for w, p in pronunciations.items()},
-            "best_dev": best_dev,
-            "kept_epoch": kept,
-            "history": result.to_dict(),
-            "schedule": [list(h) for h in schedule.history],
-        },
-    )
+    with output_folder(out) as folder:  # whole or not at all: a full disk leaves no folder
+        save_model_weights(model, folder / WEIGHT_FILES["best"])
+        save_model_weights(final_model, folder / WEIGHT_FILES["final"])
+        write_json(
+            folder / RUN_FILE,
+            {
+                "kind": "awe",
+                "preset": preset,
+                "config": to_dict(config),
+                "model": to_dict(resolved),
+                "lexicon": str(lexicon),
+                "phones_to_ids": phone_ids,
+                "pronunciations": {w: list(p) for w, p in pronunciations.items()},
+                "best_dev": best_dev,
+                "kept_epoch": kept,
+                "history": result.to_dict(),
+                "schedule": [list(h) for h in schedule.history],
+            },
+        )
     if config.select == "final":
         model.load_state_dict(final)
     return AWERun(
