@@ -1,5 +1,6 @@
 """ABX error against a brute-force enumeration of every triplet written here."""
 
+import dataclasses
 import itertools
 import math
 from collections import defaultdict
@@ -24,6 +25,7 @@ from audiorepro.metrics.abx import (
     relative_time_item_file,
     select_frames,
 )
+from audiorepro.metrics.checks import ScoreError, ScoreWarning
 from audiorepro.metrics.dtw import dtw_distance
 
 
@@ -201,10 +203,21 @@ def test_other_distances_match_brute_force(tmp_path, distance):
     assert got == pytest.approx(brute_force(items, feats, distance)[0], abs=1e-9)
 
 
-def test_kl_on_negative_features_is_chance(tmp_path):
+def test_kl_on_features_that_are_not_distributions_is_refused(tmp_path):
+    # codebook vectors and MFCCs have negative values: every KL distance would be NaN, every
+    # triplet a tie, and the error 50.000 (what it printed before)
     items, feats = random_corpus(4)
     path = write_item_file(tmp_path / "t.item", items)
-    assert abx_error(feats, path, distance="kl") == 50.0
+    with pytest.raises(ScoreError, match=r"--distance kl: .*S\d_\d+ frame \d+ has a negative "
+                       r"value .*\d+ of the \d+ files.*--distance angular"):  # fmt: skip
+        abx_error(feats, path, distance="kl")
+    # a frame summing to 0 is no distribution either
+    positive = {k: np.abs(v) for k, v in feats.items()}
+    first = items[0].file
+    positive[first] = positive[first].copy()
+    positive[first][1] = 0.0
+    with pytest.raises(ScoreError, match=rf"{first} frame 1 sums to 0"):
+        abx_error(positive, path, distance="kl")
 
 
 def test_frame_shift_rule_matches_brute_force_and_2019_rule_refuses_seconds(tmp_path):
@@ -302,7 +315,8 @@ def test_bad_inputs_name_the_line_or_file(tmp_path):
     with pytest.raises(ValueError, match=r"\(3 items, 1 speaker\(s\), 2 label\(s\); .*"
                        r"X from another\); with one speaker, score --mode within"):  # fmt: skip
         abx_error(alone, _write(tmp_path, one_speaker))
-    assert abx_error(alone, _write(tmp_path, one_speaker), mode="within") == 50.0  # all ties
+    with pytest.raises(ScoreError, match=r"constant features: all 12 frames of the 3 files"):
+        abx_error(alone, _write(tmp_path, one_speaker), mode="within")  # every triplet a tie
     with pytest.raises(ValueError, match="distance must be one of"):
         abx_error(feats, _write(tmp_path, good), distance="dtw")
 
@@ -409,6 +423,7 @@ def test_item_frames_equal_select_frames_item_by_item(tmp_path, frame_shift):
                 offset = round(frame_shift * (hi + float(rng.choice([0.0, 0.5, 0.7]))), 7)
             if offset > onset:
                 items.append(AbxItem(name, onset, offset, "p", "a", "b", "S1"))
+    items = list(dict.fromkeys(items))  # an item listed twice is refused
     good = [it for it in items if _fits(feats, it, frame_shift)]
     bad = [it for it in items if not _fits(feats, it, frame_shift)]
     assert len(good) > 10 and len(bad) > 3
@@ -435,3 +450,62 @@ def test_edit_distance_of_symbol_sequences_by_hand():
     assert edit_distance(("B", "EH", "T", "ER"), ("B", "EH", "T", "ER", "R")) == 1
     assert edit_distance(("K", "AE", "M", "ER", "AH"), ("K", "AE", "M", "AH", "R", "AH")) == 2
     assert edit_distance([3, 1, 2], [3, 1, 2]) == 0
+
+
+# ----------------------------------------------------------------------------- meaningless input
+
+
+def test_duplicated_items_and_items_with_two_labels_are_refused(tmp_path):
+    # every row twice: within-speaker A and X would be one segment (ABX 0.000 before)
+    items, feats = random_corpus(7)
+    twice = [it for it in items for _ in range(2)]
+    path = write_item_file(tmp_path / "twice.item", twice)
+    with pytest.raises(
+        ZeroSpeechFormatError,
+        match=rf"twice.item:3: item {items[0].file} 0.0-1.0 repeats line 2 "
+        rf"\({len(items)} of the {len(twice)} items repeat an earlier line\)",
+    ):
+        abx_error(feats, path, mode="within")
+    two = [items[0], dataclasses.replace(items[0], phone="zz")] + items[1:]
+    path = write_item_file(tmp_path / "two.item", two)
+    with pytest.raises(
+        ZeroSpeechFormatError,
+        match=rf"two.item:3: item {items[0].file} 0.0-1.0 is on line 2 with other labels "
+        r"\(#phone 'zz', not 'p'; 1 item\(s\) of the \d+ listed with two labels\)",
+    ):
+        abx_error(feats, path)
+
+
+def test_levenshtein_on_real_valued_frames_is_refused(tmp_path):
+    items, feats = random_corpus(3)  # normal frames: no frame value occurs twice
+    path = write_item_file(tmp_path / "t.item", items)
+    with pytest.raises(ScoreError, match=rf"--distance levenshtein: no frame value occurs in two "
+                       rf"of the {len(items)} items"):  # fmt: skip
+        abx_error(feats, path, distance="levenshtein")
+    rng = np.random.default_rng(0)  # one-hot frames of the same items are symbols: scored
+    one_hot = {k: np.eye(4)[rng.integers(0, 4, size=len(v))] for k, v in feats.items()}
+    assert abx_error(one_hot, path, distance="levenshtein") >= 0.0
+
+
+def test_a_frame_shift_that_does_not_fit_the_features_is_refused(tmp_path):
+    # whole files in seconds at 10 ms, scored at 40 ms: only the first quarter of each file
+    items, feats = random_corpus(5, whole_files=False)
+    feats = {k: np.repeat(v, 4, axis=0) for k, v in feats.items()}  # 4x the frames
+    items = [dataclasses.replace(it, offset=round(4 * it.offset, 3)) for it in items]
+    path = write_item_file(tmp_path / "t.item", items)
+    assert abx_error(feats, path, frame_shift=0.01) >= 0.0  # the right frame shift
+    with pytest.raises(ZeroSpeechFormatError, match=r"t.item: at a frame shift of 0.04 s the items "
+                       r"reach at most 2\d% of their files' frames .*frame shift of about 0.01"):  # fmt: skip
+        abx_error(feats, path, frame_shift=0.04)
+
+
+def test_weak_scores_warn(tmp_path):
+    # one speaker: within-speaker ABX is computable, but says nothing of other voices
+    rng = np.random.default_rng(0)
+    feats = {f"S1_{k}": rng.normal(size=(5, 3)) for k in range(4)}
+    text = "S1_0 0 1 p x y S1\nS1_1 0 1 p x y S1\nS1_2 0 1 q x y S1\nS1_3 0 1 q x y S1\n"
+    with pytest.warns(ScoreWarning, match=r"all 4 items are from one speaker \(S1\)"):
+        abx_error(feats, _write(tmp_path, text), mode="within")
+    with pytest.warns(ScoreWarning, match=r"bad.item: the within-speaker ABX rests on 8 "
+                      r"triplet\(s\)"):  # fmt: skip
+        abx_error(feats, _write(tmp_path, text), mode="within")

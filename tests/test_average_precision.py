@@ -18,6 +18,7 @@ from audiorepro.metrics.average_precision import (
     same_different_ap,
     same_different_chance,
 )
+from audiorepro.metrics.checks import ScoreError, ScoreWarning
 
 
 def brute_pairs_same_different(x, labels):
@@ -202,9 +203,11 @@ def test_hand_computed_tie_same_different():
 def test_hand_computed_tie_cross_view():
     # Two tie groups {pos, neg} at d = 0 and at d = 1. The four orderings give
     # 5/6, 3/4, 7/12, 1/2; their mean is 2/3.
+    # (A third written word, farther than every positive, keeps the written view from being
+    # one vector, which is refused as collapsed.)
     a = np.array([[1.0, 0.0], [0.0, 1.0]])
-    w = np.array([[1.0, 0.0], [1.0, 0.0]])
-    assert cross_view_ap(a, ["a", "b"], w, ["a", "b"]) == pytest.approx(2 / 3, abs=1e-12)
+    w = np.array([[1.0, 0.0], [1.0, 0.0], [-1.0, -1.0]])
+    assert cross_view_ap(a, ["a", "b"], w, ["a", "b", "c"]) == pytest.approx(2 / 3, abs=1e-12)
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
@@ -233,13 +236,15 @@ def test_ties_cross_view_matches_enumeration():
 
 def test_all_tied_large_group_uses_closed_form():
     # Every pair at distance 0; positive fraction q: expected AP -> about q for large groups.
+    # (Collapsed embeddings, every row one vector, are refused: the pairs are given here.)
     x = np.ones((60, 3))
     labels = np.arange(60) % 3
     pairs = brute_pairs_same_different(x, labels)
     p = sum(f for _, f in pairs)
     n = len(pairs)
     expected = sum((p / n) * (1 + (t - 1) * (p - 1) / (n - 1)) / t for t in range(1, n + 1)) / p
-    assert same_different_ap(x, labels) == pytest.approx(expected, abs=1e-9)
+    flags = [f for _, f in pairs]
+    assert pairs_average_precision(np.zeros(n), flags) == pytest.approx(expected, abs=1e-9)
     assert math.isclose(expected, p / n, rel_tol=0.1)
 
 
@@ -317,3 +322,39 @@ def test_exact_even_when_the_positive_hints_miss_their_bins(monkeypatch):
     labels = rng.integers(0, 5, size=30)
     flags = [f for _, f in sorted(brute_pairs_same_different(x, labels))]
     assert same_different_ap(x, labels) == pytest.approx(brute_ap_sorted(flags), abs=1e-9)
+
+
+def test_one_label_only_is_refused():
+    # every pair positive: AP 1 whatever the embeddings (what `awe ap` printed before)
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(5, 3))
+    with pytest.raises(ScoreError, match=r"labels: all 5 rows carry one label, so every one of "
+                       r"the 10 pairs is a same-label pair"):  # fmt: skip
+        same_different_ap(x, ["yes"] * 5)
+    with pytest.raises(ScoreError, match=r"every one of the 10 .*pairs is a same-label pair"):
+        cross_view_ap(x, ["yes"] * 5, x[:2], ["yes", "yes"])
+    with pytest.raises(ScoreError, match=r"positive: all 3 pairs are positive"):
+        pairs_average_precision([0.1, 0.2, 0.3], [True, True, True])
+
+
+def test_collapsed_embeddings_are_refused():
+    x = np.tile([[0.3, -1.0, 2.0]], (6, 1))  # a model that outputs one vector
+    labels = ["a", "a", "b", "b", "c", "c"]
+    with pytest.raises(ScoreError, match=r"embeddings: all 6 rows are the same vector"):
+        same_different_ap(x, labels)
+    with pytest.raises(ScoreError, match=r"acoustic_emb: all 6 rows are the same vector"):
+        cross_view_ap(x, labels, np.eye(3), ["a", "b", "c"])
+    # a poorly trained model whose rows differ in the last bit is scored
+    y = x.copy()
+    y[0, 0] = np.nextafter(y[0, 0], 1.0)
+    assert 0.0 < same_different_ap(y, labels) <= 1.0
+
+
+def test_a_handful_of_positive_pairs_warns():
+    x = np.eye(4)
+    with pytest.warns(ScoreWarning, match=r"labels: the AP rests on 1 same-label pair\(s\) of 4"):
+        same_different_ap(x, [0, 0, 1, 2])
+    with pytest.warns(ScoreWarning, match=r"the AP rests on 2 positive pair\(s\)"):
+        cross_view_ap(x, [0, 0, 1, 2], np.eye(4)[:1], [0])
+    with pytest.warns(ScoreWarning, match=r"positive: the AP rests on 1 positive pair\(s\)"):
+        pairs_average_precision([0.1, 0.2], [True, False])

@@ -14,6 +14,7 @@ from audiorepro.data.recipes.zerospeech import (
 from audiorepro.metrics import bitrate as bitrate_module
 from audiorepro.metrics.abx import read_submission_folder
 from audiorepro.metrics.bitrate import bitrate, bitrate_from_submission, entropy_bits
+from audiorepro.metrics.checks import ScoreError, ScoreWarning
 
 
 def ref_bitrate(files, duration):
@@ -27,13 +28,29 @@ def ref_bitrate(files, duration):
 def test_hand_values():
     # 4 frames, two symbols equally likely: H = 1 bit, N = 4, D = 2 s -> 2 b/s.
     assert bitrate([np.array([0, 1]), np.array([1, 0])], 2.0) == pytest.approx(2.0)
-    # one symbol: H = 0
-    assert bitrate([np.array([3, 3, 3])], 1.0) == 0.0
-    # no frames at all
-    assert bitrate([np.zeros((0, 4))], 1.0) == 0.0
-    # continuous features: every frame distinct, H = log2 N
+    # one symbol: H = 0, with a warning that the units have collapsed
+    with pytest.warns(ScoreWarning, match="all 3 frames are one symbol"):
+        assert bitrate([np.array([3, 3, 3])], 1.0) == 0.0
+    # a few frames, every one distinct: H = log2 N, with a warning
     x = np.random.default_rng(0).normal(size=(8, 3))
-    assert bitrate([x], 4.0) == pytest.approx(8 * 3 / 4.0)
+    with pytest.warns(ScoreWarning, match="8 of the 8 frames are symbols that occur only once"):
+        assert bitrate([x], 4.0) == pytest.approx(8 * 3 / 4.0)
+
+
+def test_what_has_no_bitrate_is_refused():
+    # no frames at all (0 b/s before)
+    with pytest.raises(ScoreError, match=r"no frame in the 2 sequence\(s\)"):
+        bitrate([np.zeros((0, 4)), np.zeros((0, 4))], 1.0)
+    # continuous features (units encode --what frames): every frame a distinct symbol, so
+    # N H / D = N log2 N / D counts frames and measures nothing of the units
+    x = np.random.default_rng(0).normal(size=(300, 13))
+    with pytest.raises(ScoreError, match=r"300 of the 300 frames are symbols that occur only "
+                       r"once: continuous features"):  # fmt: skip
+        bitrate([x[:100], x[100:]], 3.0)
+    # MFCC frames with a few repeated (silent) frames are continuous all the same
+    x[:20] = 0.0
+    with pytest.raises(ScoreError, match=r"280 of the 300 frames .* continuous features"):
+        bitrate([x], 3.0)
 
 
 def test_one_hot_integer_and_codebook_encodings_agree():

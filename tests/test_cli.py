@@ -660,3 +660,97 @@ def test_segments_writes_the_table_a_folder_layout_implies(corpus, tmp_path, cap
         capsys, "segments", "--audio", commands, "--word-of", words, "--out", table, "--force"
     )
     assert code == 1 and "words.tsv:2: word: 'yellow window' contains whitespace" in err
+
+
+def test_scores_refuse_what_they_cannot_score_and_warn_when_weak(corpus, tmp_path, capsys):
+    """Degenerate inputs exit 1 naming the input and the count, where they printed a number
+    before (AP 1.0000, ABX 50.000, the start of each file); a weak score is printed with
+    ``audiorepro: warning:`` on stderr."""
+    one_word = tmp_path / "one_word.tsv"
+    rows = [line.split("\t") for line in (corpus / "seg.tsv").read_text().splitlines()[1:]]
+    garden = [[f"{corpus}/{r[0]}", *r[1:]] for r in rows if r[1] == "garden"]
+    one_word.write_text(HEADER + "".join("\t".join(r) + "\n" for r in garden))
+    code, out, err = run_cli(capsys, "awe", "dtw", "--segments", one_word)
+    assert code == 1 and out == "", out
+    assert f"one_word.tsv: all {len(garden)} segments are of one word ('garden')" in err
+
+    rng = np.random.default_rng(0)
+    emb = tmp_path / "one.npz"
+    np.savez(emb, embeddings=rng.normal(size=(4, 3)), labels=np.array(["yes"] * 4))
+    code, _, err = run_cli(capsys, "awe", "ap", emb)
+    assert code == 1 and "one.npz: labels: all 4 rows carry one label" in err
+    np.savez(emb, embeddings=np.ones((4, 3)), labels=np.array(["a", "a", "b", "b"]))
+    code, _, err = run_cli(capsys, "awe", "ap", emb)
+    assert code == 1 and "one.npz: embeddings: all 4 rows are the same vector" in err
+    np.savez(
+        emb,
+        embeddings=rng.normal(size=(4, 3)),
+        labels=np.array(["a", "a", "b", "b"]),
+        speakers=np.array(["S1"] * 4),
+    )
+    code, out, err = run_cli(capsys, "awe", "ap", emb)
+    assert code == 0 and 0.0 < last_number(out) <= 1.0
+    assert err.count("audiorepro: warning: ") == 2
+    assert "one.npz: speakers: all 4 rows are from one speaker (S1)" in err
+    assert "one.npz: labels: the AP rests on 2 same-label pair(s) of 4 rows" in err
+
+    # codebook vectors (negative values) scored with kl; real frames with levenshtein
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    lines = []
+    for s in (1, 2):
+        for k, phone in enumerate("aabb"):
+            frames = rng.normal(size=(8, 3))
+            (sub / f"S{s}_{k}.txt").write_text(
+                "\n".join(" ".join(f"{v:.6f}" for v in row) for row in frames) + "\n"
+            )
+            lines.append(f"S{s}_{k} 0 1 {phone} - - S{s}\n")
+    items = tmp_path / "w.item"
+    items.write_text("#file onset offset #phone prev-phone next-phone speaker\n" + "".join(lines))
+    code, out, err = run_cli(capsys, "abx", "score", items, sub, "--distance", "kl")
+    assert code == 1 and out == ""
+    assert "w.item: --distance kl: S1_0 frame 0 has a negative value" in err
+    assert "(8 of the 8 files have such frames)" in err
+    code, _, err = run_cli(capsys, "abx", "score", items, sub, "--distance", "levenshtein")
+    assert code == 1 and "no frame value occurs in two of the 8 items (64 frames)" in err
+    # whole files in seconds (0.08 s at 10 ms) scored at 40 ms: 1 frame of 8
+    items.write_text(items.read_text().replace(" 0 1 ", " 0 0.08 "))
+    code, _, err = run_cli(capsys, "abx", "score", items, sub, "--frame-shift", "0.04")
+    assert code == 1 and "at a frame shift of 0.04 s the items reach at most 12%" in err
+    code, out, err = run_cli(capsys, "abx", "score", items, sub, "--frame-shift", "0.01")
+    assert code == 0 and err == ""
+    # every item twice: within-speaker ABX was 0.000
+    items.write_text(items.read_text() + "".join(lines).replace(" 0 1 ", " 0 0.08 "))
+    code, _, err = run_cli(capsys, "abx", "score", items, sub, "--mode", "within")
+    assert code == 1 and "w.item:10: item S1_0 0.0-0.08 repeats line 2 (8 of the 16" in err
+    # one speaker, within: printed with a warning
+    one = tmp_path / "one.item"
+    one.write_text("#file onset offset #phone prev-phone next-phone speaker\n" + "".join(
+        line for line in lines if line.startswith("S1_")
+    ))  # fmt: skip
+    code, out, err = run_cli(capsys, "abx", "score", one, sub, "--mode", "within")
+    assert code == 0 and 0.0 <= last_number(out) <= 100.0
+    assert "audiorepro: warning: " in err and "all 4 items are from one speaker (S1)" in err
+
+
+def test_awe_train_refuses_development_rows_of_one_word(corpus, tmp_path, capsys):
+    """The development AP of one word is 1 whatever the model, so it cannot pick an epoch: a
+    ``--dev`` table of one word, or a table where only one word can lend rows, is refused."""
+    rows = [line.split("\t") for line in (corpus / "seg.tsv").read_text().splitlines()[1:]]
+    garden = [[f"{corpus}/{r[0]}", *r[1:]] for r in rows if r[1] == "garden"]
+    dev = tmp_path / "dev.tsv"
+    dev.write_text(HEADER + "".join("\t".join(r) + "\n" for r in garden[:2]))
+    code, _, err = run_cli(
+        capsys, "awe", "train", "--segments", corpus / "seg.tsv", "--dev", dev,
+        "--preset", "smoke", "--out", tmp_path / "run",
+    )  # fmt: skip
+    assert code == 1 and "dev.tsv: the 2 development rows are all of one word ('garden')" in err
+    lopsided = tmp_path / "lopsided.tsv"
+    others = [[f"{corpus}/{r[0]}", *r[1:]] for r in rows if r[1] != "garden"][::3]
+    lopsided.write_text(HEADER + "".join("\t".join(r) + "\n" for r in garden + others))
+    code, _, err = run_cli(
+        capsys, "awe", "train", "--segments", lopsided, "--preset", "smoke",
+        "--out", tmp_path / "run",
+    )  # fmt: skip
+    assert code == 1 and "only one word ('garden') has 4 segments" in err
+    assert not (tmp_path / "run").exists()

@@ -291,3 +291,16 @@ def test_partner_dtw_arguments_are_checked():
         partner_dtw(frames, offsets, start, partners, np.array([1, 1]))
     with pytest.raises(ValueError, match="offsets"):
         partner_dtw(frames, np.array([0, 1, 2]), start, partners, flags)
+
+
+def test_undefined_frames_names_the_first_frame_a_distance_cannot_read():
+    from audiorepro.metrics.dtw import undefined_frames
+
+    x = np.array([[0.2, 0.8], [0.5, -0.1], [0.0, 0.0]])
+    assert undefined_frames(x, "kl") == (1, "has a negative value (-0.1)")
+    assert undefined_frames(np.abs(x), "kl") == (2, "sums to 0")
+    assert undefined_frames(np.abs(x[:2]), "kl") is None
+    for distance in ("angular", "cosine", "euclidean"):
+        assert undefined_frames(x, distance) is None
+    with pytest.raises(ValueError, match="distance must be one of"):
+        undefined_frames(x, "dtw")

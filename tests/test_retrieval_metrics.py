@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from audiorepro.metrics.checks import ScoreError, ScoreWarning
 from audiorepro.metrics.retrieval import (
     audio_to_text_metrics,
     jackknife_ci,
@@ -389,7 +390,9 @@ def test_chance_metrics_are_the_mean_over_every_ranking():
 
     for n in (1, 3, 5, 12):
         # brute force: every position of the one relevant item among n is equally likely
-        if n <= 5:
+        if n == 1:  # one item: refused by the metrics (every query ranks it first)
+            got = {"mAP@10": 1.0, "R@1": 1.0, "R@5": 1.0, "R@10": 1.0}
+        elif n <= 5:
             perms = list(itertools.permutations(range(n)))
             scores = np.array([[-float(p.index(i)) for i in range(n)] for p in perms])
             got = retrieval_metrics(scores, np.zeros(len(perms), dtype=int))
@@ -404,3 +407,24 @@ def test_chance_metrics_are_the_mean_over_every_ranking():
         for key in want:
             assert want[key] == pytest.approx(got[key]), (n, key)
     assert chance_metrics(1045)["mAP@10"] == pytest.approx(2.9290 / 1045, rel=1e-4)
+
+
+def test_what_cannot_be_ranked_is_refused():
+    # one item: every query ranks it first, R@1 = 1 whatever the model
+    with pytest.raises(ScoreError, match=r"scores: 1 item to rank for each of the 3 queries"):
+        retrieval_metrics(np.ones((3, 1)), [0, 0, 0])
+    # collapsed embeddings: every query gives every item one score; the ranks would be the tie
+    # rule's (index: the target's index; optimistic: all 1)
+    with pytest.raises(ScoreError, match=r"scores: each of the 4 queries gives its 5 items one "
+                       r"score"):  # fmt: skip
+        retrieval_metrics(np.full((4, 5), 0.25), [0, 1, 2, 3], ties="optimistic")
+    with pytest.raises(ScoreError, match="one score"):
+        audio_to_text_metrics(np.zeros((2, 4)), [[0, 1], [2, 3]])
+
+
+def test_weak_rankings_warn():
+    rng = np.random.default_rng(0)
+    with pytest.warns(ScoreWarning, match=r"R@5, R@10 count every query as a hit: only 4 items"):
+        retrieval_metrics(rng.normal(size=(20, 4)), rng.integers(0, 4, 20))
+    with pytest.warns(ScoreWarning, match=r"rest on 3 queries"):
+        retrieval_metrics(rng.normal(size=(3, 40)), [0, 1, 2])

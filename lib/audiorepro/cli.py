@@ -630,6 +630,28 @@ def error_message(err: BaseException, made_by: str = "the command that made it")
     return "\n".join(line for line in text.splitlines() if line.strip())
 
 
+def _run_printing_warnings(args: argparse.Namespace) -> None:
+    """:func:`_run`, printing each warning that a score is weak (a handful of pairs, one
+    speaker: :class:`~audiorepro.metrics.checks.ScoreWarning`) as one line
+    ``audiorepro: warning: ...`` on stderr, every time it is warned."""
+    import warnings
+
+    from audiorepro.metrics.checks import ScoreWarning
+
+    shown = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None):  # noqa: ANN001
+        if issubclass(category, ScoreWarning):
+            print(f"audiorepro: warning: {message}", file=sys.stderr)
+        else:
+            shown(message, category, filename, lineno, file, line)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", ScoreWarning)
+        warnings.showwarning = show
+        _run(args)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; returns the exit status (0 done, 1 bad input, 2 bad command line).
 
@@ -637,7 +659,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     field and what to do (``AUDIOREPRO_DEBUG=1`` shows the traceback instead)."""
     args = _parser().parse_args(argv)
     try:
-        _run(args)
+        _run_printing_warnings(args)
     except KeyboardInterrupt:
         print("audiorepro: interrupted", file=sys.stderr)
         return 130

@@ -21,7 +21,8 @@ Definition (ABXpy as driven by ``zerospeech2020``; ``shared/reference/zerospeech
   ``levenshtein`` (the unnormalised edit distance between the sequences of frames, frames equal
   only when all their values are).
 - **Score**: 1 if d(A, X) < d(B, X), 1/2 on a tie (including NaN distances, which compare as
-  neither smaller nor larger), 0 otherwise; averaged over the triplets of a cell (phone of A,
+  neither smaller nor larger; ``kl`` on frames that are not distributions, which would give
+  them, is refused), 0 otherwise; averaged over the triplets of a cell (phone of A,
   phone of B, speaker of A/B, speaker of X, context), then over contexts within (speakers,
   phones), then over speaker pairs within an ordered phone pair, then over ordered phone pairs.
   The error is ``100 * (1 - mean)``.
@@ -54,7 +55,8 @@ from audiorepro.data.recipes.zerospeech import (
     read_item_file,
     write_item_file,
 )
-from audiorepro.metrics.dtw import partner_dtw
+from audiorepro.metrics.checks import FEW, ScoreError, naming, weak
+from audiorepro.metrics.dtw import partner_dtw, undefined_frames
 
 __all__ = [
     "ABX_DISTANCES",
@@ -203,6 +205,8 @@ def item_frames(
     start, stop, ok = _item_spans(lengths, onset, offset, frame_shift)
     for k in np.flatnonzero(~ok):
         start[k], stop[k] = _checked_span(items, int(k), lengths[k], item_file, frame_shift)
+    if frame_shift is not None:
+        _check_reach(items, lengths, stop, item_file, frame_shift)
     frames = [
         np.ascontiguousarray(arrays[it.file][a:b])
         for it, a, b in zip(items, start.tolist(), stop.tolist(), strict=True)
@@ -307,6 +311,42 @@ def _checked_span(
             f"item {item.file} {item.onset}-{item.offset}: {problem}",
         )
     return kept.start, kept.stop
+
+
+#: With a frame shift, the items must reach at least this share of the frames of some file:
+#: a frame shift larger than the features' own makes every item end early in its file.
+MIN_REACH = 0.5
+
+
+def _check_reach(
+    items: Sequence[AbxItem],
+    lengths: np.ndarray,
+    stop: np.ndarray,
+    item_file: Path,
+    frame_shift: float,
+) -> None:
+    """ZeroSpeechFormatError when, at ``frame_shift``, no file's items reach :data:`MIN_REACH`
+    of its frames: the features have far more frames than the item times imply, so the frame
+    shift is not theirs and every item would be scored on the start of its segment only."""
+    reach: dict[str, tuple[int, int]] = {}
+    for item, n, end in zip(items, lengths.tolist(), stop.tolist(), strict=True):
+        reach[item.file] = (max(end, reach.get(item.file, (0, n))[0]), n)
+    file, (end, n) = max(reach.items(), key=lambda kv: kv[1][0] / kv[1][1])
+    if end >= MIN_REACH * n:
+        return
+    offsets = {}
+    for item in items:
+        offsets[item.file] = max(item.offset, offsets.get(item.file, 0.0))
+    likely = max(offsets[name] / m for name, (_, m) in reach.items())
+    raise ZeroSpeechFormatError(
+        item_file,
+        None,
+        f"at a frame shift of {frame_shift:g} s the items reach at most {100 * end / n:.0f}% "
+        f"of their files' frames (file {file}: frames 0-{end - 1} of {n}; {len(reach)} files): "
+        f"the features have more frames than the item times imply, so each item would be "
+        f"scored on its start only; give the features' own frame shift (--frame-shift, "
+        f"frame_shift=): a frame shift of about {likely:.2g} s reaches the ends",
+    )
 
 
 _TIME_HINT = (
@@ -744,9 +784,65 @@ def _abx_from_frames(
             layout.c_base,
             need,
         )
+    _check_features(items, frames, distance)
     dmat = _distance_table(layout, frames, need, distance)
     scores = _scores(layout, cells, dmat)
-    return {mode: _mode_result(layout, cells[mode], *scores[mode]) for mode in modes}
+    results = {mode: _mode_result(layout, cells[mode], *scores[mode]) for mode in modes}
+    for mode, result in results.items():
+        if mode == "within" and len(layout.speakers) == 1:
+            weak(
+                f"all {result.n_items} items are from one speaker ({layout.speakers[0]}): the "
+                "within-speaker ABX says nothing of other voices",
+                4,
+            )
+        if result.n_triplets < FEW:
+            weak(
+                f"the {mode}-speaker ABX rests on {result.n_triplets} triplet(s): a weak estimate",
+                4,
+            )
+    return results
+
+
+def _check_features(items: Sequence[AbxItem], frames: Sequence[np.ndarray], distance: str) -> None:
+    """ScoreError for features the ABX cannot score meaningfully, naming the file, the frame
+    and the count: constant features (every triplet a tie: 50 whatever the model), a
+    ``kl`` distance on frames that are not distributions (NaN distances, ties), ``levenshtein``
+    on real-valued frames (no frame value in two items: the edit distance counts lengths)."""
+    files = {}
+    for item, x in zip(items, frames, strict=True):
+        files.setdefault(item.file, x)
+    stacked = np.concatenate(frames)
+    if len(stacked) >= 2 and bool((stacked == stacked[0]).all()):
+        n_frames = sum(len(x) for x in files.values())
+        raise ScoreError(
+            f"constant features: all {n_frames} frames of the {len(files)} files are the same "
+            "vector (collapsed units?), so every distance ties and the ABX is 50 whatever "
+            "the model"
+        )
+    if distance == "kl":
+        for item, x in zip(items, frames, strict=True):
+            bad = undefined_frames(x, distance)
+            if bad is not None:
+                n_bad = sum(undefined_frames(f, distance) is not None for f in files.values())
+                raise ScoreError(
+                    f"--distance kl: {item.file} frame {bad[0]} {bad[1]} ({n_bad} of the "
+                    f"{len(files)} files have such frames): kl reads each frame as a "
+                    "probability distribution (non-negative, not all 0), and its distances "
+                    "would be NaN; use --distance angular for codebook vectors or other "
+                    "real-valued features"
+                )
+    if distance == "levenshtein":
+        _, symbols = np.unique(stacked, axis=0, return_inverse=True)
+        owner = np.repeat(np.arange(len(frames)), [len(x) for x in frames])
+        pairs = np.unique(np.stack([symbols.reshape(-1), owner], axis=1), axis=0)
+        if len(np.unique(pairs[:, 0])) == len(pairs):
+            raise ScoreError(
+                f"--distance levenshtein: no frame value occurs in two of the {len(items)} "
+                f"items ({len(stacked)} frames): the frames are real-valued, so every "
+                "substitution costs 1 and the edit distance measures only the items' lengths; "
+                "use levenshtein on discrete units (one-hot codes, codebook vectors) or "
+                "--distance angular"
+            )
 
 
 def _check_arguments(distance: str, modes: Sequence[str], frame_shift: float | None) -> None:
@@ -778,7 +874,8 @@ def abx_modes(
     """
     _check_arguments(distance, modes, frame_shift)
     items, frames = item_frames(features, item_file, frame_shift)
-    return _abx_from_frames(items, frames, distance, list(dict.fromkeys(modes)))
+    with naming(item_file):
+        return _abx_from_frames(items, frames, distance, list(dict.fromkeys(modes)))
 
 
 def abx(
@@ -813,5 +910,16 @@ def abx_error(
 
     Returns:
         The error in percent, ``100 * (1 - mean score)``; 50 is chance.
+
+    Raises:
+        ZeroSpeechFormatError: a malformed, duplicated or twice-labelled item, an item that does
+            not fit its features, a frame shift under which no file's items reach half its
+            frames (:func:`item_frames`), bad features.
+        ValueError: no triplet of the mode; a
+            :class:`~audiorepro.metrics.checks.ScoreError` for constant features, ``kl`` on
+            frames that are not distributions, ``levenshtein`` on real-valued frames. Warns
+            (:class:`~audiorepro.metrics.checks.ScoreWarning`) under
+            :data:`~audiorepro.metrics.checks.FEW` triplets and for within-speaker ABX of one
+            speaker.
     """
     return abx(features, item_file, distance, mode, frame_shift).error

@@ -53,6 +53,14 @@ import numpy as np
 from scipy.special import digamma
 from threadpoolctl import threadpool_limits
 
+from audiorepro.metrics.checks import (
+    FEW,
+    ScoreError,
+    check_not_collapsed,
+    check_pair_labels,
+    weak,
+)
+
 QUANT_BITS = 40
 """Distances are rounded to multiples of 2**-QUANT_BITS (the tie resolution)."""
 _SCALE = float(2**QUANT_BITS)
@@ -242,14 +250,22 @@ def same_different_ap(
 
     Raises:
         ValueError: fewer than 2 rows, a label count that differs from N, a row with NaN/inf or
-            all zeros (named by index), no positive pair, or an unknown metric.
+            all zeros (named by index), or an unknown metric;
+            :class:`~audiorepro.metrics.checks.ScoreError` (a ``ValueError``) for what has no
+            meaningful AP: no positive pair, one label only (no negative pair), or collapsed
+            embeddings (every row the same vector). Under
+            :data:`~audiorepro.metrics.checks.FEW` positive pairs it warns
+            (:class:`~audiorepro.metrics.checks.ScoreWarning`).
     """
     _check_metric(metric)
-    x = _normalized(embeddings, "embeddings")
+    raw = np.asarray(embeddings)
+    x = _normalized(raw, "embeddings")
     n = x.shape[0]
     if n < 2:
         raise ValueError(f"embeddings: need at least 2 rows, got {n}")
     codes = _label_codes(labels, n, "labels")
+    check_pair_labels(codes, "labels")
+    check_not_collapsed(raw, "embeddings")
 
     # Positive pairs, enumerated per label (i < j).
     order = np.argsort(codes, kind="stable")
@@ -262,8 +278,6 @@ def same_different_ap(
         a, b = np.triu_indices(m, k=1)
         pi.append(members[a])
         pj.append(members[b])
-    if not pi:
-        raise ValueError("labels: no two embeddings share a label, so there is no positive pair")
     pi, pj = np.concatenate(pi), np.concatenate(pj)
     xs = x * -_SCALE
     hint = _keys(np.einsum("ij,ij->i", x[pi], xs[pj]))
@@ -309,6 +323,8 @@ def _cross_view_pairs(
     and word row ``pj[k]`` carry the same label."""
     a = _normalized(acoustic_emb, "acoustic_emb")
     w = _normalized(word_emb, "word_emb")
+    check_not_collapsed(np.asarray(acoustic_emb), "acoustic_emb")
+    check_not_collapsed(np.asarray(word_emb), "word_emb")
     if a.shape[1] != w.shape[1]:
         raise ValueError(f"acoustic_emb has dimension {a.shape[1]} but word_emb has {w.shape[1]}")
     m, n = a.shape[0], w.shape[0]
@@ -331,7 +347,18 @@ def _cross_view_pairs(
         else np.zeros(0, np.int64)
     )
     if not pi.size:
-        raise ValueError("no acoustic label occurs among word_labels: no positive pair")
+        raise ScoreError(
+            f"no acoustic label occurs among word_labels: no positive pair ({m} acoustic rows, "
+            f"{n} written words)"
+        )
+    if pi.size == m * n:
+        raise ScoreError(
+            f"acoustic_labels, word_labels: every one of the {m * n} (acoustic, written) pairs "
+            "is a same-label pair (one label only), so AP is 1 whatever the embeddings: give "
+            "words of at least two labels"
+        )
+    if pi.size < FEW:
+        weak(f"cross-view: the AP rests on {pi.size} positive pair(s): a weak estimate", 4)
     return a, w, a_codes, w_codes, pi, pj
 
 
@@ -365,8 +392,9 @@ def cross_view_ap(
         AP, or ``(AP, PRB)``.
 
     Raises:
-        ValueError: mismatched dimensions or label counts, a NaN/inf/all-zero row (named), no
-            positive pair, or an unknown metric.
+        ValueError: mismatched dimensions or label counts, a NaN/inf/all-zero row (named), or
+            an unknown metric; ``ScoreError`` for no positive pair, no negative pair (one
+            label only) or collapsed embeddings (:func:`same_different_ap`).
     """
     _check_metric(metric)
     a, w, a_codes, w_codes, pi, pj = _cross_view_pairs(
@@ -451,7 +479,8 @@ def pairs_average_precision(
         positive: (P,) bool, True for same-word pairs.
 
     Raises:
-        ValueError: shapes differ, a NaN/inf distance, or no positive pair.
+        ValueError: shapes differ, a NaN/inf distance; ``ScoreError`` for no positive pair or
+            no negative one (one label only). Warns under ``FEW`` positive pairs.
     """
     d = np.asarray(distances, dtype=np.float64).reshape(-1)
     pos = np.asarray(positive, dtype=bool).reshape(-1)
@@ -460,7 +489,14 @@ def pairs_average_precision(
     if not np.isfinite(d).all():
         raise ValueError(f"distances: entry {int(np.flatnonzero(~np.isfinite(d))[0])} is NaN/inf")
     if not pos.any():
-        raise ValueError("positive: no positive pair")
+        raise ScoreError(f"positive: no positive pair among the {pos.size} pairs")
+    if pos.all():
+        raise ScoreError(
+            f"positive: all {pos.size} pairs are positive (one label only), so AP is 1 "
+            "whatever the distances: give items of at least two labels"
+        )
+    if int(pos.sum()) < FEW:
+        weak(f"positive: the AP rests on {int(pos.sum())} positive pair(s): a weak estimate")
     neg = np.sort(d[~pos])
     values, counts = np.unique(d[pos], return_counts=True)
     below = np.searchsorted(neg, values, side="left")

@@ -5,7 +5,11 @@ frame (line) of every file is one symbol occurrence; the symbols are the *distin
 one-hot vector, an integer id and a codebook vector of the same unit are the same symbol. ``N``
 is the number of frames, ``H = −Σ p_s log2 p_s`` the entropy of the pooled symbol distribution in
 bits and ``D`` the total duration in seconds (the sum of the wav durations of the listed files).
-Continuous features make every frame distinct, so ``H = log2 N``. The files are read by
+Continuous features make (almost) every frame distinct, so ``H`` is near ``log2 N`` and ``B``
+counts frames: from :data:`CONTINUOUS_FRAMES` frames on, with :data:`CONTINUOUS_SHARE` of them
+symbols that occur once, that is refused (a :class:`~audiorepro.metrics.checks.ScoreError`);
+half of the frames such symbols, or one symbol only (collapsed units, 0 b/s), is scored with a
+warning. The files are read by
 :func:`audiorepro.data.recipes.zerospeech.read_embedding_file` (every non-blank line a frame).
 """
 
@@ -22,6 +26,7 @@ from audiorepro.data.recipes.zerospeech import (
     read_bitrate_filelist,
     read_embedding_file,
 )
+from audiorepro.metrics.checks import ScoreError, naming, weak
 
 __all__ = [
     "bitrate",
@@ -30,6 +35,14 @@ __all__ = [
     "entropy_bits",
     "read_embedding_file",
 ]
+
+
+CONTINUOUS_FRAMES = 64
+"""From this many frames on, a :data:`CONTINUOUS_SHARE` of frames whose symbol occurs only once
+marks continuous features, not units (K-means and VQ codebooks reuse their codes: real units
+of a ZeroSpeech test set have a few percent of such frames, MFCC frames over 95%)."""
+
+CONTINUOUS_SHARE = 0.9
 
 
 def entropy_bits(symbols: np.ndarray) -> float:
@@ -62,14 +75,24 @@ def bitrate(sequences: Sequence[np.ndarray], total_duration_s: float) -> float:
         total_duration_s: D, the total duration of the files in seconds (> 0).
 
     Returns:
-        ``N * H / D``; 0 when there are no frames.
+        ``N * H / D``.
+
+    Raises:
+        ValueError: a duration <= 0, NaN/inf, dimensions that differ;
+            :class:`~audiorepro.metrics.checks.ScoreError` when there is no frame, or for
+            continuous features (module docstring). Warns when half of the frames are symbols
+            that occur once, or all frames are one symbol.
     """
     if not total_duration_s > 0:
         raise ValueError(f"total_duration_s must be > 0, got {total_duration_s!r}")
     arrays = [_frames(x, f"sequence {k}") for k, x in enumerate(sequences)]
+    n_sequences = len(arrays)
     arrays = [x for x in arrays if len(x)]
     if not arrays:
-        return 0.0
+        raise ScoreError(
+            f"no frame in the {n_sequences} sequence(s): there is nothing to measure the "
+            "bitrate of"
+        )
     dims = {x.shape[1] for x in arrays}
     if len(dims) > 1:
         first = next(k for k, x in enumerate(arrays) if x.shape[1] != arrays[0].shape[1])
@@ -78,7 +101,29 @@ def bitrate(sequences: Sequence[np.ndarray], total_duration_s: float) -> float:
             f"the first has {arrays[0].shape[1]}: all files must have the same dimension"
         )
     stacked = np.concatenate(arrays)
+    _check_symbols(stacked)
     return len(stacked) * entropy_bits(stacked) / total_duration_s
+
+
+def _check_symbols(frames: np.ndarray) -> None:
+    """Refuse continuous features, warn on too few frames to tell and on one symbol only."""
+    n = len(frames)
+    _, counts = np.unique(frames, axis=0, return_counts=True)
+    once = int((counts == 1).sum())
+    if n >= CONTINUOUS_FRAMES and once >= CONTINUOUS_SHARE * n:
+        raise ScoreError(
+            f"{once} of the {n} frames are symbols that occur only once: continuous features "
+            "(input frames, not units), whose bitrate, near N log2 N / D, counts frames and "
+            "measures nothing; give discrete units (units encode --what vectors, codes or "
+            "kmeans)"
+        )
+    if n > 1 and once >= n / 2:
+        weak(
+            f"{once} of the {n} frames are symbols that occur only once: continuous features, "
+            "or too few frames for the entropy of the units"
+        )
+    elif len(counts) == 1 and n > 1:
+        weak(f"all {n} frames are one symbol (collapsed units): the bitrate is 0")
 
 
 def bitrate_from_submission(
@@ -122,4 +167,5 @@ def bitrate_of_files(
         duration += seconds
     if duration == 0.0:
         raise ZeroSpeechFormatError(folder, None, f"none of the files {source} exist")
-    return bitrate(arrays, duration)
+    with naming(folder):  # the units' problems name their folder
+        return bitrate(arrays, duration)

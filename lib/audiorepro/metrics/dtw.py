@@ -42,6 +42,7 @@ __all__ = [
     "pairwise_dtw",
     "pairwise_dtw_both",
     "partner_dtw",
+    "undefined_frames",
 ]
 
 #: Frame distances understood by :func:`frame_distances` and :func:`pairwise_dtw`.
@@ -606,6 +607,29 @@ def _as_frames(x: np.ndarray, name: str) -> np.ndarray:
     if x.ndim != 2:
         raise ValueError(f"{name} must be a (frames, dim) array, got shape {x.shape}")
     return np.ascontiguousarray(x)
+
+
+def undefined_frames(x: np.ndarray, distance: str) -> tuple[int, str] | None:
+    """The first frame of ``x`` (N, D) on which ``distance`` is undefined, and why; ``None``
+    when it is defined on every frame.
+
+    ``kl`` reads each frame as a probability distribution: a negative value (codebook vectors,
+    MFCCs) makes its distances NaN (the log of a negative number) and a frame summing to 0 has
+    no normalisation, so both are undefined. ``angular`` and ``euclidean`` are defined on every
+    finite frame (a zero vector has its angular convention, module docstring).
+    """
+    code = _distance_code(distance)
+    x = _as_frames(x, "x")
+    if code != 1 or not len(x):
+        return None
+    negative = np.flatnonzero((x < 0).any(axis=1))
+    if negative.size:
+        row = int(negative[0])
+        return row, f"has a negative value ({float(x[row].min()):g})"
+    empty = np.flatnonzero(x.sum(axis=1) <= 0)
+    if empty.size:
+        return int(empty[0]), "sums to 0"
+    return None
 
 
 def frame_distances(a: np.ndarray, b: np.ndarray, distance: str = "angular") -> np.ndarray:

@@ -26,6 +26,11 @@ depends on the CPU's SIMD dispatch. Here the order is deterministic and chosen b
 
 Relevant items tied with each other keep index order among themselves (that order does not
 change any metric). Scores are compared in their own dtype, so fp16 ties stay ties.
+
+What cannot be ranked is refused (:class:`~audiorepro.metrics.checks.ScoreError`): one item
+per query, or every query giving all its items one score (collapsed embeddings: the ranks
+would be the tie rule's). A cut-off ``k`` at or past the number of items (every query a hit)
+and fewer than :data:`~audiorepro.metrics.checks.FEW` queries are scored with a warning.
 """
 
 from __future__ import annotations
@@ -37,6 +42,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
+
+from audiorepro.metrics.checks import FEW, ScoreError, weak
 
 __all__ = [
     "TIES",
@@ -210,6 +217,31 @@ def chance_metrics(num_items: int, ks: Sequence[int] = (1, 5, 10)) -> dict[str, 
     return out
 
 
+def _check_rankable(scores: np.ndarray | torch.Tensor, ks: Sequence[int]) -> None:
+    """ScoreError for scores with nothing to rank; warnings for a weak ranking."""
+    scores = _as_scores(scores)
+    n_queries, n_items = scores.shape
+    if n_items < 2:
+        raise ScoreError(
+            f"scores: 1 item to rank for each of the {n_queries} queries: every query ranks "
+            "it first, whatever the model; give at least two items"
+        )
+    if bool((scores == scores[:, :1]).all()):
+        raise ScoreError(
+            f"scores: each of the {n_queries} queries gives its {n_items} items one score "
+            "(collapsed embeddings?): the ranks would be the tie rule's, not the model's"
+        )
+    trivial = [k for k in ks if k >= n_items]
+    if trivial:
+        weak(
+            f"scores: {', '.join(f'R@{k}' for k in trivial)} count every query as a hit: only "
+            f"{n_items} items to rank",
+            4,
+        )
+    if n_queries < FEW:
+        weak(f"scores: the metrics rest on {n_queries} queries: a weak estimate", 4)
+
+
 def per_query_metrics(
     scores: np.ndarray | torch.Tensor,
     targets: np.ndarray | torch.Tensor | Sequence[int],
@@ -218,9 +250,11 @@ def per_query_metrics(
 ) -> dict[str, np.ndarray]:
     """The per-query values that :func:`retrieval_metrics` averages: ``AP@10`` under the key
     ``"mAP@10"`` and ``[r <= k]`` under ``"R@k"``, each a float64 array (n_queries,). For
-    confidence intervals (:func:`jackknife_ci`) or paired comparisons of two systems."""
+    confidence intervals (:func:`jackknife_ci`) or paired comparisons of two systems. Scores
+    with nothing to rank are refused, weak ones warned about (module docstring)."""
     ks = _check_ks(ks)
     ranks = relevant_ranks(scores, targets, ties=ties)
+    _check_rankable(scores, ks)
     out = {"mAP@10": np.where(ranks <= 10, 1.0 / ranks, 0.0)}
     for k in ks:
         out[f"R@{k}"] = (ranks <= k).astype(np.float64)
@@ -369,6 +403,7 @@ def audio_to_text_metrics(
     """
     ks = _check_ks(ks)
     queries, ranks = multi_relevant_ranks(scores, relevant, ties=ties)
+    _check_rankable(scores, ks)
     n_queries = int(queries.max()) + 1 if queries.size else 0
     n_relevant = np.bincount(queries, minlength=n_queries).astype(np.float64)
     # Position of each relevant item among its query's relevant items, sorted by rank (1-based).

@@ -234,7 +234,9 @@ def read_item_file(path: str | os.PathLike[str]) -> list[AbxItem]:
 
     Raises:
         ZeroSpeechFormatError: naming ``file:line`` for a bad or missing header, a wrong number
-            of fields, non-numeric or non-finite times, a negative onset or ``onset >= offset``.
+            of fields, non-numeric or non-finite times, a negative onset or ``onset >= offset``,
+            an item listed twice (same file, onset and offset) or listed with two labels (with
+            the line it repeats and the count).
     """
     path = Path(path)
     lines = _text_lines(path)
@@ -270,7 +272,49 @@ def read_item_file(path: str | os.PathLike[str]) -> list[AbxItem]:
                 f"onset must be < offset, got onset {onset_text} offset {offset_text}",
             )
         items.append(AbxItem(file, onset, offset, phone, prev_phone, next_phone, speaker))
+    _check_repeats(path, [number for number, _ in lines[1:]], items)
     return items
+
+
+def _check_repeats(path: Path, numbers: list[int], items: list[AbxItem]) -> None:
+    """ZeroSpeechFormatError for an item listed twice (the same file, onset and offset: as A
+    and X of a triplet it scores 0, so duplicates pull the error down) or listed with two
+    labels, naming the first such line, the line it repeats and the count."""
+    first: dict[tuple[str, float, float], int] = {}
+    repeats, conflicts = [], []
+    for k, item in enumerate(items):
+        earlier = first.setdefault((item.file, item.onset, item.offset), k)
+        if earlier != k:
+            (repeats if items[earlier] == item else conflicts).append((k, earlier))
+    for found, what in ((conflicts, "labels"), (repeats, "repeat")):
+        if not found:
+            continue
+        k, earlier = found[0]
+        item, other = items[k], items[earlier]
+        where = f"item {item.file} {item.onset}-{item.offset}"
+        if what == "repeat":
+            message = (
+                f"{where} repeats line {numbers[earlier]} ({len(repeats)} of the {len(items)} "
+                "items repeat an earlier line): an item listed twice is its own X, so every "
+                "repeat pulls the ABX error down; list each item once"
+            )
+        else:
+            field, new, old = next(
+                (name, a, b)
+                for name, a, b in zip(
+                    ITEM_HEADER[3:],
+                    (item.phone, item.prev_phone, item.next_phone, item.speaker),
+                    (other.phone, other.prev_phone, other.next_phone, other.speaker),
+                    strict=True,
+                )
+                if a != b
+            )
+            message = (
+                f"{where} is on line {numbers[earlier]} with other labels ({field} {new!r}, "
+                f"not {old!r}; {len(conflicts)} item(s) of the {len(items)} listed with two "
+                "labels): an item has one label; keep the right line"
+            )
+        raise ZeroSpeechFormatError(path, numbers[k], message)
 
 
 def write_item_file(

@@ -30,6 +30,7 @@ from audiorepro.experiments.awe.train import AWERun, fit, set_threads
 from audiorepro.experiments.awe.views import embed_segments
 from audiorepro.features import load_audio, mfcc_features
 from audiorepro.metrics.average_precision import same_different_ap
+from audiorepro.metrics.checks import ScoreError, check_speakers, naming
 from audiorepro.models.awe import AWEModelConfig, MultiViewAWE
 from audiorepro.storage import (
     load_model_weights,
@@ -138,15 +139,25 @@ def segments_data(
 def hold_out(
     rows: Sequence[Segment], fraction: float, seed: int
 ) -> tuple[list[Segment], list[Segment]]:
-    """``(train, dev)``: about ``fraction`` of the rows (at least 2) held out in pairs of one
-    word, from words with at least 4 rows (so that both sides keep pairs), seeded."""
+    """``(train, dev)``: about ``fraction`` of the rows (at least 4) held out in pairs of one
+    word, from at least two words with at least 4 rows (so that both sides keep pairs, and the
+    development AP has pairs of different words to rank: of one word it is 1 whatever the
+    model), seeded."""
     order = np.random.default_rng(seed).permutation(len(rows)).tolist()
     by_word: dict[str, list[int]] = {}
     for i in order:
         by_word.setdefault(rows[i].word, []).append(i)
-    want = max(2, int(round(fraction * len(rows))))
     held: list[int] = []
     words = [w for w in sorted(by_word, key=lambda w: -len(by_word[w])) if len(by_word[w]) >= 4]
+    if len(words) == 1:
+        raise RecordingsError(
+            rows[0].source,
+            None,
+            f"only one word ({words[0]!r}) has 4 segments to hold 2 out for development, and "
+            "the AP of one word is 1 whatever the model, so it cannot pick an epoch: give --dev "
+            "(rows of at least two words)",
+        )
+    want = max(4, int(round(fraction * len(rows))))
     while len(held) < want and words:
         for w in list(words):
             held += by_word[w][:2]
@@ -207,6 +218,14 @@ def train_on_segments(
             dev if dev is not None else segments,
             None,
             "the development rows need a word spoken at least twice (same-different AP)",
+        )
+    if len({r.word for r in dev_rows}) == 1:
+        raise RecordingsError(
+            dev if dev is not None else segments,
+            None,
+            f"the {len(dev_rows)} development rows are all of one word ({dev_rows[0].word!r}): "
+            "their AP is 1 whatever the model, so they cannot pick an epoch; give rows of at "
+            "least two words",
         )
     pronunciations, phone_ids = lexicon_ids(train_rows + dev_rows, lexicon)
     data = {
@@ -324,7 +343,9 @@ def embeddings_ap(path: str | os.PathLike[str]) -> float:
     emb, labels = archive["embeddings"], archive["labels"]
     if labels.dtype.kind == "U":  # words as training and tables compare them (WORD_RULE)
         labels = np.asarray([word_label(str(w)) for w in labels])
-    return float(same_different_ap(emb, labels))
+    with naming(path):  # errors and warnings of the score name the file
+        check_speakers(archive["speakers"] if "speakers" in archive else None, "speakers")
+        return float(same_different_ap(emb, labels))
 
 
 def dtw_table_ap(
@@ -354,5 +375,13 @@ def dtw_table_ap(
             f"{segments}: no word occurs twice among the {n} segments, so there is no "
             "same-word pair to rank"
         )
-    ap, num_pairs = dtw_ap(segment_features(chosen, feature_dim), labels)
+    if len(set(labels)) == 1:
+        raise ScoreError(
+            f"{segments}: all {n} segments are of one word ({labels[0]!r}), so every one of the "
+            f"{positives} pairs is a same-word pair and AP is 1 whatever the features: give "
+            "segments of at least two words"
+        )
+    with naming(segments):  # the warnings of a weak score name the table
+        check_speakers([r.speaker for r in chosen], "speaker")
+        ap, num_pairs = dtw_ap(segment_features(chosen, feature_dim), labels)
     return {"ap": ap, "tokens": n, "num_pairs": num_pairs, "positives": positives}
