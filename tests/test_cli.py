@@ -754,3 +754,30 @@ def test_awe_train_refuses_development_rows_of_one_word(corpus, tmp_path, capsys
     )  # fmt: skip
     assert code == 1 and "only one word ('garden') has 4 segments" in err
     assert not (tmp_path / "run").exists()
+
+
+def test_awe_train_counts_and_prints_the_rows_too_short_to_embed(corpus, tmp_path, capsys):
+    """A row shorter than min_frames (2 frames of 10 ms) is left out of training, and the run
+    says how many, per split, and records them; nothing is dropped without a word."""
+    rows = (corpus / "seg.tsv").read_text().splitlines()[1:]
+    short = rows[0].split("\t")
+    short[3:5] = ["0.100", "0.110"]  # 10 ms: one frame
+    table = tmp_path / "short.tsv"
+    table.write_text(HEADER + "".join(f"{r}\n" for r in rows) + "\t".join(short) + "\n")
+    (tmp_path / "audio").symlink_to(corpus / "audio")  # the table's paths are relative
+    code, out, err = run_cli(
+        capsys,
+        "awe", "train", "--segments", table, "--preset", "smoke",
+        "--set", "train.max_steps=2", "--out", tmp_path / "run",
+    )  # fmt: skip
+    assert code == 0, err
+    info = json.loads((tmp_path / "run/run.json").read_text())
+    assert sum(info["left_out_short"].values()) == 1
+    split = next(s for s, n in info["left_out_short"].items() if n)
+    assert "left out 1 rows shorter than 2 frames of 10 ms" in out and f"{split} 1" in out
+    code, out, _ = run_cli(
+        capsys,
+        "awe", "train", "--segments", corpus / "seg.tsv", "--preset", "smoke",
+        "--set", "train.max_steps=2", "--out", tmp_path / "full",
+    )  # fmt: skip
+    assert code == 0 and "left out" not in out

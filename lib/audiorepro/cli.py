@@ -547,6 +547,12 @@ def _run(args: argparse.Namespace) -> None:
             )
             _done(args, plan, AWE_WRITES)
         print(f"trained {run.history.final_epoch} epochs -> {run.path}")
+        if sum(run.left_out.values()):
+            splits = ", ".join(f"{split} {n}" for split, n in run.left_out.items())
+            print(
+                f"left out {sum(run.left_out.values())} rows shorter than "
+                f"{_loader(args)(args.preset, overrides).min_frames} frames of 10 ms ({splits})"
+            )
         print(WORD_RULE)
         print(f"kept the weights of epoch {run.kept_epoch} (select: {run.selected})")
         if run.best_dev >= 1.0 and run.selected == "best":

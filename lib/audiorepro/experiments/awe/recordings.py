@@ -239,6 +239,7 @@ def train_on_segments(
         )
         for split, split_rows in (("train", train_rows), ("dev", dev_rows))
     }
+    left_out = {split: int(d.dropped["short"]) for split, d in data.items()}
     set_threads(config)
     model, result, schedule, final = fit(config, data, progress)
     best_dev = float(schedule.best) if schedule.best is not None else float("nan")
@@ -262,6 +263,7 @@ def train_on_segments(
                 "pronunciations": {w: list(p) for w, p in pronunciations.items()},
                 "best_dev": best_dev,
                 "kept_epoch": kept,
+                "left_out_short": left_out,
                 "history": result.to_dict(),
                 "schedule": [list(h) for h in schedule.history],
             },
@@ -278,6 +280,7 @@ def train_on_segments(
         path=out,
         selected=config.select,
         kept_epoch=kept,
+        left_out=left_out,
     )
 
 

@@ -49,6 +49,8 @@ class AWERun:
         kept_epoch: the epoch (1-based) of those weights
             (:func:`~audiorepro.experiments.awe.recordings.kept_epoch`; runs of
             :func:`~audiorepro.experiments.awe.recordings.train_on_segments`).
+        left_out: rows of each split left out as shorter than ``min_frames`` (runs of
+            :func:`~audiorepro.experiments.awe.recordings.train_on_segments`).
     """
 
     model: MultiViewAWE
@@ -60,6 +62,7 @@ class AWERun:
     path: Path
     selected: str = "best"
     kept_epoch: int | None = None
+    left_out: dict[str, int] = dataclasses.field(default_factory=dict)
 
 
 def run_config(config: Config, data: Mapping[str, WordSegments]) -> dict[str, Any]:
