@@ -228,7 +228,9 @@ def test_passt_mel_training_uses_the_drawn_band():
     out = module(wav)
     assert fmax != 15000.0
     ref = passt_reference(wav[0].double().numpy(), fmin=fmin, fmax=fmax)
-    np.testing.assert_allclose(out[0].numpy(), ref, atol=2e-4)
+    # float32 against a float64 reference: 1.2e-4 apart with AVX-512 kernels, 2.1e-4 with AVX2
+    # ones (measured); the preset band (0-15000 Hz) instead of the drawn one is 0.26 away.
+    np.testing.assert_allclose(out[0].numpy(), ref, atol=1e-3)
     assert not torch.allclose(out, module.eval()(wav))
 
 

@@ -259,10 +259,13 @@ def test_a_run_another_process_published_first_is_loaded_from_its_files(smoke, t
                     (folder / name).unlink()
                     zeros = {k: torch.zeros_like(v) for k, v in tensors.items()}
                     runs.save_tensors(zeros, folder / name)
-                runs.write_json(folder / "history.json", {"elsewhere": True})
+                # Its own history file (a new file, as another process's would be).
+                runs.write_json(folder / "elsewhere.json", {"elsewhere": True})
+                (folder / "elsewhere.json").replace(folder / "history.json")
 
             super().publish(run, other)
-            return super().publish(run, build)  # ours is built, then dropped
+            # Ours finds the run complete (it waited for the other's lock) and builds nothing.
+            return super().publish(run, build)
 
     store = FirstElsewhere(CHAPTER, tmp_path / "runs")
     trained = run_training(
