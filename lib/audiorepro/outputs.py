@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from audiorepro.storage import atomic_write, known_file_sha256, read_json
+from audiorepro.storage import atomic_write, known_file_sha256, plain_values, read_json
 
 __all__ = [
     "OUTPUT_RECORD",
@@ -209,7 +209,7 @@ def output_target(
     if (
         previous
         and request is not None
-        and dict(record.get("request", {})) == _plain(request)
+        and dict(record.get("request", {})) == plain_values(request)
         and all(p.is_file() for p in previous)
         and not force
     ):
@@ -219,7 +219,7 @@ def output_target(
         if previous:
             why = (
                 f"holds the output of an earlier `{command}` with other inputs or settings "
-                f"({'; '.join(_differences(record.get('request', {}), _plain(request or {})))})"
+                f"({'; '.join(_differences(record.get('request', {}), plain_values(request or {})))})"
             )
         elif isinstance(record, Mapping) and record.get("command"):
             why = f"holds the output of `{record.get('command')}`"
@@ -248,17 +248,6 @@ def _identity(path: Path) -> tuple[int, int] | None:
     return stat.st_ino, stat.st_mtime_ns
 
 
-def _plain(value: Any) -> Any:
-    """``value`` as JSON reads it back (tuples as lists, keys as strings)."""
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    if isinstance(value, Path):
-        return str(value)
-    return value
-
-
 def record_output(
     plan: OutputPlan, *, command: str, outputs: Iterable[str | os.PathLike[str]]
 ) -> None:
@@ -273,7 +262,7 @@ def record_output(
         str(Path(o).relative_to(path)) if Path(o).is_absolute() else str(o) for o in outputs
     )
     names = [n for n in names if (path / n).is_file()]
-    record = {"command": command, "request": _plain(plan.request or {}), "outputs": names}
+    record = {"command": command, "request": plain_values(plan.request or {}), "outputs": names}
     atomic_write(
         path / OUTPUT_RECORD, lambda tmp: tmp.write_text(json.dumps(record, indent=1) + "\n")
     )

@@ -537,12 +537,13 @@ STAGING = ".staging-"
 LOCK = ".lock-"
 
 
-def _plain(value: Any) -> Any:
-    """JSON-friendly values for hashing: tuples as lists, paths as strings, sorted keys."""
+def plain_values(value: Any) -> Any:
+    """JSON-friendly values for hashing and records: tuples as lists, paths as strings, keys as
+    strings, NumPy scalars and dataclasses unpacked; any other type is a ``TypeError``."""
     if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
+        return {str(k): plain_values(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
+        return [plain_values(v) for v in value]
     if isinstance(value, Path):
         return str(value)
     if hasattr(value, "item") and getattr(value, "ndim", None) == 0:
@@ -550,14 +551,14 @@ def _plain(value: Any) -> Any:
     if value is None or isinstance(value, bool | int | float | str):
         return value
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return _plain(dataclasses.asdict(value))
+        return plain_values(dataclasses.asdict(value))
     raise TypeError(f"cannot hash a configuration value of type {type(value).__name__}")
 
 
 def config_hash(config: Any, length: int = 16) -> str:
     """Hex digest of a resolved configuration (mapping or dataclass): equal configurations,
     equal hashes, whatever the key order; tuples and lists hash alike."""
-    text = json.dumps(_plain(config), sort_keys=True, allow_nan=True, separators=(",", ":"))
+    text = json.dumps(plain_values(config), sort_keys=True, allow_nan=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:length]
 
 
@@ -646,7 +647,7 @@ class RunStore:
 
     def run(self, kind: str, config: Any) -> Run:
         """The entry of ``kind`` for ``config`` (complete or not yet)."""
-        plain = _plain(config)
+        plain = plain_values(config)
         key = config_hash(plain)
         return Run(self.root / self.chapter / kind / key, kind, key, plain)
 
