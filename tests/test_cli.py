@@ -310,6 +310,22 @@ def test_units_bitrate_voice_and_resynthesis_of_a_folder(corpus, tmp_path, capsy
         capsys, "units", "resynth", tmp_path / "u", "--audio", audio, "--out", tmp_path / "w2"
     )
     assert code == 1 and "not a voice run" in err
+    # A silent file in the voice's folder is left out of the inverter's training and named.
+    voice = tmp_path / "voice"
+    voice.mkdir()
+    for name in ("S001_garden0", "S002_yellow1"):
+        (voice / f"{name}.wav").symlink_to(audio / f"{name}.wav")
+    sf.write(voice / "quiet.wav", np.zeros(16000, dtype=np.float32), 16000)
+    code, out, err = run_cli(
+        capsys, "units", "voice", tmp_path / "u", "--audio", voice,
+        "--set", "inverter_train.max_steps=2", "--out", tmp_path / "v3",
+    )  # fmt: skip
+    assert code == 0, err
+    assert "pieces of 2 files" in out and "quiet.wav (silent: every sample is 0)" in out
+    info = json.loads((tmp_path / "v3" / "voice.json").read_text())
+    assert info["files"] == 2 and [why for _, why in info["left_out"]] == [
+        "silent: every sample is 0"
+    ]
 
 
 def test_awe_dtw_is_the_mfcc_dtw_baseline_of_a_segments_table(corpus, tmp_path, capsys):

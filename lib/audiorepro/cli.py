@@ -487,11 +487,12 @@ def _run(args: argparse.Namespace) -> None:
             )
             _done(args, plan, VOICE_WRITES)
         losses = voice.history["loss"]
+        used = voice.files if voice.files is not None else len(find_wavs(args.audio))
         print(
             f"trained the inverter {len(losses)} steps on {voice.pieces} pieces of "
-            f"{len(find_wavs(args.audio))} files -> {voice.path}"
+            f"{used} files -> {voice.path}"
         )
-        print(f"{args.audio}: {scan_folder(args.audio).note()}")
+        print(f"{args.audio}: {scan_folder(args.audio).note(voice.left_out, used=used)}")
         print(f"final loss {losses[-1] if losses else float('nan'):.4f}")
     elif command == ("units", "resynth"):
         plan = _output(args)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -346,6 +346,10 @@ class VoiceRun:
     path: Path
     pieces: int | None = None
     """Training pairs of ``segment_frames`` code frames the files gave (:func:`inverter_pairs`)."""
+    files: int | None = None
+    """The files the inverter trained on."""
+    left_out: list[tuple[Path, str]] = field(default_factory=list)
+    """Files under the voice's folder left out of training, and why (silent, cancelling)."""
 
 
 def train_voice(
@@ -374,7 +378,13 @@ def train_voice(
             f"{units.path}: the units normalise per speaker (model.feature_norm=speaker); "
             "resynthesis reads one file at a time: train the units with another feature_norm"
         )
-    wavs = find_wavs(audio)
+    # Silent files and files whose channels cancel are left out and named (training_files), as
+    # in units train: an inverter trained on silence would learn to say nothing.
+    wavs, left_out = training_files(find_wavs(audio))
+    if not wavs:
+        raise RecordingsError(
+            audio, None, f"no file to train on: {scan_folder(audio).note(left_out, used=0)}"
+        )
     inputs = load_wav_features(wavs, units.feature, store())
     mags = load_wav_features(wavs, "linear", store())
     items = inverter_pairs(vqvae, inputs, mags, config.inverter_train.segment_frames)
@@ -400,11 +410,14 @@ def train_voice(
             "griffin_lim_iters": config.griffin_lim_iters,
             "audio": str(Path(audio).resolve()),
             "files": len(wavs),
+            "left_out": [[str(path), why] for path, why in left_out],
             "pieces": len(items),
             "history": history,
         },
     )
-    return VoiceRun(units, inverter, config.griffin_lim_iters, history, out, len(items))
+    return VoiceRun(
+        units, inverter, config.griffin_lim_iters, history, out, len(items), len(wavs), left_out
+    )
 
 
 def load_voice(path: str | os.PathLike[str]) -> VoiceRun:
@@ -423,6 +436,8 @@ def load_voice(path: str | os.PathLike[str]) -> VoiceRun:
         info["history"],
         path,
         info.get("pieces"),
+        info.get("files"),
+        [(Path(p), why) for p, why in info.get("left_out", [])],
     )
 
 
