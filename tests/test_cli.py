@@ -271,11 +271,12 @@ def test_units_bitrate_voice_and_resynthesis_of_a_folder(corpus, tmp_path, capsy
     code, out, err = run_cli(capsys, "units", "bitrate", tmp_path / "hot", "--audio", audio)
     assert code == 0, err
     assert last_number(out) == pytest.approx(expected, abs=0.005)
+    assert f"{audio}: 18 files; " in out  # the durations' files, and what was left out
     (tmp_path / "bitrate.txt").write_text("".join(listed))
     code, out2, err = run_cli(
         capsys, "units", "bitrate", tmp_path / "hot", "--filelist", tmp_path / "bitrate.txt"
     )
-    assert code == 0 and out2 == out, err
+    assert code == 0 and out2.splitlines()[-1] == out.splitlines()[-1], err
     with pytest.raises(SystemExit) as usage:
         main(["units", "bitrate", str(tmp_path / "hot")])
     assert usage.value.code == 2

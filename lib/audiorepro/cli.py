@@ -510,6 +510,8 @@ def _run(args: argparse.Namespace) -> None:
         rate = units.submission_bitrate(
             args.submission_dir, audio=args.audio, filelist=args.filelist
         )
+        if args.audio is not None:  # the durations' files, and what the scan left out
+            print(f"{args.audio}: {scan_folder(args.audio).note()}")
         print(f"{rate:.2f}")
     elif command == ("abx", "items"):
         _output(args)
