@@ -119,6 +119,17 @@ def _classes(scenes: Mapping[str, Mapping[str, Any]]) -> list[str]:
     return sorted(names)
 
 
+class _CropEpoch:
+    """Sets the epoch of a :class:`_Crops` for :class:`~audiorepro.training.callbacks.EpochSetter`
+    (see :meth:`_Crops.epoch_target`)."""
+
+    def __init__(self, crops: _Crops) -> None:
+        self.crops = crops
+
+    def set_epoch(self, epoch: int) -> None:
+        self.crops.epoch = epoch
+
+
 class _Crops(torch.utils.data.Dataset):
     """Random crops of ``crop`` frames with the labels of the events sounding in them."""
 
@@ -126,9 +137,13 @@ class _Crops(torch.utils.data.Dataset):
         self.clips, self.features, self.crop = list(clips), features, crop
         self.num_classes, self.seed, self.epoch = num_classes, seed, 0
 
-    def set_epoch(self, epoch: int) -> None:
-        """Draw the crops of ``epoch`` (:class:`~audiorepro.training.callbacks.EpochSetter`)."""
-        self.epoch = epoch
+    def epoch_target(self) -> _CropEpoch:
+        """What :class:`~audiorepro.training.callbacks.EpochSetter` tells the epoch, after each
+        step. Deliberately not a ``set_epoch`` method: accelerate's DataLoader calls a dataset's
+        ``set_epoch`` at the start of every epoch, before it fetches the epoch's first batches,
+        and stage 0 has always drawn those with the previous epoch's crops; the book's stage-0
+        runs (and every number after them) depend on it."""
+        return _CropEpoch(self)
 
     def __len__(self) -> int:
         return len(self.clips)
@@ -343,7 +358,7 @@ def _train_stage0(
     with torch_threads(stage0.torch_threads):
         result = Trainer(
             model, _loss, dataset, config, collate_fn=_collate(pad), out_dir=staging,
-            callbacks=[EpochSetter(dataset), *callbacks], progress=progress,
+            callbacks=[EpochSetter(dataset.epoch_target()), *callbacks], progress=progress,
         ).fit(resume=staging is not None)  # fmt: skip
         seconds = time.perf_counter() - start
         scores, labels = _heldout_scores(model, held, held_features, crop, len(classes))
