@@ -178,9 +178,37 @@ def write_released_checkpoints(model_cfgs: Sequence[Any]) -> list[Path]:
             changes["snippet_s"] = PASST_CONFIGS[cfg.passt_variant]["img_size"][1] / 100
         torch.manual_seed(0)
         encoder, _, _ = build_audio_encoder(replace(cfg, **changes))
+        _calibrate_batch_norm(encoder)
         head = nn.Linear(released_head_inputs(encoder, cfg), 527)
         written[path] = save_released_layout(encoder, cfg, path, head=head)
     return list(written.values())
+
+
+def _calibrate_batch_norm(encoder: Any, batches: int = 4) -> None:
+    """Sets the running statistics of ``encoder``'s batch norms to what they are on random
+    log-mel input, as a trained network's are on its data. Without it a random paper-size
+    MobileNetV3 normalises with the initial mean 0 / variance 1, its activations shrink layer by
+    layer, and its output no longer depends on its input: every clip gets one embedding (to
+    1e-9), which the retrieval metrics refuse as collapsed. A released checkpoint's output does
+    depend on its input; so does this stand-in's after calibration."""
+    import torch
+    from torch import nn
+
+    norms = [m for m in encoder.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+    if not norms:
+        return
+    momenta = [norm.momentum for norm in norms]
+    for norm in norms:
+        norm.reset_running_stats()
+        norm.momentum = None  # a cumulative average over the batches
+    encoder.train()
+    generator = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for _ in range(batches):
+            encoder(torch.randn(4, 1, 128, 250, generator=generator))
+    encoder.eval()
+    for norm, momentum in zip(norms, momenta, strict=True):
+        norm.momentum = momentum
 
 
 def _caption_data(cfg: Any) -> Any:

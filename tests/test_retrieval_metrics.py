@@ -420,6 +420,23 @@ def test_what_cannot_be_ranked_is_refused():
         retrieval_metrics(np.full((4, 5), 0.25), [0, 1, 2, 3], ties="optimistic")
     with pytest.raises(ScoreError, match="one score"):
         audio_to_text_metrics(np.zeros((2, 4)), [[0, 1], [2, 3]])
+    # float32 cosines of embeddings that differ by 1e-9 (a random paper-size MobileNet whose
+    # output no longer depends on its input): a rounding apart is one score, ...
+    near = np.full((3, 2), 0.2987, dtype=np.float32)
+    near[:, 1] = np.nextafter(near[:, 1], np.float32(1))
+    with pytest.raises(ScoreError, match=r"within 8 roundings of float32"):
+        retrieval_metrics(near, [0, 1, 0])
+    near[0, 1] = np.float32(0.2987) + 8 * np.spacing(np.float32(0.2987))  # still within 8
+    with pytest.raises(ScoreError, match="one score"):
+        retrieval_metrics(near, [0, 1, 0])
+    # ... nine roundings on one query are a ranking, and so is any gap in float64
+    near[0, 1] = np.float32(0.2987) + 9 * np.spacing(np.float32(0.2987))
+    assert retrieval_metrics(near, [1, 1, 1], ties="optimistic")["R@1"] == pytest.approx(1.0)
+    exact = np.full((3, 2), 0.2987)
+    exact[:, 1] += 1e-12
+    assert retrieval_metrics(exact, [1, 1, 1])["R@1"] == 1.0
+    # integers are one score only when equal
+    assert retrieval_metrics(np.array([[3, 4], [4, 3]]), [1, 0])["R@1"] == 1.0
 
 
 def test_weak_rankings_warn():

@@ -217,6 +217,23 @@ def chance_metrics(num_items: int, ks: Sequence[int] = (1, 5, 10)) -> dict[str, 
     return out
 
 
+ROUNDING_ULPS = 8
+"""Scores of one query that differ by at most this many units of rounding of their dtype (the
+spacing of floats at the matrix's largest score) are one score: a float32 cosine similarity of
+two embeddings that differ by 1e-9 ranks by its rounding, not by what the model saw."""
+
+
+def _collapsed(scores: np.ndarray) -> bool:
+    """Whether every query's scores are one value to within :data:`ROUNDING_ULPS` roundings."""
+    spread = scores.max(axis=1) - scores.min(axis=1)
+    if np.issubdtype(scores.dtype, np.integer):
+        return bool((spread == 0).all())
+    top = float(np.abs(scores).max())
+    if not np.isfinite(top):  # an infinite score: only equal values are one score
+        return bool((scores == scores[:, :1]).all())
+    return bool((spread <= ROUNDING_ULPS * np.spacing(scores.dtype.type(top))).all())
+
+
 def _check_rankable(scores: np.ndarray | torch.Tensor, ks: Sequence[int]) -> None:
     """ScoreError for scores with nothing to rank; warnings for a weak ranking."""
     scores = _as_scores(scores)
@@ -226,10 +243,11 @@ def _check_rankable(scores: np.ndarray | torch.Tensor, ks: Sequence[int]) -> Non
             f"scores: 1 item to rank for each of the {n_queries} queries: every query ranks "
             "it first, whatever the model; give at least two items"
         )
-    if bool((scores == scores[:, :1]).all()):
+    if _collapsed(scores):
         raise ScoreError(
-            f"scores: each of the {n_queries} queries gives its {n_items} items one score "
-            "(collapsed embeddings?): the ranks would be the tie rule's, not the model's"
+            f"scores: each of the {n_queries} queries gives its {n_items} items one score, to "
+            f"within {ROUNDING_ULPS} roundings of {scores.dtype} (collapsed embeddings?): the "
+            "ranks would be the tie rule's or the rounding's, not the model's"
         )
     trivial = [k for k in ks if k >= n_items]
     if trivial:
