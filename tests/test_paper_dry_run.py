@@ -14,6 +14,7 @@ from conftest import REPO
 
 
 @pytest.mark.slow
+@pytest.mark.dry_run
 def test_paper_presets_of_chapters_03_and_04_run_end_to_end(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(REPO / "lib"), "OMP_NUM_THREADS": "2"}
     proc = subprocess.run(
