@@ -337,7 +337,7 @@ def test_sweep_verdicts_have_three_outcomes_with_the_seed_spread_and_chance():
     assert said[t1.format(8, "Avg")].startswith("N = 4 beats N = 8 (Avg): reproduces")
     assert "N = 8 fails (Avg): reproduces" in said[t1.format(8, "Avg")]
     assert said[t1.format(8, "Rep")].startswith(
-        "Avg beats Rep at N = 8: inconclusive (neither compared run beats the chance floor"
+        "Avg beats Rep at N = 8: inconclusive (neither compared run reaches the chance floor"
     )
     assert "N = 8 fails (Rep): reproduces" in said[t1.format(8, "Rep")]
     t2 = "Table 2 acoustic AP, h = {}"
@@ -345,7 +345,7 @@ def test_sweep_verdicts_have_three_outcomes_with_the_seed_spread_and_chance():
     assert said[t2.format(8)].startswith("h = 16 beats h = 8: inconclusive (the difference is")
     assert said[t2.format(32)].startswith("h = 16 beats h = 32: contradicts")
     assert said[t2.format(4)].startswith(
-        "h = 16 beats h = 4: inconclusive (the compared setting does not beat the chance floor"
+        "h = 16 beats h = 4: inconclusive (the compared setting does not reach the chance floor"
     )
     assert said[t2.format(16)] == "Highest mean acoustic AP here: h = 32 (0.610)."
     assert "3/3 seeds" in said[t2.format(1)]

@@ -9,7 +9,7 @@ import math
 import pytest
 
 from audiorepro.experiments.distillation.config import CHAPTER, Config
-from audiorepro.experiments.distillation.findings import findings, loss_ceiling, mechanisms, table2
+from audiorepro.experiments.distillation.findings import findings, mechanisms, table2
 from audiorepro.reporting import config_hash_of
 
 CHANCE = {"mAP@10": 0.01, "R@1": 0.002, "R@5": 0.01, "R@10": 0.02, "train_top1": 0.005}
@@ -78,7 +78,7 @@ def test_each_claim_gets_its_verdict():
     )
     assert table["passt, distilled (λ = 1) vs λ = 0"].startswith(
         "λ = 1 beats λ = 0 (plain fine-tuning) for passt: inconclusive (the compared setting "
-        "does not beat the chance floor 3.00)"
+        "does not reach the chance floor 3.00)"
     )
     assert table["ensemble of the distilled models"].startswith(
         "the ensemble beats the best single distilled model (passt): contradicts"
@@ -96,7 +96,7 @@ def test_nothing_learned_is_inconclusive_whatever_the_difference():
     records = [r | {"config_hash": config_hash_of(config)} for r in records]
     table = findings(records, config, "smoke", CHANCE).set_index("metric")["finding"]
     assert (
-        "inconclusive (neither compared run beats the chance floor 3.00)"
+        "inconclusive (neither compared run reaches the chance floor 3.00)"
         in table["passt, distilled"]
     )
     assert (
@@ -106,39 +106,29 @@ def test_nothing_learned_is_inconclusive_whatever_the_difference():
     )
 
 
-def test_a_run_whose_late_loss_stayed_near_chance_makes_the_finding_inconclusive():
-    """Above 3 × chance but hardly trained: the verdict also needs each compared run's late
-    NT-Xent loss (a distilled run's L_sup part) below ln(batch) - ln 2, at that model's batch;
-    the table and the mechanism checks agree."""
+def test_runs_whose_late_loss_stayed_high_are_judged_by_their_map():
+    """Above 3 x chance with a late NT-Xent loss near ln(batch): the verdict goes by mAP@10,
+    in the table and in the mechanism checks alike; a run at chance is inconclusive."""
     config = Config(teachers=("passt", "mobilenet"), sweep_models=(), mobilenet_batch_size=8)
-    passt, mobilenet = loss_ceiling(config, "passt"), loss_ceiling(config, "mobilenet")
-    assert passt == pytest.approx(math.log(config.retrieval.train.batch_size / 2))
-    assert mobilenet == pytest.approx(math.log(4))  # its own batch of 8
+    high = math.log(config.retrieval.train.batch_size)  # a model that tells nothing apart
     records = [
-        *runs(stage1("passt"), [0.20, 0.21, 0.22], late_loss=passt - 0.5),
-        *runs(distilled("passt"), [0.30, 0.31, 0.32], late_loss=passt + 0.1),
-        # a loss that passes at PaSST's batch but not at MobileNet's smaller one
-        *runs(stage1("mobilenet"), [0.20, 0.21, 0.22], late_loss=mobilenet + 0.1),
-        *runs(distilled("mobilenet"), [0.33, 0.34, 0.35], late_loss=mobilenet - 0.5),
+        *runs(stage1("passt"), [0.20, 0.21, 0.22], late_loss=high - 1.0),
+        *runs(distilled("passt"), [0.30, 0.31, 0.32], late_loss=high),
+        *runs(stage1("mobilenet"), [0.20, 0.21, 0.22], late_loss=high),
+        *runs(distilled("mobilenet"), [0.02, 0.02, 0.02], late_loss=1.0),  # at chance
         *runs({"model": "ensemble", "stage": "distilled", "lam": 1.0}, [0.40, 0.41, 0.42]),
     ]
     records = [r | {"config_hash": config_hash_of(config)} for r in records]
     table = findings(records, config, "smoke", CHANCE).set_index("metric")["finding"]
-    assert (
-        "passt: inconclusive (the paper's better setting did not bring the training loss"
-        in (table["passt, distilled"])
+    assert table["passt, distilled"].startswith(
+        "distillation fine-tuning improves passt: reproduces, mAP@10 31.00"
     )
-    assert (
-        "mobilenet: inconclusive (the compared setting did not bring"
-        in (table["mobilenet, distilled"])
-    )
-    # the ensemble has no loss; its best member (mobilenet) passes: judged by mAP@10
-    assert table["ensemble of the distilled models"].startswith(
-        "the ensemble beats the best single distilled model (mobilenet): reproduces"
-    )
+    assert "mobilenet: inconclusive (the paper's better setting does not reach the chance " \
+        "floor 3.00)" in table["mobilenet, distilled"]  # fmt: skip
     checks = mechanisms(records, config, "smoke", CHANCE).set_index("claim")
-    assert checks.loc["distillation fine-tuning improves passt", "verdict"].startswith(
-        "inconclusive (the paper's better setting did not bring the training loss"
+    assert "distillation fine-tuning improves passt" not in checks.index  # it reproduces
+    assert checks.loc["distillation fine-tuning improves mobilenet", "verdict"].startswith(
+        "inconclusive (the paper's better setting does not reach the chance floor"
     )
 
 
@@ -154,7 +144,7 @@ def test_mechanism_checks_for_the_claims_that_do_not_reproduce():
     mobilenet = checks.loc["distillation fine-tuning improves mobilenet"]
     assert "the mechanism is there" in mobilenet["reading"]
     lam = checks.loc["λ = 1 beats λ = 0 (plain fine-tuning) for passt"]
-    assert lam["verdict"].startswith("inconclusive (the compared setting does not beat")
+    assert lam["verdict"].startswith("inconclusive (the compared setting does not reach")
     assert "p̂_a moves 0.010 and p̂_c 0.020" in lam["measured"]
     assert "nearly one-hot" in lam["reading"]
     ens = checks.loc["the ensemble beats the best single distilled model (passt)"]

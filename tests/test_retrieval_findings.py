@@ -9,7 +9,7 @@ import pytest
 
 from audiorepro.config import replace
 from audiorepro.experiments.retrieval import config as retrieval_config
-from audiorepro.experiments.retrieval.findings import findings, loss_ceiling
+from audiorepro.experiments.retrieval.findings import findings, loss_ceiling, training_table
 from audiorepro.reporting import read_ledger, record_result
 
 
@@ -57,9 +57,10 @@ def test_a_run_below_three_times_chance_makes_the_finding_inconclusive(tmp_path)
     assert "inconclusive" in sentence and "9.00" in sentence
 
 
-def test_a_run_whose_loss_stayed_near_ln_batch_makes_the_finding_inconclusive(tmp_path):
-    """Above the mAP floor but hardly trained: the late NT-Xent loss of the fine-tuned runs
-    stays above ln(batch) - ln 2, so their 30 % against 20 % tests nothing."""
+def test_a_run_whose_loss_stayed_near_ln_batch_is_judged_by_its_map(tmp_path):
+    """Above the mAP floor with a late NT-Xent loss above ln(batch) - ln 2 (a frozen encoder
+    doing much of the work): the verdict goes by what was measured, mAP@10; the loss stays a
+    diagnostic of the training table, whose column names its two lines."""
     config = _config()
     ceiling = loss_ceiling(config)
     assert ceiling == pytest.approx(math.log(config.train.batch_size / 2))
@@ -74,5 +75,13 @@ def test_a_run_whose_loss_stayed_near_ln_batch_makes_the_finding_inconclusive(tm
                 retrieval_config.CHAPTER, "04_evaluate", metrics, preset="smoke", seed=seed,
                 tags={"stage": stage}, config=config, path=path,
             )  # fmt: skip
-    sentence = _verdict(findings(read_ledger(path), config, "smoke", 9.0), "fine-tuning")
-    assert "inconclusive (the paper's better setting did not bring the training loss" in sentence
+    records = read_ledger(path)
+    sentence = _verdict(findings(records, config, "smoke", 9.0), "fine-tuning")
+    assert sentence.startswith("fine-tuning on ClothoV2 helps: reproduces, mAP@10 31.00")
+    # at chance the same runs test nothing
+    sentence = _verdict(findings(records, config, "smoke", 35.0), "fine-tuning")
+    assert "inconclusive (neither compared run reaches the chance floor 35.00)" in sentence
+    column = [c for c in training_table(records, config, "smoke").columns if "late loss" in c]
+    batch = config.train.batch_size
+    assert column == [f"late loss (ln {batch} = {math.log(batch):.2f}, hardly trained above "
+                      f"ln({batch}/2) = {ceiling:.2f})"]  # fmt: skip

@@ -15,8 +15,9 @@
 # Each chapter ends with a paper-vs-ours table whose findings are judged over seeds by
 # `audiorepro.reporting.finding`: a claim *reproduces* when our difference goes the paper's
 # way beyond the seed spread, *contradicts* it when it goes the other way beyond the spread,
-# and is *inconclusive* otherwise, or when a compared run did not beat three times its chance
-# level (it learned nothing worth comparing). This page gathers those verdicts, computed the
+# and is *inconclusive* otherwise, or when a compared run did not reach three times its chance
+# level (it learned nothing worth comparing; what decides is the measured metric, never the
+# training loss, which the chapters show as a diagnostic). This page gathers those verdicts, computed the
 # same way by the same functions from the same ledger records, so the book's scientific result
 # can be read in one place.
 #
@@ -46,7 +47,7 @@ tables, checks = {}, {}
 # %% [markdown]
 # ## Chapter 01: retrieval
 #
-# As on {doc}`../01_retrieval/04_evaluate`: every compared run must beat three times the chance
+# As on {doc}`../01_retrieval/04_evaluate`: every compared run must reach three times the chance
 # mAP@10 of the evaluation split. The measured checks behind the findings build the text
 # encoder and read the corpus, so they run only when the chapter has records.
 

@@ -344,8 +344,6 @@ def finding(
     both_must_learn: bool = True,
     min_seeds: int = 2,
     digits: int = 2,
-    losses: tuple[Sequence[float], Sequence[float]] | None = None,
-    loss_ceiling: float | None = None,
 ) -> Finding:
     """Judge the paper's claim that the ``better`` setting beats the ``worse`` one.
 
@@ -355,28 +353,24 @@ def finding(
     ``min_seeds`` seeds, or when a compared run did not learn: its mean does not beat
     ``must_beat`` (default ``chance``), so the comparison tests nothing.
 
+    Whether a run learned is decided by what was measured, its evaluation metric, alone: a
+    training loss that stays high (a contrastive loss near ln(batch)) is a diagnostic for the
+    page, not a verdict; a run far above chance has learned what the metric measures.
+
     Args:
         claim: the paper's claim in plain words.
         better, worse: per-seed values of the two settings.
         metric: the metric's name, for the sentence.
         higher_is_better: False for errors (ABX).
         chance: the chance level of the metric, for the sentence and the default ``must_beat``.
-        must_beat: the value every compared mean must beat (higher, or lower for errors) to
-            count as having learned; e.g. three times chance mAP@10.
+        must_beat: the value every compared mean must reach (at least, or at most for errors)
+            to count as having learned; e.g. three times chance mAP@10.
         both_must_learn: False where a setting failing to learn is part of the paper's claim
             (a phoneme encoder that collapses at depth 8): then only a comparison in which
             neither run beats ``must_beat`` is inconclusive.
         min_seeds: fewer seeds on a side than this is inconclusive.
         digits: decimals in the sentence.
-        losses: per-seed training losses of the ``better`` and ``worse`` runs, and
-        loss_ceiling: the value their means must stay below to count as having learned (e.g.
-            ln(batch) - ln 2 for a contrastive loss over a batch, whose ln(batch) is a model
-            that tells nothing apart): a side at or above it makes the claim inconclusive,
-            like a metric below ``must_beat`` (a side with no losses is not judged by them).
-            Both or neither are given.
     """
-    if (losses is None) != (loss_ceiling is None):
-        raise ValueError("finding: give both losses and loss_ceiling, or neither")
     a = tuple(float(v) for v in better if math.isfinite(float(v)))
     b = tuple(float(v) for v in worse if math.isfinite(float(v)))
     what = f"{metric} " if metric else ""
@@ -401,27 +395,12 @@ def finding(
     floor = must_beat if must_beat is not None else chance
     reason = ""
     if floor is not None:
-        learned = [(m > floor) if higher_is_better else (m < floor) for m in (ma, mb)]
+        learned = [(m >= floor) if higher_is_better else (m <= floor) for m in (ma, mb)]
         if not any(learned):
-            reason = f"neither compared run beats the chance floor {floor:.{digits}f}"
+            reason = f"neither compared run reaches the chance floor {floor:.{digits}f}"
         elif not all(learned) and both_must_learn:
             which = "the paper's better setting" if not learned[0] else "the compared setting"
-            reason = f"{which} does not beat the chance floor {floor:.{digits}f}"
-    if not reason and losses is not None:
-        # A side without recorded losses (an ensemble of trained models) is not judged by them.
-        means = [math.fsum(side) / len(side) if len(side) else math.nan for side in losses]
-        sides = ("the paper's better setting", "the compared setting")
-        high = [
-            name
-            for name, m in zip(sides, means, strict=True)
-            if math.isfinite(m) and m >= loss_ceiling
-        ]
-        if high:
-            shown = " and ".join(f"{m:.2f}" if math.isfinite(m) else "none" for m in means)
-            reason = (
-                f"{' and '.join(high)} did not bring the training loss well below chance "
-                f"(mean training losses {shown}, ceiling {loss_ceiling:.2f})"
-            )
+            reason = f"{which} does not reach the chance floor {floor:.{digits}f}"
     if not reason and min(len(a), len(b)) < min_seeds:
         reason = f"fewer than {min_seeds} seeds on a side, so no spread to judge against"
     if not reason and abs(diff) <= spread:
@@ -533,9 +512,6 @@ class PaperRow:
         must_beat: the value both compared runs must beat to count as having learned (in the
             displayed unit).
         source: where the paper reports the value (``"Table 3"``).
-        loss_metric, loss_ceiling: the ledger metric of a run's training loss and the value
-            both compared runs' mean must stay below (:func:`finding`'s ``losses`` rule;
-            ``None``: no loss check).
     """
 
     label: str
@@ -551,8 +527,6 @@ class PaperRow:
     higher_is_better: bool = True
     must_beat: float | None = None
     source: str = ""
-    loss_metric: str | None = None
-    loss_ceiling: float | None = None
 
 
 def paper_vs_ours(
@@ -586,13 +560,6 @@ def paper_vs_ours(
                 tags=row.versus,
                 scale=row.scale,
             )
-            losses = None
-            if row.loss_metric is not None:
-                losses = tuple(
-                    values(recs, chapter=row.chapter, preset=preset, metric=row.loss_metric,
-                           tags=tags)
-                    for tags in (row.tags, row.versus)
-                )  # fmt: skip
             text = finding(
                 row.claim,
                 finite,
@@ -601,8 +568,6 @@ def paper_vs_ours(
                 higher_is_better=row.higher_is_better,
                 must_beat=row.must_beat,
                 digits=row.digits,
-                losses=losses,
-                loss_ceiling=row.loss_ceiling if losses is not None else None,
             ).sentence
         out.append(
             {

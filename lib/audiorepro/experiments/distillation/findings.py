@@ -13,10 +13,9 @@ import numpy as np
 import pandas as pd
 
 from audiorepro import reporting
-from audiorepro.experiments.distillation.config import CHAPTER, Config, teacher_config
+from audiorepro.experiments.distillation.config import CHAPTER, Config
 from audiorepro.experiments.distillation.evaluate import chance_floor, run_tags
 from audiorepro.experiments.retrieval.config import METRICS
-from audiorepro.experiments.retrieval.findings import loss_ceiling as retrieval_loss_ceiling
 from audiorepro.reporting import PaperRow
 
 
@@ -164,28 +163,17 @@ def claims(
     return out
 
 
-def loss_ceiling(config: Config, name: str) -> float:
-    """The late NT-Xent loss (``late_loss``; a distilled run's L_sup part) the runs of teacher
-    ``name`` must stay below for a finding on them to count: ln(batch) - ln 2 at the batch size
-    that model trains with (:func:`audiorepro.experiments.retrieval.findings.loss_ceiling`;
-    MobileNet's is its own)."""
-    return retrieval_loss_ceiling(teacher_config(config, name))
-
-
 def _judge(
     records: Sequence[Mapping[str, Any]], config: Config, preset: str, claim: Mapping[str, Any],
     chance: Mapping[str, float],
 ) -> reporting.Finding:  # fmt: skip
     """The verdict on one of :func:`claims`: mAP@10 beyond the seed spread, every compared run
-    above 3 × chance and its late loss below :func:`loss_ceiling` (an ensemble has no loss and
-    is judged by its mAP@10 alone)."""
+    at 3 × chance or above (the training loss is no part of it)."""
     get = functools.partial(reporting.values, records, chapter=CHAPTER, preset=preset)
-    losses = tuple(get(metric="late_loss", tags=t) for t in (claim["tags"], claim["versus"]))
     return reporting.finding(
         claim["claim"], get(metric="mAP@10", tags=claim["tags"], scale=100),
         get(metric="mAP@10", tags=claim["versus"], scale=100), metric="mAP@10",
-        must_beat=chance_floor(chance), digits=2, losses=losses,
-        loss_ceiling=loss_ceiling(config, claim["model"]),
+        must_beat=chance_floor(chance), digits=2,
     )  # fmt: skip
 
 
@@ -197,8 +185,8 @@ def findings(
 ) -> pd.DataFrame:
     """The paper-vs-ours table: each model before and after distillation, both ensembles, beside
     Table 2, with a verdict on each of :func:`claims`: reproduces, contradicts or inconclusive,
-    the latter also when a compared run does not beat 3 × chance mAP@10 (``chance`` from
-    :func:`chance_levels`) or keeps its late loss at or above :func:`loss_ceiling`.
+    the latter also when a compared run does not reach 3 × chance mAP@10 (``chance`` from
+    :func:`chance_levels`).
     Only the records of ``config`` count (:func:`audiorepro.reporting.current_records`)."""
     records = reporting.current_records(records, config)
     paper = PAPER["Table 2"]
@@ -208,9 +196,6 @@ def findings(
     )  # fmt: skip
     by_kind = {(c["tags"]["model"], c["kind"]): c for c in claims(records, config, preset)}
 
-    def judged(name: str) -> dict[str, Any]:
-        return {"loss_metric": "late_loss", "loss_ceiling": loss_ceiling(config, name)}
-
     rows = []
     for name in config.teachers:
         rows.append(
@@ -219,14 +204,13 @@ def findings(
         c = by_kind[name, "distill"]
         rows.append(
             row(f"{name}, distilled", paper=paper[name, "distilled"], tags=c["tags"],
-                claim=c["claim"], versus=c["versus"], **judged(name))
+                claim=c["claim"], versus=c["versus"])
         )  # fmt: skip
         if (name, "lambda") in by_kind:
             c = by_kind[name, "lambda"]
             rows.append(
                 row(f"{name}, distilled (λ = {config.lam:g}) vs λ = 0", paper=None,
-                    tags=c["tags"], claim=c["claim"], versus=c["versus"], source="",
-                    **judged(name))
+                    tags=c["tags"], claim=c["claim"], versus=c["versus"], source="")
             )  # fmt: skip
     rows.append(
         row("ensemble of the stage-1 models", paper=None, tags=run_tags("ensemble", "stage1"),
@@ -235,7 +219,7 @@ def findings(
     c = by_kind["ensemble", "ensemble"]
     rows.append(
         row("ensemble of the distilled models", paper=paper["ensemble", "distilled"],
-            tags=c["tags"], claim=c["claim"], versus=c["versus"], **judged(c["model"]))
+            tags=c["tags"], claim=c["claim"], versus=c["versus"])
     )  # fmt: skip
     return reporting.paper_vs_ours(rows, preset=preset, records=records)
 
