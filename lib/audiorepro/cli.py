@@ -16,12 +16,12 @@ can call the same way::
     audiorepro abx items --segments SEG.tsv --out FILE.item [--audio DIR]
                          [--times auto|relative|seconds]
     audiorepro abx score ITEM_FILE SUBMISSION_DIR [--mode across|within] [--distance D]
-                         [--frame-shift S]
+                         [--frame-shift S] [--no-baseline]
     audiorepro awe train --segments SEG.tsv [--lexicon cmudict|characters|FILE]
                          [--dev SEG.tsv]
                          [--preset P] [--set key=value ...] --out RUN
     audiorepro awe embed RUN --segments SEG.tsv --out EMB.npz
-    audiorepro awe ap EMB.npz
+    audiorepro awe ap EMB.npz [--no-baseline]
     audiorepro awe dtw --segments SEG.tsv [--tokens N] [--seed S]
 
 ``SEG.tsv``: a tab-separated table with the header ``path word speaker start end`` (seconds;
@@ -31,6 +31,11 @@ repeat across subfolders (``spk1/001.wav``, ``spk2/001.wav``), its path under ``
 (``units encode`` mirrors the subfolders; give ``abx items`` the same ``--audio``). A bad
 input exits with status 1 and a message naming the file, line and field; a bad command line
 with status 2.
+
+``abx score`` of a ``units encode`` folder prints its ABX error beside its two baselines on the
+same items (the run's k-means units, the input frames), ``awe ap`` of an ``awe embed`` .npz
+the AP of MFCC + DTW on the same pairs, each with one sentence saying whether the model beats
+them; ``--no-baseline`` prints the model's number alone.
 """
 
 from __future__ import annotations
@@ -207,9 +212,24 @@ def _parser() -> argparse.ArgumentParser:
         help="relative: whole files as 0 1 (score without --frame-shift); seconds: score "
         "with --frame-shift; auto: relative if every segment is a whole file",
     )
-    p = abx_cmds.add_parser("score", help="ABX error (%%) of a submission folder")
+    p = abx_cmds.add_parser(
+        "score",
+        help="ABX error (%%) of a submission folder, beside its baselines",
+        description="ABX error (%) of a submission folder. A folder written by `units encode` "
+        "is printed beside its two baselines, scored on the same items with the same mode, "
+        "distance and frame rule: the run's k-means units and the input frames the model "
+        "reads (computed in memory from the run and audio folders that `units encode` "
+        "recorded in the folder's command.json), with the chance level (50 %) and one "
+        "sentence saying whether the units beat them. Any other folder: its score alone, "
+        "and why no baseline is shown.",
+    )
     p.add_argument("item_file")
     p.add_argument("submission_dir")
+    p.add_argument(
+        "--no-baseline",
+        action="store_true",
+        help="print the folder's ABX error alone (no baseline: faster on large sets)",
+    )
     p.add_argument("--mode", default="across", choices=("across", "within"))
     p.add_argument(
         "--distance", default="angular", choices=("angular", "cosine", "kl", "levenshtein")
@@ -218,8 +238,9 @@ def _parser() -> argparse.ArgumentParser:
         "--frame-shift",
         type=float,
         default=None,
-        help="seconds between feature lines (units: 0.04) to read item times as seconds; "
-        "default: the 2019 rule (relative times, whole files)",
+        help="seconds between feature lines (units: 0.04) to read item times as seconds "
+        "(the baselines at their own: frames 0.01, k-means units the units'); default: the "
+        "2019 rule (relative times, whole files)",
     )
 
     awe = groups.add_parser("awe", help="acoustic word embeddings (chapter 04)")
@@ -240,8 +261,21 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--segments", required=True)
     p.add_argument("--out", required=True, help="the .npz to write")
     force_arg(p)
-    p = awe_cmds.add_parser("ap", help="same-different average precision of an .npz")
-    p.add_argument("embeddings")
+    p = awe_cmds.add_parser(
+        "ap",
+        help="same-different average precision of an .npz, beside MFCC + DTW",
+        description="Same-different AP (cosine) of the embeddings of an .npz. An .npz written "
+        "by `awe embed` (which records the segments table and rows it embedded) is printed "
+        "beside the MFCC + DTW baseline (`awe dtw`) on the same tokens, in the same order, "
+        "with the same word rule, and the chance level, then one sentence saying whether the "
+        "embeddings beat it. Any other .npz: its AP alone, and why no baseline is shown.",
+    )
+    p.add_argument("embeddings", help="an awe embed --out .npz (embeddings, labels)")
+    p.add_argument(
+        "--no-baseline",
+        action="store_true",
+        help="print the embeddings' AP alone (no DTW: faster on large sets)",
+    )
     p = awe_cmds.add_parser(
         "dtw", help="the MFCC + DTW baseline: same-different AP of a segments table"
     )
@@ -421,11 +455,44 @@ def _awe_run(folder: str) -> Any:
     )
 
 
+def _abx_score(args: argparse.Namespace) -> None:
+    """``abx score``: the folder's ABX error; beside it, for a ``units encode`` folder, its
+    baselines on the same items (:mod:`audiorepro.experiments.zerospeech.baselines`)."""
+    from audiorepro.experiments.zerospeech import baselines
+    from audiorepro.metrics.abx import abx_error
+
+    error = abx_error(
+        args.submission_dir,
+        args.item_file,
+        distance=args.distance,
+        mode=args.mode,
+        frame_shift=args.frame_shift,
+    )
+    encoding, why = (None, "") if args.no_baseline else baselines.encoding_of(args.submission_dir)
+    if encoding is None:
+        if why:
+            print(f"no baseline: {why}")
+        print(f"{error:.3f}")
+        return
+    rows = baselines.side_by_side(
+        encoding,
+        error,
+        args.item_file,
+        distance=args.distance,
+        mode=args.mode,
+        frame_shift=args.frame_shift,
+    )
+    note = baselines.shift_note(rows, encoding)
+    print("\n".join(baselines.score_table(rows, args.mode, args.distance)))
+    if note:
+        print(note)
+    print(baselines.verdict(rows))
+
+
 def _run(args: argparse.Namespace) -> None:
     from audiorepro.data.recordings import WORD_RULE, find_wavs, scan_folder
     from audiorepro.experiments.awe import recordings as awe
     from audiorepro.experiments.zerospeech import recordings as units
-    from audiorepro.metrics.abx import abx_error
 
     command = (args.group, args.command)
     if command == ("segments", "table"):
@@ -521,14 +588,7 @@ def _run(args: argparse.Namespace) -> None:
         print(f"wrote {n} items ({times} times: {hint}) to {path}")
         print(WORD_RULE)
     elif command == ("abx", "score"):
-        error = abx_error(
-            args.submission_dir,
-            args.item_file,
-            distance=args.distance,
-            mode=args.mode,
-            frame_shift=args.frame_shift,
-        )
-        print(f"{error:.3f}")
+        _abx_score(args)
     elif command == ("awe", "train"):
         overrides = checked_sets(args, args.preset)
         plan = _output(args, overrides)
@@ -579,7 +639,14 @@ def _run(args: argparse.Namespace) -> None:
     elif command == ("awe", "ap"):
         ap = awe.embeddings_ap(args.embeddings)
         print(WORD_RULE)
-        print(f"{ap:.4f}")
+        rows, why = (None, "") if args.no_baseline else awe.embedded_rows(args.embeddings)
+        if rows is None:
+            if why:
+                print(f"no baseline: {why}")
+            print(f"{ap:.4f}")
+        else:
+            labels = [r.word for r in rows]  # the embeddings' labels (embedded_rows checks)
+            print("\n".join(awe.ap_table(ap, awe.rows_dtw_ap(rows, labels))))
     elif command == ("awe", "dtw"):
         base = awe.dtw_table_ap(args.segments, tokens=args.tokens, seed=args.seed)
         print(

@@ -25,12 +25,15 @@ __all__ = [
     "OutputPlan",
     "fingerprint",
     "output_target",
+    "read_output_record",
     "record_output",
+    "stale_inputs",
 ]
 
 OUTPUT_RECORD = "command.json"
 """The file a command leaves in the folder it wrote: the command, its inputs (a SHA-256 per
-file), its settings and the files it wrote."""
+file), its settings, the inputs by option (``"given": {"--audio": resolved path, ...}``: where
+``abx score`` finds the run and audio of a ``units encode`` folder) and the files it wrote."""
 
 _LISTED = 5
 
@@ -60,6 +63,9 @@ class OutputPlan:
     replaced: list[Path] = field(default_factory=list)
     request: Mapping[str, Any] | None = None
     """What :func:`record_output` records: the request the target was checked against."""
+    given: dict[str, str] = field(default_factory=dict)
+    """``{option: resolved path}`` of the command's inputs (``--audio``, ``RUN``), recorded
+    beside the request; never compared for reuse (the request's fingerprint is)."""
     _before: dict[Path, tuple[int, int] | None] = field(default_factory=dict, repr=False)
 
     def remove_stale(self) -> list[Path]:
@@ -192,8 +198,9 @@ def output_target(
     parent = next((p for p in path.parents if p.exists()), None)
     if parent is not None and not parent.is_dir():
         raise OutputError(f"{path}: {parent} is a file, not a folder: give another --out")
+    given = {i.option: str(i.path.resolve()) for i in inputs}
     if not path.is_dir() or not any(path.iterdir()):
-        return OutputPlan(path, request=request)
+        return OutputPlan(path, request=request, given=given)
     record_path = path / OUTPUT_RECORD
     record: Mapping[str, Any] | None = None
     if record_path.is_file():
@@ -213,7 +220,7 @@ def output_target(
         and all(p.is_file() for p in previous)
         and not force
     ):
-        return OutputPlan(path, reuse=True, request=request)
+        return OutputPlan(path, reuse=True, request=request, given=given)
     if not force:
         held = sorted(path.iterdir())
         if previous:
@@ -237,7 +244,7 @@ def output_target(
             f"to write into it ({would})"
         )
     before = {p: _identity(p) for p in replaced}
-    return OutputPlan(path, replaced=replaced, request=request, _before=before)
+    return OutputPlan(path, replaced=replaced, request=request, given=given, _before=before)
 
 
 def _identity(path: Path) -> tuple[int, int] | None:
@@ -262,7 +269,36 @@ def record_output(
         str(Path(o).relative_to(path)) if Path(o).is_absolute() else str(o) for o in outputs
     )
     names = [n for n in names if (path / n).is_file()]
-    record = {"command": command, "request": plain_values(plan.request or {}), "outputs": names}
+    record = {
+        "command": command,
+        "request": plain_values(plan.request or {}),
+        "given": dict(plan.given),
+        "outputs": names,
+    }
     atomic_write(
         path / OUTPUT_RECORD, lambda tmp: tmp.write_text(json.dumps(record, indent=1) + "\n")
     )
+
+
+def read_output_record(folder: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """The :data:`OUTPUT_RECORD` that :func:`record_output` left in ``folder``, or ``None``
+    when there is none or it cannot be read (a folder made by hand or by another tool)."""
+    path = Path(folder) / OUTPUT_RECORD
+    if not path.is_file():
+        return None
+    try:
+        record = read_json(path)
+    except Exception:  # noqa: BLE001 - an unreadable record is no record
+        return None
+    return dict(record) if isinstance(record, Mapping) and record.get("command") else None
+
+
+def stale_inputs(record: Mapping[str, Any]) -> list[str]:
+    """The input files of a recorded request (:func:`fingerprint`) that are gone or whose
+    SHA-256 changed since the command read them: what was made from them is out of date."""
+    inputs = record.get("request", {}).get("inputs", {})
+    stale = []
+    for name, sha in sorted(inputs.items()):
+        if not Path(name).is_file() or known_file_sha256(name) != sha:
+            stale.append(name)
+    return stale

@@ -29,10 +29,11 @@ from audiorepro.experiments.awe.evaluate import dtw_ap
 from audiorepro.experiments.awe.train import AWERun, fit, set_threads
 from audiorepro.experiments.awe.views import embed_segments
 from audiorepro.features import load_audio, mfcc_features
-from audiorepro.metrics.average_precision import same_different_ap
+from audiorepro.metrics.average_precision import same_different_ap, same_different_chance
 from audiorepro.metrics.checks import ScoreError, check_speakers, naming
 from audiorepro.models.awe import AWEModelConfig, MultiViewAWE
 from audiorepro.storage import (
+    known_file_sha256,
     load_model_weights,
     load_npz,
     output_folder,
@@ -308,7 +309,9 @@ def embed_table(
     run: str | os.PathLike[str], segments: str | os.PathLike[str]
 ) -> dict[str, np.ndarray]:
     """Acoustic embeddings of every row of a segments table (no lexicon needed):
-    ``{"embeddings": (N, D) float32, "labels": (N,) words, "speakers": (N,)}``."""
+    ``{"embeddings": (N, D) float32, "labels": (N,) words, "speakers": (N,)}``, and what was
+    embedded (:data:`EMBEDDED`): the table's resolved path and SHA-256 and each row's line in
+    it, so that ``awe ap`` scores the MFCC + DTW baseline on the same tokens."""
     model, config = load_run(run)
     rows = read_segments(segments)
     feats = segment_features(rows, config.model.feature_dim)
@@ -329,12 +332,20 @@ def embed_table(
         "embeddings": emb,
         "labels": np.asarray([r.word for r in rows]),
         "speakers": np.asarray([r.speaker for r in rows]),
+        "segments": np.asarray(str(Path(segments).resolve())),
+        "segments_sha256": np.asarray(known_file_sha256(segments)),
+        "rows": np.asarray([r.line for r in rows], dtype=np.int64),
     }
 
 
-def embeddings_ap(path: str | os.PathLike[str]) -> float:
-    """Same-different AP (cosine) of an ``.npz`` with ``embeddings`` (N, D) and ``labels`` (N,)
-    arrays, as :func:`embed_table` writes; a missing file or array is an error naming it."""
+EMBEDDED = ("segments", "segments_sha256", "rows")
+"""The arrays of an ``awe embed`` .npz that say what it embedded: the segments table (resolved
+path), its SHA-256 then, and the table line of each embedding's row, in order."""
+
+
+def _embeddings(path: str | os.PathLike[str]) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """``(arrays, labels)`` of an embeddings ``.npz``: labels as words are compared
+    (:data:`~audiorepro.data.recordings.WORD_RULE`); a missing file or array is an error."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such embeddings file")
@@ -343,12 +354,84 @@ def embeddings_ap(path: str | os.PathLike[str]) -> float:
     for name in ("embeddings", "labels"):
         if name not in archive:
             raise KeyError(f"{path}: no array {name!r} (has {', '.join(archive)})")
-    emb, labels = archive["embeddings"], archive["labels"]
+    labels = archive["labels"]
     if labels.dtype.kind == "U":  # words as training and tables compare them (WORD_RULE)
         labels = np.asarray([word_label(str(w)) for w in labels])
+    return dict(archive), labels
+
+
+def embeddings_ap(path: str | os.PathLike[str]) -> float:
+    """Same-different AP (cosine) of an ``.npz`` with ``embeddings`` (N, D) and ``labels`` (N,)
+    arrays, as :func:`embed_table` writes; a missing file or array is an error naming it."""
+    archive, labels = _embeddings(path)
     with naming(path):  # errors and warnings of the score name the file
         check_speakers(archive["speakers"] if "speakers" in archive else None, "speakers")
-        return float(same_different_ap(emb, labels))
+        return float(same_different_ap(archive["embeddings"], labels))
+
+
+def embedded_rows(path: str | os.PathLike[str]) -> tuple[list[Segment] | None, str]:
+    """``(rows, "")``: the segments-table rows an ``awe embed`` .npz embedded, one per
+    embedding in its order; or ``(None, why)`` when they cannot be known (an .npz made by
+    hand, a table that is gone or changed since, rows that no longer match the labels)."""
+    archive, labels = _embeddings(path)
+    missing = [name for name in EMBEDDED if name not in archive]
+    if missing:
+        return None, (
+            f"{path} does not say which segments it embeds (no {', '.join(missing)}: not "
+            "written by `audiorepro awe embed`, or by one from before it recorded them)"
+        )
+    table = Path(str(archive["segments"]))
+    if not table.is_file():
+        return None, f"{table}, the segments table `awe embed` read, is gone"
+    if known_file_sha256(table) != str(archive["segments_sha256"]):
+        return None, f"{table} changed since `awe embed` read it: embed it again"
+    try:
+        by_line = {r.line: r for r in read_segments(table)}
+    except RecordingsError as err:  # its audio moved or changed length
+        return None, f"the segments `awe embed` read cannot be read again: {err}"
+    lines = archive["rows"].tolist()
+    rows = [by_line.get(line) for line in lines]
+    if None in rows or len(rows) != len(labels) or [r.word for r in rows] != labels.tolist():
+        return None, f"{path}: its rows and labels do not match the lines of {table}"
+    return rows, ""
+
+
+def rows_dtw_ap(
+    rows: Sequence[Segment], labels: Sequence[str], feature_dim: int = 39
+) -> dict[str, Any]:
+    """The MFCC + DTW baseline on exactly ``rows`` in their order, a pair positive when its
+    ``labels`` agree: :func:`~audiorepro.experiments.awe.evaluate.dtw_ap` over the features
+    ``awe embed`` and ``awe dtw`` read (:func:`segment_features`). Returns ``{"ap",
+    "num_pairs", "chance"}`` (chance: the share of same-word pairs, the AP of a random
+    ranking)."""
+    ap, num_pairs = dtw_ap(segment_features(rows, feature_dim), list(labels))
+    return {"ap": ap, "num_pairs": num_pairs, "chance": same_different_chance(list(labels))}
+
+
+def _pair(a: float, b: float) -> str:
+    """``"0.770 vs 0.917"`` with the fewest decimals (3 or 4) that tell the two apart."""
+    digits = 3 if f"{a:.3f}" != f"{b:.3f}" else 4
+    return f"{a:.{digits}f} vs {b:.{digits}f}"
+
+
+def ap_table(ap: float, baseline: Mapping[str, Any]) -> list[str]:
+    """The lines ``awe ap`` prints: the embeddings' AP beside the MFCC + DTW baseline on the
+    same pairs and the chance level, then one plain sentence whether the embeddings beat it (a
+    higher AP is better; equal is not beating it)."""
+    rows = [
+        ("embeddings", ap),
+        ("MFCC + DTW (the same pairs)", baseline["ap"]),
+        ("chance (share of same-word pairs)", baseline["chance"]),
+    ]
+    width = max(len(name) for name, _ in rows)
+    lines = [
+        f"same-different AP over {baseline['num_pairs']} pairs:",
+        f"{'what':<{width}}      AP",
+    ]
+    lines += [f"{name:<{width}}  {value:.4f}" for name, value in rows]
+    beat = "beat" if ap > baseline["ap"] else "do not beat"
+    lines.append(f"the embeddings {beat} MFCC + DTW (AP {_pair(ap, baseline['ap'])})")
+    return lines
 
 
 def dtw_table_ap(
@@ -386,5 +469,5 @@ def dtw_table_ap(
         )
     with naming(segments):  # the warnings of a weak score name the table
         check_speakers([r.speaker for r in chosen], "speaker")
-        ap, num_pairs = dtw_ap(segment_features(chosen, feature_dim), labels)
-    return {"ap": ap, "tokens": n, "num_pairs": num_pairs, "positives": positives}
+        base = rows_dtw_ap(chosen, labels, feature_dim)
+    return {"ap": base["ap"], "tokens": n, "num_pairs": base["num_pairs"], "positives": positives}

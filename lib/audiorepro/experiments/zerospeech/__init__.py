@@ -17,7 +17,8 @@ in the order of :data:`FILES`, each importing only the files before it:
 - ``plan``: every run trained ahead (:func:`train_ahead`), every row scored (:func:`run_rows`);
 - ``findings``: the ledger read back into the page's tables (:func:`summarize`,
   :func:`findings`);
-- ``recordings``: what the ``audiorepro units`` and ``abx items`` commands run on a user's files.
+- ``recordings``: what the ``audiorepro units`` and ``abx items`` commands run on a user's files;
+- ``baselines``: the k-means units and input frames ``abx score`` scores beside a units folder.
 
 Every trained model and feature file is one run of ``RunStore("03_zerospeech")``, keyed by what
 defines it: the VQ-VAE by its model and training sections, seed and the training features'
@@ -71,6 +72,7 @@ FILES = (
     "plan",
     "findings",
     "recordings",
+    "baselines",
 )
 
 __all__ = [

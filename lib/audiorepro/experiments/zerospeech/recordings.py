@@ -295,8 +295,28 @@ def encode_units(
     files of ``audio``, told apart by ``speaker_of`` (``prefix``, ``parent`` or a ``MAP.tsv``,
     as :func:`train_units`), by default the rule the run was trained with.
 
-    Returns ``{file id: the rows written (T', D)}``.
+    Returns ``{file id: the rows written (T', D)}`` (:func:`unit_rows`).
     """
+    rows = unit_rows(run, audio, what, speaker_of)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    for name in sorted(rows):
+        text = int_lines(rows[name]) if what == "codes" else vector_lines(rows[name])
+        target = out / f"{name}.txt"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+    return rows
+
+
+def unit_rows(
+    run: UnitsRun | str | os.PathLike[str],
+    audio: str | os.PathLike[str],
+    what: str = "vectors",
+    speaker_of: str | None = None,
+) -> dict[str, np.ndarray]:
+    """``{file id: (T', D)}``: what :func:`encode_units` writes of each audio file under
+    ``audio`` (arguments as there), in memory: the rows ``abx score`` scores beside a
+    submission as its baselines, without writing a file."""
     if what not in UNIT_OUTPUTS:
         raise ValueError(f"what must be one of {', '.join(UNIT_OUTPUTS)}, got {what!r}")
     run = run if isinstance(run, UnitsRun) else load_units(run)
@@ -317,13 +337,6 @@ def encode_units(
         inputs = model_inputs(feats, cfg.feature_norm, speakers)
         for name, x in inputs.items():
             rows[name] = x if baseline is None else code_rate_kmeans(baseline, x, cfg.stride)[1]
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    for name in sorted(rows):
-        text = int_lines(rows[name]) if what == "codes" else vector_lines(rows[name])
-        target = out / f"{name}.txt"
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text)
     return rows
 
 

@@ -1,0 +1,233 @@
+"""The baselines beside a units score (``audiorepro abx score``): the k-means units of the run
+and the input frames the model reads, scored on the same item file with the same mode, distance
+and frame rule as the submission, so that a reader sees at once whether the units learned
+anything a one-second baseline does not already give.
+
+Where the baselines come from is what ``units encode`` recorded in the folder it wrote
+(:data:`~audiorepro.outputs.OUTPUT_RECORD`: the run folder, the audio folder, ``--speaker-of``
+and ``--what``). Their rows are computed in memory (:func:`~audiorepro.experiments.zerospeech.
+recordings.unit_rows`), exactly as ``units encode --what kmeans|frames`` would write them and
+the scorer read them back, and scored by the same :func:`~audiorepro.metrics.abx.abx_error`.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from audiorepro.data.recordings import find_wavs
+from audiorepro.experiments.zerospeech.recordings import (
+    load_units,
+    output_frame_shift,
+    unit_rows,
+)
+from audiorepro.metrics.abx import abx_error
+from audiorepro.metrics.checks import ScoreError, ScoreWarning
+from audiorepro.outputs import OUTPUT_RECORD, read_output_record, stale_inputs
+
+ENCODE = "units encode"
+"""The command whose folders carry the record of their run and audio."""
+
+CHANCE = 50.0
+"""The ABX error of features that tell nothing apart (every triplet a tie)."""
+
+BASELINES = ("kmeans", "frames")
+"""The two baselines of a units folder, in the order they are printed."""
+
+SUBJECTS = {
+    "vectors": "the units",
+    "codes": "the units",
+    "kmeans": "the k-means units",
+    "frames": "the input frames",
+}
+OBJECTS = {"kmeans": "the k-means baseline", "frames": "the input frames"}
+
+
+@dataclass(frozen=True)
+class Encoding:
+    """What ``units encode`` recorded of a folder it wrote: where its baselines come from."""
+
+    run: Path
+    audio: Path
+    speaker_of: str | None
+    """``--speaker-of`` as given (a map file by its resolved path); ``None``: the run's rule."""
+    what: str
+    """``--what``: ``vectors``, ``codes``, ``frames`` or ``kmeans``."""
+
+
+def encoding_of(submission: str | os.PathLike[str]) -> tuple[Encoding | None, str]:
+    """``(encoding, "")`` of a folder ``units encode`` wrote, or ``(None, why)``: why no
+    baseline can be scored beside it (no record, an older record, inputs changed since)."""
+    folder = Path(submission)
+    record = read_output_record(folder)
+    if record is None:
+        return None, (
+            f"{folder} has no {OUTPUT_RECORD} of `audiorepro {ENCODE}` (made by hand or by "
+            "another tool), so the run and audio its units came from are unknown"
+        )
+    if record["command"] != ENCODE:
+        return None, f"{folder} holds the output of `{record['command']}`, not of `{ENCODE}`"
+    given = record.get("given") or {}
+    settings = record.get("request", {}).get("settings", {})
+    if "RUN" not in given or "--audio" not in given:
+        return None, (
+            f"{folder / OUTPUT_RECORD} was written before `{ENCODE}` recorded its run and "
+            "audio folders: encode it again (--force) to score the baselines beside it"
+        )
+    stale = stale_inputs(record)
+    recorded = set(record["request"].get("inputs", {}))
+    audio = Path(given["--audio"])
+    if audio.is_dir():
+        stale += sorted(str(p.resolve()) for p in find_wavs(audio).values()
+                        if str(p.resolve()) not in recorded)  # fmt: skip
+    if stale:
+        return None, (
+            f"{len(stale)} of the files `{ENCODE}` read (the run's, the audio's) changed, "
+            f"appeared or are gone since it wrote {folder} (first: {stale[0]}): the baselines "
+            "would not be of the same audio; encode the folder again (--force)"
+        )
+    speaker_of = given.get("--speaker-of", settings.get("--speaker-of"))
+    return Encoding(Path(given["RUN"]), audio, speaker_of, settings.get("--what", "vectors")), ""
+
+
+@dataclass(frozen=True)
+class ScoreRow:
+    """One row of the side-by-side table: a kind of features and its ABX error."""
+
+    what: str
+    """``vectors``, ``codes``, ``kmeans`` or ``frames``."""
+    name: str
+    error: float | None
+    """The ABX error in percent; ``None`` when the kind cannot be scored (``why``)."""
+    frame_shift: float | None
+    submission: bool = False
+    why: str = ""
+
+
+def read_back(rows: np.ndarray) -> np.ndarray:
+    """The frames the scorer reads from the file ``units encode`` writes of ``rows``: the
+    float32 values (:func:`~audiorepro.experiments.zerospeech.submission.vector_lines` writes
+    the shortest repr of each, read back exactly) as float64."""
+    return np.asarray(rows, dtype=np.float32).astype(np.float64)
+
+
+def row_name(what: str, run: object | None = None) -> str:
+    """How a kind of features is named in the table (with its K or feature, when known)."""
+    if what == "kmeans":
+        k = getattr(getattr(run, "config", None), "model", None)
+        return f"k-means units (K = {k.codebook_size})" if k is not None else "k-means units"
+    if what == "frames":
+        feature = getattr(run, "feature", None)
+        return f"input frames ({feature}, 10 ms)" if feature else "input frames (10 ms)"
+    return f"units ({'one-hot codes' if what == 'codes' else 'codebook vectors'})"
+
+
+def side_by_side(
+    encoding: Encoding,
+    error: float,
+    item_file: str | os.PathLike[str],
+    *,
+    distance: str = "angular",
+    mode: str = "across",
+    frame_shift: float | None = None,
+) -> list[ScoreRow]:
+    """The submission's row (its ABX ``error``, scored from its files) and those of its
+    baselines (:data:`BASELINES`, less the kind the folder itself holds), each scored by
+    :func:`~audiorepro.metrics.abx.abx_error` on ``item_file`` with ``distance`` and ``mode``.
+
+    Items in seconds (``frame_shift`` given, the submission's own) read each baseline at its
+    own frame shift (10 ms for the frames, the code rate for the k-means units). A baseline
+    that cannot be scored (a run without k-means units; ``kl`` on frames, ``levenshtein`` on
+    real values) is a row without an error, saying why."""
+    run = load_units(encoding.run)
+    rows = [ScoreRow(encoding.what, row_name(encoding.what, run), error, frame_shift, True)]
+    for what in BASELINES:
+        if what == encoding.what:
+            continue  # the folder is this baseline: scored once, as the submission
+        shift = None if frame_shift is None else output_frame_shift(run, what)
+        score, why = None, ""
+        try:
+            if what == "kmeans":
+                run.kmeans_baseline()  # a run without one says why (trained before, too short)
+        except (FileNotFoundError, ValueError) as err:
+            why = str(err)
+        if not why:
+            rows_of = unit_rows(run, encoding.audio, what, encoding.speaker_of)
+            features = {name: read_back(x) for name, x in rows_of.items()}
+            with warnings.catch_warnings():
+                # the submission's items and triplets: its warnings were said once already
+                warnings.simplefilter("ignore", ScoreWarning)
+                try:
+                    score = abx_error(features, item_file, distance, mode, shift)
+                except ScoreError as err:
+                    why = str(err)
+        rows.append(ScoreRow(what, row_name(what, run), score, shift, why=why))
+    return rows
+
+
+def shift_note(rows: Sequence[ScoreRow], encoding: Encoding) -> str:
+    """A line when the submission was scored at another frame shift than the one its lines
+    were written at (``units encode`` printed it), else ``""``."""
+    main = next(r for r in rows if r.submission)
+    if main.frame_shift is None:
+        return ""
+    own = output_frame_shift(load_units(encoding.run), encoding.what)
+    if math.isclose(own, main.frame_shift, rel_tol=1e-9):
+        return ""
+    return (
+        f"note: --frame-shift {main.frame_shift:g} s, but `{ENCODE} --what {encoding.what}` "
+        f"wrote a line every {own:g} s; the baselines are read at their own frame shifts"
+    )
+
+
+def _percent_pair(a: float, b: float) -> str:
+    """``"22.8 % vs 17.0 %"`` with the fewest decimals (1 to 3) that tell the two apart."""
+    digits = next((d for d in (1, 2) if f"{a:.{d}f}" != f"{b:.{d}f}"), 3)
+    return f"{a:.{digits}f} % vs {b:.{digits}f} %"
+
+
+def verdict(rows: Sequence[ScoreRow]) -> str:
+    """One plain sentence: whether the submission's ABX error is below that of each baseline
+    that was scored (a lower error is better; equal is not beating it)."""
+    main = next(r for r in rows if r.submission)
+    scored = [r for r in rows if not r.submission and r.error is not None]
+    subject = SUBJECTS[main.what]
+    if main.error is None or not scored:
+        return f"no baseline could be scored beside {subject} (see above)"
+    beaten = [r for r in scored if main.error < r.error]
+    not_beaten = [r for r in scored if not main.error < r.error]
+
+    def part(r: ScoreRow) -> str:
+        return f"{OBJECTS[r.what]} ({_percent_pair(main.error, r.error)})"
+
+    if not not_beaten:
+        return f"{subject} beat " + " and ".join(part(r) for r in beaten)
+    if not beaten:
+        return f"{subject} do not beat " + " nor ".join(part(r) for r in not_beaten)
+    return (
+        f"{subject} beat {' and '.join(part(r) for r in beaten)} but not "
+        f"{' nor '.join(part(r) for r in not_beaten)}"
+    )
+
+
+def score_table(rows: Sequence[ScoreRow], mode: str, distance: str) -> list[str]:
+    """The lines of the side-by-side table: what, ABX error %, then chance (50 %); a row that
+    could not be scored says why below the table."""
+    names = [f"{r.name}{' (this folder)' if r.submission else ''}" for r in rows]
+    width = max(len(n) for n in [*names, "what", "chance"])
+    seconds = any(r.frame_shift is not None for r in rows)
+    head = f"{'what':<{width}}  {'ABX error %':>11}" + ("  frame shift" if seconds else "")
+    lines = [f"ABX error, {mode} speakers, {distance} distance:", head]
+    for name, r in zip(names, rows, strict=True):
+        value = f"{r.error:11.3f}" if r.error is not None else f"{'not scored':>11}"
+        shift = f"  {r.frame_shift:g} s" if seconds and r.frame_shift is not None else ""
+        lines.append(f"{name:<{width}}  {value}{shift}")
+    lines.append(f"{'chance':<{width}}  {CHANCE:11.3f}")
+    lines += [f"{r.name}: not scored: {r.why}" for r in rows if r.error is None and r.why]
+    return lines

@@ -1,0 +1,311 @@
+"""The baselines beside every result: ``abx score`` of a ``units encode`` folder prints the
+units, the run's k-means units and the input frames on the same items, and ``awe ap`` of an
+``awe embed`` .npz the MFCC + DTW AP on the same pairs, each number equal to the one computed
+alone, with one sentence saying whether the model beats them (issue 39, item 2)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import shutil
+
+import numpy as np
+import pytest
+import soundfile as sf
+from test_cli import HEADER, WORDS, last_number, run_cli
+
+from audiorepro.data.embedded.espeak import english_voices, synthesize_raw
+from audiorepro.data.recordings import WORD_RULE
+from audiorepro.experiments.zerospeech.baselines import ScoreRow, verdict
+from audiorepro.metrics.abx import abx_error
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory):
+    """18 eSpeak words (3 speakers x 3 words x 2 rates, 22.05 kHz), their tables and items, a
+    tiny units run with its units encoded, and a tiny AWE run with its embeddings."""
+    root = tmp_path_factory.mktemp("baselines")
+    audio = root / "audio"
+    audio.mkdir()
+    rows, timed = [], []
+    for voice in english_voices(3, seed=0):
+        for word in WORDS:
+            for k, rate in enumerate((150, 190)):
+                raw = synthesize_raw(word, dataclasses.replace(voice, rate=rate))
+                name = f"{voice.name}_{word}{k}"
+                sf.write(audio / f"{name}.wav", raw.samples, 22050, subtype="PCM_16")
+                rows.append(f"audio/{name}.wav\t{word}\t{voice.name}\t\t\n")
+                end = round(len(raw.samples) / 22050 - 0.02, 3)
+                timed.append(f"audio/{name}.wav\t{word}\t{voice.name}\t0.02\t{end}\n")
+    (root / "seg.tsv").write_text(HEADER + "".join(rows))
+    (root / "timed.tsv").write_text(HEADER + "".join(timed))
+    steps = ("--set", "train.max_steps=2", "--set", "train.segment_frames=32")
+    commands = [
+        ("units", "train", "--audio", audio, "--preset", "smoke", *steps, "--out", root / "u"),
+        ("units", "encode", root / "u", "--audio", audio, "--out", root / "vectors"),
+        ("abx", "items", "--segments", root / "seg.tsv", "--out", root / "w.item"),
+        ("abx", "items", "--segments", root / "timed.tsv", "--out", root / "s.item"),
+        ("awe", "train", "--segments", root / "seg.tsv", "--preset", "smoke",
+         "--set", "train.max_steps=2", "--out", root / "a"),
+        ("awe", "embed", root / "a", "--segments", root / "seg.tsv", "--out", root / "e.npz"),
+    ]  # fmt: skip
+    for what in ("kmeans", "frames"):
+        commands.append(
+            ("units", "encode", root / "u", "--audio", audio, "--out", root / what,
+             "--what", what)
+        )  # fmt: skip
+    for argv in commands:
+        from audiorepro.cli import main
+
+        assert main([str(a) for a in argv]) == 0, argv
+    return root
+
+
+def table(out: str) -> dict[str, float]:
+    """``{row name: ABX error}`` of the side-by-side table ``abx score`` prints."""
+    found = {}
+    for line in out.splitlines():
+        hit = re.match(r"^(units|k-means units|input frames|chance)\b.*?\s(\d+\.\d{3})\b", line)
+        if hit:
+            found[hit.group(1)] = float(hit.group(2))
+    return found
+
+
+def alone(capsys, *argv) -> float:
+    """The number a command prints with ``--no-baseline``: its last line, and nothing else."""
+    code, out, err = run_cli(capsys, *argv, "--no-baseline")
+    assert code == 0, err
+    assert "baseline" not in out and "MFCC + DTW" not in out and "k-means" not in out
+    return last_number(out)
+
+
+def test_abx_score_prints_the_units_beside_their_two_baselines(made, capsys):
+    """(a) The three numbers equal those of ``abx score`` of the ``--what kmeans`` and
+    ``--what frames`` folders scored one by one, and the library scorer's; the sentence says
+    what the numbers say. (c) ``--no-baseline`` prints the units' number alone."""
+    code, out, err = run_cli(capsys, "abx", "score", made / "w.item", made / "vectors")
+    assert code == 0, err
+    rows = table(out)
+    assert set(rows) == {"units", "k-means units", "input frames", "chance"}, out
+    assert rows["chance"] == 50.0
+    assert "units (codebook vectors) (this folder)" in out and "(K = 64)" in out
+    assert "input frames (mfcc, 10 ms)" in out
+    for what, name in (
+        ("vectors", "units"),
+        ("kmeans", "k-means units"),
+        ("frames", "input frames"),
+    ):
+        by_itself = alone(capsys, "abx", "score", made / "w.item", made / what)
+        assert rows[name] == by_itself, (name, out)
+        library = abx_error(made / what, made / "w.item")
+        assert rows[name] == pytest.approx(library, abs=5e-4)
+    assert alone(capsys, "abx", "score", made / "w.item", made / "vectors") == rows["units"]
+    sentence = out.strip().splitlines()[-1]
+    assert sentence.startswith("the units ")
+    lost = {
+        name: any(f"{word} {name}" in sentence for word in ("do not beat", "but not", "nor"))
+        for name in ("the k-means baseline", "the input frames")
+    }
+    assert lost["the k-means baseline"] == (not rows["units"] < rows["k-means units"]), sentence
+    assert lost["the input frames"] == (not rows["units"] < rows["input frames"]), sentence
+
+    # a baseline folder is scored once, as the folder itself, beside the other baseline
+    code, out, err = run_cli(capsys, "abx", "score", made / "w.item", made / "kmeans")
+    assert code == 0, err
+    assert set(table(out)) == {"k-means units", "input frames", "chance"}, out
+    assert "k-means units (K = 64) (this folder)" in out
+    assert out.strip().splitlines()[-1].startswith("the k-means units ")
+    assert table(out)["input frames"] == rows["input frames"]
+
+
+def test_items_in_seconds_read_each_baseline_at_its_own_frame_shift(made, capsys):
+    """With ``--frame-shift 0.04`` (the units'), the frames are read every 10 ms and the
+    k-means units every 40 ms: each row equals its folder scored alone at that shift."""
+    code, out, err = run_cli(
+        capsys, "abx", "score", made / "s.item", made / "vectors", "--frame-shift", "0.04"
+    )
+    assert code == 0, err
+    rows = table(out)
+    assert "frame shift" in out and "note:" not in out
+    for what, name, shift in (
+        ("vectors", "units", "0.04"),
+        ("kmeans", "k-means units", "0.04"),
+        ("frames", "input frames", "0.01"),
+    ):
+        by_itself = alone(
+            capsys, "abx", "score", made / "s.item", made / what, "--frame-shift", shift
+        )
+        assert rows[name] == by_itself, (name, out)
+
+
+def test_awe_ap_prints_mfcc_dtw_on_the_same_pairs(made, capsys):
+    """(b) The baseline equals ``awe dtw`` of the table the embeddings came from, and the
+    embeddings' AP is the number ``awe ap --no-baseline`` prints; (c) which prints no baseline."""
+    from audiorepro.experiments.awe import recordings as awe
+
+    code, out, err = run_cli(capsys, "awe", "ap", made / "e.npz")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0] == WORD_RULE
+    values = {
+        name: float(value)
+        for name, value in (
+            re.match(r"^(embeddings|MFCC \+ DTW|chance).*\s(\d\.\d{4})$", line).groups()
+            for line in lines
+            if re.match(r"^(embeddings|MFCC \+ DTW|chance)", line)
+        )
+    }
+    code, dtw, err = run_cli(capsys, "awe", "dtw", "--segments", made / "seg.tsv")
+    assert code == 0, err
+    assert values["MFCC + DTW"] == last_number(dtw)
+    assert values["embeddings"] == alone(capsys, "awe", "ap", made / "e.npz")
+    assert values["embeddings"] == round(awe.embeddings_ap(made / "e.npz"), 4)
+    assert values["chance"] == round(45 / 153, 4)  # 3 words x 6 tokens: 45 of 153 pairs
+    assert "same-different AP over 153 pairs" in out
+    beat = "beat" if values["embeddings"] > values["MFCC + DTW"] else "do not beat"
+    assert lines[-1].startswith(f"the embeddings {beat} MFCC + DTW (AP ")
+    with np.load(made / "e.npz") as arrays:
+        assert str(arrays["segments"]) == str((made / "seg.tsv").resolve())
+        assert arrays["rows"].tolist() == list(range(2, 20))  # table lines, header is 1
+
+
+def test_the_baseline_is_scored_on_the_rows_the_embeddings_hold(made, tmp_path, capsys):
+    """Some rows of the table, in another order: the baseline is ``awe dtw`` of a table of
+    just those rows; labels that no longer match the recorded rows give no baseline."""
+    with np.load(made / "e.npz") as arrays:
+        kept = {k: arrays[k] for k in arrays.files}
+    picked = [17, 3, 5, 10, 0, 8, 12, 14, 1, 6]
+    subset = {k: kept[k][picked] if kept[k].ndim else kept[k] for k in kept}
+    np.savez(tmp_path / "some.npz", **subset)
+    lines = (made / "seg.tsv").read_text().splitlines()
+    (tmp_path / "some.tsv").write_text(
+        HEADER + "".join(f"{made}/{lines[1 + i]}\n" for i in picked)
+    )
+    code, out, err = run_cli(capsys, "awe", "ap", tmp_path / "some.npz")
+    assert code == 0, err
+    baseline = float(re.search(r"^MFCC \+ DTW.*\s(\d\.\d{4})$", out, re.M).group(1))
+    code, dtw, err = run_cli(capsys, "awe", "dtw", "--segments", tmp_path / "some.tsv")
+    assert code == 0, err
+    assert "10 segments, 45 pairs" in dtw and baseline == last_number(dtw)
+    code, whole, err = run_cli(capsys, "awe", "dtw", "--segments", made / "seg.tsv")
+    assert last_number(whole) != baseline  # the subset's baseline is not the table's
+
+    subset["labels"] = subset["labels"][::-1]
+    np.savez(tmp_path / "swapped.npz", **subset)
+    code, out, err = run_cli(capsys, "awe", "ap", tmp_path / "swapped.npz")
+    assert code == 0, err
+    assert "no baseline: " in out and "its rows and labels do not match the lines of" in out
+
+
+def test_a_folder_without_the_record_prints_its_score_and_why_no_baseline(made, tmp_path, capsys):
+    """(d) A submission made by hand (no command.json), one whose record predates the run and
+    audio folders, or whose audio changed since; an .npz made by hand, or whose table changed:
+    the model's number and one line why no baseline is shown, exit 0."""
+    hand = tmp_path / "hand"
+    shutil.copytree(made / "vectors", hand)
+    (hand / "command.json").unlink()
+    code, out, err = run_cli(capsys, "abx", "score", made / "w.item", hand)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert len(lines) == 2 and lines[0].startswith(f"no baseline: {hand} has no command.json")
+    assert "made by hand" in lines[0]
+    assert last_number(out) == alone(capsys, "abx", "score", made / "w.item", made / "vectors")
+
+    old = tmp_path / "old"
+    shutil.copytree(made / "vectors", old)
+    record = json.loads((old / "command.json").read_text())
+    del record["given"]
+    (old / "command.json").write_text(json.dumps(record))
+    code, out, err = run_cli(capsys, "abx", "score", made / "w.item", old)
+    assert code == 0 and len(out.splitlines()) == 2, err
+    assert "was written before `units encode` recorded its run and audio folders" in out
+
+    audio = tmp_path / "audio"
+    shutil.copytree(made / "audio", audio)
+    code, _, err = run_cli(
+        capsys, "units", "encode", made / "u", "--audio", audio, "--out", tmp_path / "units"
+    )
+    assert code == 0, err
+    shutil.copy(audio / "S001_garden0.wav", audio / "S001_garden9.wav")
+    code, out, err = run_cli(capsys, "abx", "score", made / "w.item", tmp_path / "units")
+    assert code == 0 and len(out.splitlines()) == 2, err
+    assert "no baseline: 1 of the files `units encode` read" in out and "S001_garden9" in out
+
+    with np.load(made / "e.npz") as arrays:
+        kept = {k: arrays[k] for k in ("embeddings", "labels", "speakers")}
+        record = {k: arrays[k] for k in ("segments", "segments_sha256", "rows")}
+    np.savez(tmp_path / "hand.npz", **kept)
+    code, out, err = run_cli(capsys, "awe", "ap", tmp_path / "hand.npz")
+    assert code == 0, err
+    assert out.splitlines()[1].startswith("no baseline: ") and len(out.splitlines()) == 3
+    assert "does not say which segments it embeds" in out
+    assert last_number(out) == alone(capsys, "awe", "ap", made / "e.npz")
+
+    table_copy = tmp_path / "seg.tsv"
+    table_copy.write_text((made / "seg.tsv").read_text().replace("audio/", f"{made}/audio/"))
+    np.savez(tmp_path / "moved.npz", **kept, **(record | {"segments": str(table_copy)}))
+    code, out, err = run_cli(capsys, "awe", "ap", tmp_path / "moved.npz")
+    assert code == 0 and f"no baseline: {table_copy} changed since `awe embed` read it" in out
+
+
+def test_the_sentence_says_when_the_model_does_not_beat_its_baseline(made, tmp_path, capsys):
+    """(e) Units that hold only the speaker (every triplet a tie: 50 %) and embeddings that
+    hold only the speaker lose to their baselines, and the output says so plainly."""
+    bad = tmp_path / "bad"
+    shutil.copytree(made / "vectors", bad)
+    for path in bad.glob("*.txt"):  # one-hot speakers: every distance across them is 0.5
+        hot = " ".join("1" if k == int(path.stem[1:4]) else "0" for k in (1, 2, 3))
+        path.write_text(f"{hot}\n" * len(path.read_text().splitlines()))
+    code, out, err = run_cli(capsys, "abx", "score", made / "w.item", bad)
+    assert code == 0, err
+    rows = table(out)
+    assert rows["units"] == 50.0
+    assert rows["k-means units"] < 45.0 and rows["input frames"] < 45.0, out
+    assert out.strip().splitlines()[-1] == (
+        f"the units do not beat the k-means baseline (50.0 % vs {rows['k-means units']:.1f} %)"
+        f" nor the input frames (50.0 % vs {rows['input frames']:.1f} %)"
+    )
+
+    with np.load(made / "e.npz") as arrays:
+        kept = {k: arrays[k] for k in arrays.files}
+    speakers = sorted(set(kept["speakers"].tolist()))
+    kept["embeddings"] = np.eye(len(speakers), dtype=np.float32)[
+        [speakers.index(s) for s in kept["speakers"].tolist()]
+    ]
+    np.savez(tmp_path / "bad.npz", **kept)
+    code, out, err = run_cli(capsys, "awe", "ap", tmp_path / "bad.npz")
+    assert code == 0, err
+    assert re.search(r"the embeddings do not beat MFCC \+ DTW \(AP 0\.\d+ vs 0\.\d+\)$", out)
+
+
+def test_the_verdict_reads_each_comparison_from_the_numbers():
+    """Lower is better; a tie is not a win; the digits grow until the two numbers differ."""
+
+    def rows(units: float, kmeans: float, frames: float) -> list[ScoreRow]:
+        return [
+            ScoreRow("vectors", "units", units, None, submission=True),
+            ScoreRow("kmeans", "k-means units", kmeans, None),
+            ScoreRow("frames", "input frames", frames, None),
+        ]
+
+    assert verdict(rows(10.0, 20.0, 30.0)) == (
+        "the units beat the k-means baseline (10.0 % vs 20.0 %) and the input frames "
+        "(10.0 % vs 30.0 %)"
+    )
+    assert verdict(rows(22.8, 17.0, 16.8)) == (
+        "the units do not beat the k-means baseline (22.8 % vs 17.0 %) nor the input frames "
+        "(22.8 % vs 16.8 %)"
+    )
+    assert verdict(rows(15.0, 20.0, 12.0)) == (
+        "the units beat the k-means baseline (15.0 % vs 20.0 %) but not the input frames "
+        "(15.0 % vs 12.0 %)"
+    )
+    assert verdict(rows(17.004, 17.001, 17.0)) == (
+        "the units do not beat the k-means baseline (17.004 % vs 17.001 %) nor the input "
+        "frames (17.004 % vs 17.000 %)"
+    )
+    assert verdict(rows(17.0, 17.0, 30.0)) == (
+        "the units beat the input frames (17.0 % vs 30.0 %) but not the k-means baseline "
+        "(17.000 % vs 17.000 %)"
+    )
