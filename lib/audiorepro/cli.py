@@ -223,8 +223,8 @@ def _parser() -> argparse.ArgumentParser:
         "sentence saying whether the units beat them. Any other folder: its score alone, "
         "and why no baseline is shown.",
     )
-    p.add_argument("item_file")
-    p.add_argument("submission_dir")
+    p.add_argument("item_file", help="a .item file (abx items)")
+    p.add_argument("submission_dir", help="one <file id>.txt per file (units encode --out)")
     p.add_argument(
         "--no-baseline",
         action="store_true",
