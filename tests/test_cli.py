@@ -116,6 +116,10 @@ def test_units_abx_and_awe_end_to_end(corpus, capsys):
     )  # fmt: skip
     assert code == 0, err
     assert "trained 3 epochs" in out  # max_steps alone lifts the smoke preset's one epoch
+    # three speakers: one is held out, the epoch is chosen on a voice the model never heard
+    assert re.search(
+        r"development rows: 6 rows of 1 speaker\(s\) held out of training \(S00\d\)", out
+    )
     assert 0.0 <= last_number(out) <= 1.0
     code, out, err = run_cli(
         capsys, "awe", "embed", root / "a", "--segments", root / "seg.tsv", "--out", root / "e.npz"

@@ -610,6 +610,7 @@ def _run(args: argparse.Namespace) -> None:
             )
             _done(args, plan, AWE_WRITES)
         print(f"trained {run.history.final_epoch} epochs -> {run.path}")
+        print(run.development)
         if sum(run.left_out.values()):
             splits = ", ".join(f"{split} {n}" for split, n in run.left_out.items())
             print(

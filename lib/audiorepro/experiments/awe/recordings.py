@@ -179,6 +179,80 @@ def hold_out(
     )
 
 
+def hold_out_speakers(
+    rows: Sequence[Segment], fraction: float, seed: int
+) -> tuple[list[Segment], list[Segment], list[str]] | None:
+    """``(train, dev, held speakers)``: whole speakers held out of training, so that the
+    plateau schedule chooses the epoch on speakers the model has never heard (what ``awe ap``
+    on a new speaker measures), or ``None`` when the table cannot lend them.
+
+    Speakers are drawn in a seeded order until the held-out rows reach ``fraction`` of the
+    table (or all but two speakers are drawn: at least two stay in training) and hold at least
+    two words spoken at least twice (pairs of the same and of different words to rank). A
+    table of fewer than three speakers, or one where no draw holds such pairs, gets
+    ``None``."""
+    by_speaker: dict[str, list[int]] = {}
+    for i, r in enumerate(rows):
+        by_speaker.setdefault(r.speaker, []).append(i)
+    if len(by_speaker) < 3:
+        return None
+    order = [
+        sorted(by_speaker)[i] for i in np.random.default_rng(seed).permutation(len(by_speaker))
+    ]
+    want = max(4, int(round(fraction * len(rows))))
+    held: list[str] = []
+    found = None
+    for speaker in order[:-2]:  # two speakers at least stay in training
+        held.append(speaker)
+        dev = [rows[i] for s in held for i in by_speaker[s]]
+        words: dict[str, int] = {}
+        for r in dev:
+            words[r.word] = words.get(r.word, 0) + 1
+        if sum(n >= 2 for n in words.values()) >= 2:
+            chosen = set(held)
+            found = [r for r in rows if r.speaker not in chosen], dev, sorted(held)
+            if len(dev) >= want:
+                break
+    return found
+
+
+def development_split(
+    rows: Sequence[Segment], fraction: float, seed: int
+) -> tuple[list[Segment], list[Segment], str]:
+    """``(train, dev, note)``: the development rows of a table given without ``--dev``, and
+    one line saying how they were chosen. Whole speakers when the table has three or more
+    (:func:`hold_out_speakers`: the epoch is then chosen for speakers the model does not know,
+    which is what a model for new recordings needs), else pairs of words of the same
+    speakers (:func:`hold_out`)."""
+    by_speaker = hold_out_speakers(rows, fraction, seed)
+    if by_speaker is not None:
+        train, dev, held = by_speaker
+        return (
+            train,
+            dev,
+            (
+                f"development rows: {len(dev)} rows of {len(held)} speaker(s) held out of "
+                f"training ({', '.join(held)}), so the epoch is chosen on speakers the model does "
+                "not train on"
+            ),
+        )
+    train, dev = hold_out(rows, fraction, seed)
+    speakers = len({r.speaker for r in rows})
+    why = (
+        f"{speakers} speaker(s): holding whole speakers out needs 3"
+        if speakers < 3
+        else "no draw of whole speakers gives two words spoken twice"
+    )
+    return (
+        train,
+        dev,
+        (
+            f"development rows: {len(dev)} rows held out in pairs of one word from the training "
+            f"speakers ({why}); the epoch is chosen on speakers the model trains on"
+        ),
+    )
+
+
 SEGMENTS_FIELDS = (
     "model", "train", "seed", "select", "margin", "loss_k", "distance", "min_frames",
     "eval_batch_size",
@@ -201,7 +275,8 @@ def train_on_segments(
     """Train the chapter's multi-view model on the words of a segments table, into ``out``.
 
     The development rows (the plateau schedule's cross-view AP) are the table ``dev``, or else
-    about ``dev_fraction`` of the rows held out of training (:func:`hold_out`). ``preset`` and
+    about ``dev_fraction`` of the rows held out of training: whole speakers when the table has
+    three or more (:func:`development_split`). ``preset`` and
     ``overrides`` as :func:`~audiorepro.experiments.awe.config.load_config`; an override of a field outside
     :data:`SEGMENTS_FIELDS` is a ``ConfigError``. Writes ``out/model.safetensors`` (the best dev
     epoch's weights), ``out/final.safetensors`` (the last epoch's) and ``out/run.json``; ``select``
@@ -212,8 +287,9 @@ def train_on_segments(
     rows = read_segments(segments)
     if dev is not None:
         train_rows, dev_rows = rows, read_segments(dev)
+        dev_note = f"development rows: the {len(dev_rows)} rows of {dev}"
     else:
-        train_rows, dev_rows = hold_out(rows, dev_fraction, config.seed)
+        train_rows, dev_rows, dev_note = development_split(rows, dev_fraction, config.seed)
     if len({r.word for r in dev_rows}) == len(dev_rows):
         raise RecordingsError(
             dev if dev is not None else segments,
@@ -265,6 +341,7 @@ def train_on_segments(
                 "best_dev": best_dev,
                 "kept_epoch": kept,
                 "left_out_short": left_out,
+                "development": dev_note,
                 "history": result.to_dict(),
                 "schedule": [list(h) for h in schedule.history],
             },
@@ -282,6 +359,7 @@ def train_on_segments(
         selected=config.select,
         kept_epoch=kept,
         left_out=left_out,
+        development=dev_note,
     )
 
 

@@ -51,6 +51,8 @@ class AWERun:
             :func:`~audiorepro.experiments.awe.recordings.train_on_segments`).
         left_out: rows of each split left out as shorter than ``min_frames`` (runs of
             :func:`~audiorepro.experiments.awe.recordings.train_on_segments`).
+        development: how the development rows were chosen, one line (runs of
+            :func:`~audiorepro.experiments.awe.recordings.train_on_segments`).
     """
 
     model: MultiViewAWE
@@ -63,6 +65,7 @@ class AWERun:
     selected: str = "best"
     kept_epoch: int | None = None
     left_out: dict[str, int] = dataclasses.field(default_factory=dict)
+    development: str = ""
 
 
 def run_config(config: Config, data: Mapping[str, WordSegments]) -> dict[str, Any]:

@@ -1,0 +1,74 @@
+"""The development rows of ``awe train`` without ``--dev``: whole speakers held out when the
+table has three or more, so that the epoch is chosen for speakers the model does not know."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from audiorepro.data.recordings import Segment
+from audiorepro.experiments.awe.recordings import development_split, hold_out_speakers
+
+
+def table(speakers: int, words: int, tokens: int) -> list[Segment]:
+    """Every speaker says every word ``tokens`` times, one file a row."""
+    rows = []
+    for s in range(speakers):
+        for w in range(words):
+            for t in range(tokens):
+                line = len(rows) + 2
+                rows.append(Segment(Path(f"s{s}_w{w}_{t}.wav"), f"w{w}", f"s{s}", None, None,
+                                    Path("seg.tsv"), line))  # fmt: skip
+    return rows
+
+
+def test_whole_speakers_are_held_out_and_at_least_two_stay_in_training():
+    rows = table(speakers=6, words=4, tokens=2)
+    train, dev, held = hold_out_speakers(rows, fraction=0.1, seed=0)
+    assert len(held) == 1 and {r.speaker for r in dev} == set(held)
+    assert not {r.speaker for r in train} & set(held)
+    assert sorted(train + dev, key=lambda r: r.line) == rows  # nothing lost, nothing twice
+    # a larger share takes more speakers, never the last two
+    train, dev, held = hold_out_speakers(rows, fraction=0.5, seed=0)
+    assert len(held) == 3 and len(dev) == 24 and len({r.speaker for r in train}) == 3
+    train, dev, held = hold_out_speakers(rows, fraction=0.9, seed=0)
+    assert len(held) == 4 and len({r.speaker for r in train}) == 2
+    # seeded: the same seed draws the same speakers, the draws of other seeds differ
+    assert hold_out_speakers(rows, 0.1, 3)[2] == hold_out_speakers(rows, 0.1, 3)[2]
+    assert len({tuple(hold_out_speakers(rows, 0.1, seed)[2]) for seed in range(10)}) > 1
+
+
+def test_held_out_speakers_must_give_two_words_spoken_twice():
+    # one token of each word per speaker: one held-out speaker has no pair; two have
+    rows = table(speakers=4, words=3, tokens=1)
+    train, dev, held = hold_out_speakers(rows, fraction=0.05, seed=0)
+    assert len(held) == 2 and len(dev) == 6
+    # three speakers, one token each: the one speaker that may be held out has no pair
+    assert hold_out_speakers(table(speakers=3, words=3, tokens=1), 0.1, 0) is None
+    assert hold_out_speakers(table(speakers=2, words=3, tokens=4), 0.1, 0) is None
+
+
+@pytest.mark.parametrize(
+    ("speakers", "tokens", "said"),
+    [
+        (5, 2, "speaker(s) held out of training (s"),
+        (2, 4, "2 speaker(s): holding whole speakers out needs 3"),
+        (3, 2, "speaker(s) held out of training"),
+        (3, 1, None),
+    ],
+)
+def test_the_split_says_how_it_chose(speakers, tokens, said):
+    rows = table(speakers=speakers, words=4, tokens=tokens)
+    if said is None:  # one token a word and speaker, three speakers: no pair can be held out
+        with pytest.raises(Exception, match="no word has 4 segments"):
+            development_split(rows, 0.1, 0)
+        return
+    train, dev, note = development_split(rows, 0.1, 0)
+    assert said in note and f"development rows: {len(dev)} rows" in note
+    assert sorted(train + dev, key=lambda r: r.line) == rows
+    if "held out of training" in note:
+        assert "chosen on speakers the model does not train on" in note
+    else:
+        assert "chosen on speakers the model trains on" in note
+        assert {r.speaker for r in dev} <= {r.speaker for r in train}
