@@ -76,3 +76,27 @@ class KillAt:
         self.steps.append(step)
         if step == self.kill_step:
             raise Killed(f"killed at step {step}")
+
+
+def espeak_word_files(
+    audio: Path, words: tuple[str, ...]
+) -> list[tuple[str, str, str, int, float]]:
+    """Writes each of ``words`` spoken by 3 eSpeak voices at 2 rates (150, 190 words a minute)
+    into ``audio`` as ``<voice>_<word><k>.wav`` at eSpeak's 22050 Hz; returns ``(file name,
+    word, voice, k, seconds)`` of each, in order: the small real-format corpus of the command's
+    tests."""
+    import dataclasses
+
+    import soundfile as sf
+
+    from audiorepro.data.embedded.espeak import english_voices, synthesize_raw
+
+    out = []
+    for voice in english_voices(3, seed=0):
+        for word in words:
+            for k, rate in enumerate((150, 190)):
+                raw = synthesize_raw(word, dataclasses.replace(voice, rate=rate))
+                name = f"{voice.name}_{word}{k}.wav"
+                sf.write(audio / name, raw.samples, 22050, subtype="PCM_16")
+                out.append((name, word, voice.name, k, len(raw.samples) / 22050))
+    return out

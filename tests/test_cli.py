@@ -4,7 +4,6 @@ the model's 16 kHz), in-process through :func:`audiorepro.cli.main` and once thr
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import re
@@ -19,8 +18,8 @@ import torch
 
 from audiorepro.cli import main, parse_sets
 from audiorepro.config import ConfigError
-from audiorepro.data.embedded.espeak import english_voices, synthesize_raw
 from audiorepro.training.loop import TrainResult
+from conftest import espeak_word_files
 
 WORDS = ("garden", "yellow", "window")
 HEADER = "path\tword\tspeaker\tstart\tend\n"
@@ -34,16 +33,10 @@ def corpus(tmp_path_factory):
     audio = root / "audio"
     audio.mkdir()
     rows, timed = [], []
-    for voice in english_voices(3, seed=0):
-        for word in WORDS:
-            for k, rate in enumerate((150, 190)):
-                raw = synthesize_raw(word, dataclasses.replace(voice, rate=rate))
-                name = f"{voice.name}_{word}{k}"
-                sf.write(audio / f"{name}.wav", raw.samples, 22050, subtype="PCM_16")
-                rows.append(f"audio/{name}.wav\t{word}\t{voice.name}\t\t\n")
-                if k == 0:  # the same word as a stretch of seconds inside its file
-                    end = round(len(raw.samples) / 22050 - 0.02, 3)
-                    timed.append(f"audio/{name}.wav\t{word}\t{voice.name}\t0.02\t{end}\n")
+    for name, word, voice, k, seconds in espeak_word_files(audio, WORDS):
+        rows.append(f"audio/{name}\t{word}\t{voice}\t\t\n")
+        if k == 0:  # the same word as a stretch of seconds inside its file
+            timed.append(f"audio/{name}\t{word}\t{voice}\t0.02\t{round(seconds - 0.02, 3)}\n")
     (root / "seg.tsv").write_text(HEADER + "".join(rows))
     (root / "timed.tsv").write_text(HEADER + "".join(timed))
     return root

@@ -5,20 +5,18 @@ alone, with one sentence saying whether the model beats them (issue 39, item 2).
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
 import shutil
 
 import numpy as np
 import pytest
-import soundfile as sf
 from test_cli import HEADER, WORDS, last_number, run_cli
 
-from audiorepro.data.embedded.espeak import english_voices, synthesize_raw
 from audiorepro.data.recordings import WORD_RULE
 from audiorepro.experiments.zerospeech.baselines import ScoreRow, verdict
 from audiorepro.metrics.abx import abx_error
+from conftest import espeak_word_files
 
 
 @pytest.fixture(scope="module")
@@ -29,15 +27,9 @@ def made(tmp_path_factory):
     audio = root / "audio"
     audio.mkdir()
     rows, timed = [], []
-    for voice in english_voices(3, seed=0):
-        for word in WORDS:
-            for k, rate in enumerate((150, 190)):
-                raw = synthesize_raw(word, dataclasses.replace(voice, rate=rate))
-                name = f"{voice.name}_{word}{k}"
-                sf.write(audio / f"{name}.wav", raw.samples, 22050, subtype="PCM_16")
-                rows.append(f"audio/{name}.wav\t{word}\t{voice.name}\t\t\n")
-                end = round(len(raw.samples) / 22050 - 0.02, 3)
-                timed.append(f"audio/{name}.wav\t{word}\t{voice.name}\t0.02\t{end}\n")
+    for name, word, voice, _, seconds in espeak_word_files(audio, WORDS):
+        rows.append(f"audio/{name}\t{word}\t{voice}\t\t\n")
+        timed.append(f"audio/{name}\t{word}\t{voice}\t0.02\t{round(seconds - 0.02, 3)}\n")
     (root / "seg.tsv").write_text(HEADER + "".join(rows))
     (root / "timed.tsv").write_text(HEADER + "".join(timed))
     steps = ("--set", "train.max_steps=2", "--set", "train.segment_frames=32")
