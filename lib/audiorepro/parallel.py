@@ -17,6 +17,7 @@ import collections
 import dataclasses
 import multiprocessing
 import os
+import pickle
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from typing import Any, Generic, TypeVar
@@ -270,9 +271,13 @@ def _loaded(load: Callable[[Any], Any], source: Any) -> Any:
     return _LOADED[key]
 
 
-def _run_job(shared: tuple[Callable[[Any], Any] | None, Any], job: Job) -> Any:
+def _run_job(shared: tuple[Callable[[Any], Any] | None, Any], job: Job) -> bytes:
+    """The job's result as plain pickle bytes: a result holding tensors (a trained model) then
+    crosses to the parent by value. Left to the pool, torch would share each tensor's storage
+    through a file descriptor that the parent fetches from the worker while the worker goes on,
+    which fails now and then ("received 0 items of ancdata") and breaks the whole pool."""
     load, source = shared
-    return job(source if load is None else _loaded(load, source))
+    return pickle.dumps(job(source if load is None else _loaded(load, source)))
 
 
 def train_graph(
@@ -297,7 +302,8 @@ def train_graph(
         here = {key: tasks[key].item(data) for key in graph_order(tasks)}
         return {key: here[key] for key in tasks}
     shared = (load, source) if load is not None else (None, data)
-    return run_graph(_run_job, tasks, shared=shared, workers=workers)
+    sent = run_graph(_run_job, tasks, shared=shared, workers=workers)
+    return {key: pickle.loads(value) for key, value in sent.items()}
 
 
 __all__ = [
