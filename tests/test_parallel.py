@@ -193,3 +193,25 @@ def test_models_that_jobs_return_come_back_by_value_from_the_workers():
         assert [torch.equal(a, b) for a, b in zip(model.state_dict().values(),
                                                   want.state_dict().values(), strict=True)] \
             == [True] * 200  # fmt: skip
+
+
+def _embed(shared: int, item: int) -> Any:
+    """A 'chunk of embeddings': a tensor computed in the worker."""
+    import torch
+
+    return torch.full((3, 4), float(shared + item))
+
+
+def test_tensors_come_back_by_value_from_map_processes_and_streams():
+    import torch
+
+    got = map_processes(_embed, range(5), shared=10, workers=2)
+    assert [float(t[0, 0]) for t in got] == [10.0, 11.0, 12.0, 13.0, 14.0]
+    assert not any(t.is_shared() for t in got)
+    stream = ProcessStream(_embed, shared=1, workers=2)
+    try:
+        streamed = list(stream(range(3)))
+    finally:
+        stream.close()
+    assert all(torch.equal(t, torch.full((3, 4), 1.0 + i)) for i, t in enumerate(streamed))
+    assert not any(t.is_shared() for t in streamed)

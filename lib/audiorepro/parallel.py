@@ -50,8 +50,18 @@ def _keep_shared(shared: Any) -> None:
     _SHARED = shared
 
 
-def _call(fn: Callable[[Any, T], R], item: T) -> R:
-    return fn(_SHARED, item)
+def _call(fn: Callable[[Any, T], R], item: T) -> bytes:
+    """``fn(shared, item)`` in a worker, returned as plain pickle bytes (:func:`_result`): a
+    result holding tensors then crosses to the parent by value. Left to the pool, torch shares
+    each tensor's storage through a file descriptor that the parent fetches from the worker
+    while the worker goes on, which fails now and then ("received 0 items of ancdata") and
+    breaks the whole pool (the book's chapter 01 lost its train-ahead pool to it)."""
+    return pickle.dumps(fn(_SHARED, item))
+
+
+def _result(future: Future[bytes]) -> Any:
+    """What :func:`_call` computed (its exception raised here)."""
+    return pickle.loads(future.result())
 
 
 def map_processes(
@@ -78,7 +88,7 @@ def map_processes(
     ) as pool:
         futures = [pool.submit(_call, fn, item) for item in items]
         try:
-            return [f.result() for f in futures]
+            return [_result(f) for f in futures]
         except BaseException:
             for f in futures:  # not started yet: drop them rather than wait for them
                 f.cancel()
@@ -121,9 +131,9 @@ class ProcessStream(Generic[S, T, R]):
         for item in items:
             pending.append(self.pool.submit(_call, self.fn, item))
             if len(pending) >= self.ahead:
-                yield pending.popleft().result()
+                yield _result(pending.popleft())
         while pending:
-            yield pending.popleft().result()
+            yield _result(pending.popleft())
 
     def close(self) -> None:
         """Stop the workers; items submitted and not started are dropped."""
@@ -226,7 +236,7 @@ def run_graph(
             finished, _ = wait(running, return_when=FIRST_COMPLETED)
             for future in finished:
                 key = running.pop(future)
-                results[key] = future.result()  # raises; the pool waits for the running ones
+                results[key] = _result(future)  # raises; the pool waits for the running ones
     return {key: results[key] for key in tasks}
 
 
@@ -271,13 +281,9 @@ def _loaded(load: Callable[[Any], Any], source: Any) -> Any:
     return _LOADED[key]
 
 
-def _run_job(shared: tuple[Callable[[Any], Any] | None, Any], job: Job) -> bytes:
-    """The job's result as plain pickle bytes: a result holding tensors (a trained model) then
-    crosses to the parent by value. Left to the pool, torch would share each tensor's storage
-    through a file descriptor that the parent fetches from the worker while the worker goes on,
-    which fails now and then ("received 0 items of ancdata") and breaks the whole pool."""
+def _run_job(shared: tuple[Callable[[Any], Any] | None, Any], job: Job) -> Any:
     load, source = shared
-    return pickle.dumps(job(source if load is None else _loaded(load, source)))
+    return job(source if load is None else _loaded(load, source))
 
 
 def train_graph(
@@ -302,8 +308,7 @@ def train_graph(
         here = {key: tasks[key].item(data) for key in graph_order(tasks)}
         return {key: here[key] for key in tasks}
     shared = (load, source) if load is not None else (None, data)
-    sent = run_graph(_run_job, tasks, shared=shared, workers=workers)
-    return {key: pickle.loads(value) for key, value in sent.items()}
+    return run_graph(_run_job, tasks, shared=shared, workers=workers)
 
 
 __all__ = [
