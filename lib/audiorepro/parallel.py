@@ -16,6 +16,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import multiprocessing
+import numbers
 import os
 import pickle
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
@@ -281,9 +282,29 @@ def _loaded(load: Callable[[Any], Any], source: Any) -> Any:
     return _LOADED[key]
 
 
+def plain(value: Any) -> Any:
+    """``value`` when it is plain data (``None``, numbers, strings, paths, and tuples, lists
+    and dicts of them), else ``None``: what a :class:`Job` hands back from
+    :func:`train_graph`. A trained model stays in the run store and is reloaded from there;
+    sent back from a worker it would cost a copy of everything it references (the chapter 01
+    book build ran out of memory that way) or, shared by file descriptor, break the pool."""
+    if value is None or isinstance(value, numbers.Number | str | os.PathLike):
+        return value
+    if isinstance(value, tuple | list):
+        items = [plain(v) for v in value]
+        ok = all(a is not None or b is None for a, b in zip(items, value, strict=True))
+        return type(value)(items) if ok else None
+    if isinstance(value, dict):
+        items = {k: plain(v) for k, v in value.items()}
+        ok = all(plain(k) is not None and (items[k] is not None or v is None)
+                 for k, v in value.items())  # fmt: skip
+        return items if ok else None
+    return None
+
+
 def _run_job(shared: tuple[Callable[[Any], Any] | None, Any], job: Job) -> Any:
     load, source = shared
-    return job(source if load is None else _loaded(load, source))
+    return plain(job(source if load is None else _loaded(load, source)))
 
 
 def train_graph(
@@ -296,7 +317,8 @@ def train_graph(
 ) -> dict[K, Any]:
     """Every chapter's way of training its runs ahead of the pages: run the :class:`Job` of
     each task once the tasks it waits for are done, up to ``workers`` processes at once
-    (:func:`run_graph`: the costliest remaining path first), and return what each returned.
+    (:func:`run_graph`: the costliest remaining path first), and return what each returned
+    when it is plain data (:func:`plain`: a count, a path, a dict of numbers), else ``None``.
 
     Here (``workers`` <= 1, or one task) every job gets ``data``. In worker processes each job
     gets ``load(source)``, loaded once per worker, when ``load`` is given (a corpus cheaper to
@@ -305,7 +327,7 @@ def train_graph(
     chapter leaves no core idle between pages. Two tasks must not train the same run; every
     run seeds itself, so its numbers are those it would have had in the page's own process."""
     if workers <= 1 or len(tasks) <= 1:
-        here = {key: tasks[key].item(data) for key in graph_order(tasks)}
+        here = {key: plain(tasks[key].item(data)) for key in graph_order(tasks)}
         return {key: here[key] for key in tasks}
     shared = (load, source) if load is not None else (None, data)
     return run_graph(_run_job, tasks, shared=shared, workers=workers)
