@@ -288,18 +288,17 @@ def plain(value: Any) -> Any:
     :func:`train_graph`. A trained model stays in the run store and is reloaded from there;
     sent back from a worker it would cost a copy of everything it references (the chapter 01
     book build ran out of memory that way) or, shared by file descriptor, break the pool."""
+    return value if _is_plain(value) else None
+
+
+def _is_plain(value: Any) -> bool:
     if value is None or isinstance(value, numbers.Number | str | os.PathLike):
-        return value
+        return True
     if isinstance(value, tuple | list):
-        items = [plain(v) for v in value]
-        ok = all(a is not None or b is None for a, b in zip(items, value, strict=True))
-        return type(value)(items) if ok else None
+        return all(_is_plain(v) for v in value)
     if isinstance(value, dict):
-        items = {k: plain(v) for k, v in value.items()}
-        ok = all(plain(k) is not None and (items[k] is not None or v is None)
-                 for k, v in value.items())  # fmt: skip
-        return items if ok else None
-    return None
+        return all(_is_plain(k) and _is_plain(v) for k, v in value.items())
+    return False
 
 
 def _run_job(shared: tuple[Callable[[Any], Any] | None, Any], job: Job) -> Any:
