@@ -459,34 +459,25 @@ def _abx_score(args: argparse.Namespace) -> None:
     """``abx score``: the folder's ABX error; beside it, for a ``units encode`` folder, its
     baselines on the same items (:mod:`audiorepro.experiments.zerospeech.baselines`)."""
     from audiorepro.experiments.zerospeech import baselines
-    from audiorepro.metrics.abx import abx_error
 
-    error = abx_error(
+    scored = baselines.score_folder(
         args.submission_dir,
         args.item_file,
         distance=args.distance,
         mode=args.mode,
         frame_shift=args.frame_shift,
+        baselines=not args.no_baseline,
     )
-    encoding, why = (None, "") if args.no_baseline else baselines.encoding_of(args.submission_dir)
-    if encoding is None:
-        if why:
-            print(f"no baseline: {why}")
-        print(f"{error:.3f}")
+    if scored.encoding is None:
+        if scored.why:
+            print(f"no baseline: {scored.why}")
+        print(f"{scored.error:.3f}")
         return
-    rows = baselines.side_by_side(
-        encoding,
-        error,
-        args.item_file,
-        distance=args.distance,
-        mode=args.mode,
-        frame_shift=args.frame_shift,
-    )
-    note = baselines.shift_note(rows, encoding)
-    print("\n".join(baselines.score_table(rows, args.mode, args.distance)))
+    note = baselines.shift_note(scored.rows, scored.encoding)
+    print("\n".join(baselines.score_table(scored.rows, args.mode, args.distance)))
     if note:
         print(note)
-    print(baselines.verdict(rows))
+    print(baselines.verdict(scored.rows))
 
 
 def _run(args: argparse.Namespace) -> None:

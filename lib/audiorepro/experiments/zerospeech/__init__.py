@@ -18,7 +18,9 @@ in the order of :data:`FILES`, each importing only the files before it:
 - ``findings``: the ledger read back into the page's tables (:func:`summarize`,
   :func:`findings`);
 - ``recordings``: what the ``audiorepro units`` and ``abx items`` commands run on a user's files;
-- ``baselines``: the k-means units and input frames ``abx score`` scores beside a units folder.
+- ``baselines``: the k-means units and input frames ``abx score`` scores beside a units folder;
+- ``real_speech``: that path run on the real Italian prompts the book ships
+  (:func:`units_on_real_speech`).
 
 Every trained model and feature file is one run of ``RunStore("03_zerospeech")``, keyed by what
 defines it: the VQ-VAE by its model and training sections, seed and the training features'
@@ -49,6 +51,12 @@ from audiorepro.experiments.zerospeech.inverter import (
     train_inverter,
 )
 from audiorepro.experiments.zerospeech.plan import run_row, run_rows, train_ahead
+from audiorepro.experiments.zerospeech.real_speech import (
+    ABX_CHANCE,
+    italian_files,
+    italian_folder,
+    units_on_real_speech,
+)
 from audiorepro.experiments.zerospeech.submission import (
     export_submission,
     relative_time_abx,
@@ -73,9 +81,11 @@ FILES = (
     "findings",
     "recordings",
     "baselines",
+    "real_speech",
 )
 
 __all__ = [
+    "ABX_CHANCE",
     "CHAPTER",
     "FEATURES",
     "PAPER",
@@ -93,6 +103,8 @@ __all__ = [
     "frames_abx",
     "griffin_lim",
     "input_geometry",
+    "italian_files",
+    "italian_folder",
     "language_dir",
     "linear_spectrogram",
     "load_audio",
@@ -115,4 +127,5 @@ __all__ = [
     "train_inverter",
     "train_vqvae",
     "unit_runs",
+    "units_on_real_speech",
 ]

@@ -171,6 +171,45 @@ def side_by_side(
     return rows
 
 
+@dataclass(frozen=True)
+class Scored:
+    """What ``abx score`` prints of a folder: its error, the baselines beside it, why none."""
+
+    error: float
+    """The folder's ABX error in percent."""
+    rows: list[ScoreRow]
+    """The folder's row and its baselines' (:func:`side_by_side`); ``[]`` without baselines."""
+    encoding: Encoding | None
+    why: str
+    """Why no baseline was scored (``""`` when they were, or were not asked for)."""
+
+    def row(self, what: str) -> ScoreRow:
+        """The row of ``what`` (``vectors``, ``codes``, ``kmeans``, ``frames``)."""
+        return next(r for r in self.rows if r.what == what)
+
+
+def score_folder(
+    submission: str | os.PathLike[str],
+    item_file: str | os.PathLike[str],
+    *,
+    distance: str = "angular",
+    mode: str = "across",
+    frame_shift: float | None = None,
+    baselines: bool = True,
+) -> Scored:
+    """``abx score``: the ABX error of the folder ``submission`` on ``item_file`` and, for a
+    folder ``units encode`` wrote (unless ``baselines`` is false), its baselines on the same
+    items (:func:`side_by_side`)."""
+    error = abx_error(submission, item_file, distance=distance, mode=mode, frame_shift=frame_shift)
+    encoding, why = (None, "") if not baselines else encoding_of(submission)
+    if encoding is None:
+        return Scored(error, [], None, why)
+    rows = side_by_side(
+        encoding, error, item_file, distance=distance, mode=mode, frame_shift=frame_shift
+    )
+    return Scored(error, rows, encoding, "")
+
+
 def shift_note(rows: Sequence[ScoreRow], encoding: Encoding) -> str:
     """A line when the submission was scored at another frame shift than the one its lines
     were written at (``units encode`` printed it), else ``""``."""

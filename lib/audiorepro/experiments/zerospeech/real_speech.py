@@ -1,0 +1,91 @@
+"""Chapter 03 on real speech: the path of the ``audiorepro units`` and ``abx`` commands (train
+units, encode, score beside the k-means and frame baselines), run on the Italian prompts the
+book ships (:mod:`audiorepro.data.recipes.asterisk`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import soundfile as sf
+
+from audiorepro.data.recipes.asterisk import italian_folder
+from audiorepro.experiments.zerospeech.baselines import (
+    CHANCE,
+    Encoding,
+    ScoreRow,
+    score_table,
+    side_by_side,
+    verdict,
+)
+from audiorepro.experiments.zerospeech.recordings import abx_items, encode_units, train_units
+from audiorepro.metrics.abx import abx_error
+from audiorepro.paths import data_dir
+
+ABX_CHANCE = CHANCE
+"""The ABX error (%) of features that tell nothing apart."""
+
+SPEAKER_OF = "parent"
+"""How the commands tell the speakers apart: each speaker's files are in a folder of their own."""
+
+
+def italian_files() -> pd.DataFrame:
+    """The shipped recordings: files and minutes per part (``prompts``, ``numbers``) and
+    speaker."""
+    folder = italian_folder()
+    return pd.DataFrame(
+        [
+            {
+                "part": part,
+                "speaker": speakers.name,
+                "files": len(list(speakers.glob("*.flac"))),
+                "minutes": sum(sf.info(p).duration for p in speakers.glob("*.flac")) / 60,
+            }
+            for part in ("prompts", "numbers")
+            for speakers in sorted((folder / part).iterdir())
+        ]
+    )
+
+
+@dataclass(frozen=True)
+class RealSpeechRun:
+    """One seed of :func:`units_on_real_speech`: what the commands would print, and the rows."""
+
+    seed: int
+    rows: list[ScoreRow]
+    lines: list[str]
+    """What ``units train`` and ``abx score`` print of the run (its note, the table, the
+    verdict)."""
+
+    def error(self, what: str) -> float:
+        """The ABX error (%) of ``what``: ``vectors`` (the units), ``kmeans`` or ``frames``."""
+        return next(r.error for r in self.rows if r.what == what)
+
+
+def units_on_real_speech(preset: str, seed: int, out: str | Path | None = None) -> RealSpeechRun:
+    """``units train`` on the shipped prompts (the preset's model and training, ``seed``), then
+    ``abx items`` from the number words' table, ``units encode`` of the number words and
+    ``abx score`` across speakers beside the baselines, as a user would run them::
+
+        audiorepro abx items --segments numbers.tsv --audio numbers --out numbers.item
+        audiorepro units train --audio prompts --speaker-of parent --out RUN
+        audiorepro units encode RUN --audio numbers --speaker-of parent --out UNITS
+        audiorepro abx score numbers.item UNITS --mode across
+
+    Everything is written under ``out`` (default ``<data>/real_speech/03_zerospeech/<preset>``),
+    replacing the files of an earlier call."""
+    folder = italian_folder()
+    out = Path(out) if out is not None else data_dir() / "real_speech" / "03_zerospeech" / preset
+    item, _ = abx_items(folder / "numbers.tsv", out / "numbers.item", audio=folder / "numbers")
+    run_dir, units = out / f"units-seed{seed}", out / f"numbers-seed{seed}"
+    run = train_units(
+        folder / "prompts", run_dir, speaker_of=SPEAKER_OF, preset=preset,
+        overrides={"seed": seed},
+    )  # fmt: skip
+    encode_units(run, folder / "numbers", units, "vectors", SPEAKER_OF)
+    error = abx_error(units, item, distance="angular", mode="across")
+    encoding = Encoding(run_dir, folder / "numbers", SPEAKER_OF, "vectors")
+    rows = side_by_side(encoding, error, item, distance="angular", mode="across")
+    lines = [run.note, *score_table(rows, "across", "angular"), verdict(rows)]
+    return RealSpeechRun(seed, rows, lines)

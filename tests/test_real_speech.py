@@ -1,0 +1,102 @@
+"""The real speech the book ships (``book/real_speech/italian``) and the recipe that cut it from
+its Debian packages (:mod:`audiorepro.data.recipes.asterisk`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from audiorepro.data.recipes import asterisk
+from audiorepro.data.recordings import find_wavs, read_segments
+
+
+def _package(root: Path, speaker: str, prompts: dict[str, np.ndarray], digits: list[str]) -> Path:
+    """An extracted package tree of ``speaker`` in the real layout: 8 kHz 16-bit wavs."""
+    sounds = root / asterisk.SOUNDS[speaker]
+    (sounds / "digits").mkdir(parents=True)
+    for name, samples in prompts.items():
+        sf.write(sounds / f"{name}.wav", samples, 8000, subtype="PCM_16")
+    rng = np.random.default_rng(len(digits))
+    for name in digits:
+        sf.write(
+            sounds / "digits" / f"{name}.wav", rng.integers(-3000, 3000, 800, dtype=np.int16), 8000
+        )
+    return root
+
+
+def test_the_subset_keeps_shared_prompts_with_sound_and_every_shared_number(tmp_path):
+    rng = np.random.default_rng(0)
+    sound = {f"p{i:02d}": rng.integers(-2000, 2000, 400, dtype=np.int16) for i in range(20)}
+    silent = {"p05": np.zeros(400, dtype=np.int16)}  # silent for one speaker: left out for both
+    carlo = _package(
+        tmp_path / "c", "carlo", sound | {"only-carlo": sound["p00"]}, ["1", "2", "3"]
+    )
+    menardi = _package(tmp_path / "m", "menardi", sound | silent, ["1", "2", "mille"])
+    out = tmp_path / "out"
+    counts = asterisk.write_subset({"carlo": carlo, "menardi": menardi}, out)
+
+    kept = [n for n in sorted(sound) if n != "p05"][:: asterisk.EVERY]
+    assert counts == {"prompts": len(kept), "numbers": 2}
+    for speaker in ("carlo", "menardi"):
+        assert sorted(p.stem for p in (out / "prompts" / speaker).glob("*.flac")) == kept
+        for name in kept:  # lossless: the package's samples, bit for bit
+            samples, rate = sf.read(out / "prompts" / speaker / f"{name}.flac", dtype="int16")
+            original = silent.get(name, sound[name]) if speaker == "menardi" else sound[name]
+            assert rate == 8000 and np.array_equal(samples, original)
+    rows = read_segments(out / "numbers.tsv")
+    assert sorted((r.word, r.speaker) for r in rows) == sorted(
+        (w, s) for w in ("1", "2") for s in ("carlo", "menardi")
+    )
+    assert all(r.start is None and r.end is None for r in rows)
+
+
+def test_a_missing_package_tree_is_named(tmp_path):
+    carlo = _package(tmp_path / "c", "carlo", {}, ["1"])
+    with pytest.raises(FileNotFoundError, match="menardi"):
+        asterisk.write_subset({"carlo": carlo, "menardi": tmp_path / "nothing"}, tmp_path / "out")
+
+
+def test_the_shipped_folder_is_what_the_pages_expect():
+    folder = asterisk.italian_folder()
+    rows = read_segments(folder / "numbers.tsv")
+    speakers = {"carlo", "menardi"}
+    assert {r.speaker for r in rows} == speakers
+    words = {s: sorted(r.word for r in rows if r.speaker == s) for s in speakers}
+    assert words["carlo"] == words["menardi"] and len(words["carlo"]) == 119
+    prompts = find_wavs(folder / "prompts")
+    assert len(prompts) == 2 * 37
+    assert {p.parent.name for p in prompts.values()} == speakers
+    assert all(sf.info(p).samplerate == 8000 for p in prompts.values())
+    for name in ("README.md", "copyright.asterisk-core-sounds-it-wav",
+                 "copyright.asterisk-prompt-it-menardi-wav"):  # fmt: skip
+        assert (folder.parent / name).is_file(), name
+
+
+def test_the_chapter_runs_the_commands_path_on_the_shipped_speech(tmp_path, capsys):
+    """``zs.units_on_real_speech`` gives the numbers the four commands give on the same folder
+    (smoke preset, one seed), and its lines are what ``abx score`` prints."""
+    from audiorepro.cli import main
+    from audiorepro.experiments import zerospeech as zs
+
+    run = zs.units_on_real_speech("smoke", 0, tmp_path / "page")
+    folder, cli = asterisk.italian_folder(), tmp_path / "cli"
+    commands = [
+        ("abx", "items", "--segments", folder / "numbers.tsv", "--audio", folder / "numbers",
+         "--out", cli / "numbers.item"),
+        ("units", "train", "--audio", folder / "prompts", "--speaker-of", "parent",
+         "--preset", "smoke", "--set", "seed=0", "--out", cli / "run"),
+        ("units", "encode", cli / "run", "--audio", folder / "numbers", "--speaker-of",
+         "parent", "--out", cli / "units"),
+    ]  # fmt: skip
+    for argv in commands:
+        assert main([str(a) for a in argv]) == 0, argv
+    capsys.readouterr()
+    assert main(["abx", "score", str(cli / "numbers.item"), str(cli / "units")]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert printed == run.lines[1:]  # the table and the verdict, number for number
+    assert [r.what for r in run.rows] == ["vectors", "kmeans", "frames"]
+    assert all(0 <= r.error <= 100 for r in run.rows)
+    assert run.error("vectors") == run.rows[0].error
