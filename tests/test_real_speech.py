@@ -100,3 +100,34 @@ def test_the_chapter_runs_the_commands_path_on_the_shipped_speech(tmp_path, caps
     assert [r.what for r in run.rows] == ["vectors", "kmeans", "frames"]
     assert all(0 <= r.error <= 100 for r in run.rows)
     assert run.error("vectors") == run.rows[0].error
+
+
+def test_the_number_words_split_by_word_and_keep_both_speakers_together(tmp_path):
+    from audiorepro.experiments.awe import real_speech
+
+    tables = real_speech.number_word_tables(tmp_path)
+    rows = {split: read_segments(table) for split, table in tables.items()}
+    words = {split: {r.word for r in rs} for split, rs in rows.items()}
+    assert sum(len(w) for w in words.values()) == 119
+    assert not (words["train"] & words["dev"] or words["train"] & words["test"]
+                or words["dev"] & words["test"])  # fmt: skip
+    assert (len(words["test"]), len(words["dev"])) == (40, 20)
+    for split, rs in rows.items():  # every word twice: once by each speaker
+        assert sorted((r.word, r.speaker) for r in rs) == sorted(
+            (w, s) for w in words[split] for s in ("carlo", "menardi")
+        ), split
+
+
+def test_the_chapter_runs_the_awe_commands_path_on_the_shipped_words(tmp_path, capsys):
+    """``awe.awe_on_real_speech`` prints what ``awe ap`` prints of the same run's test words."""
+    from audiorepro.cli import main
+    from audiorepro.experiments import awe
+
+    run = awe.awe_on_real_speech("smoke", 0, tmp_path)
+    capsys.readouterr()
+    assert main(["awe", "ap", str(tmp_path / "test-seed0.npz")]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[1:] == run.lines[2:]  # after the word rule: the table and the verdict
+    assert run.baseline["num_pairs"] == 80 * 79 // 2
+    assert run.baseline["chance"] == pytest.approx(40 / (80 * 79 // 2))
+    assert 0 <= run.ap <= 1

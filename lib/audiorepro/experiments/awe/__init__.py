@@ -4,8 +4,9 @@
 The files, each importing only those before it: ``config`` (the preset), ``data`` (the word
 segments), ``views`` (f(x) and g(c), and their two APs), ``train`` (one run, kept in the run
 store), ``evaluate`` (chance, sign, geometry, anchors, pronunciation, MFCC + DTW), ``plan``
-(the sweeps, trained ahead), ``figures``, ``findings`` (the paper vs ours) and
-``recordings``. This module hands on the names the book's pages use.
+(the sweeps, trained ahead), ``figures``, ``findings`` (the paper vs ours),
+``recordings`` and ``real_speech`` (the commands' path on the Italian number words the book
+ships). This module hands on the names the book's pages use.
 """
 
 from audiorepro.data.recordings import read_segments
@@ -43,6 +44,7 @@ from audiorepro.experiments.awe.plan import (
     table1_configs,
     train_ahead,
 )
+from audiorepro.experiments.awe.real_speech import awe_on_real_speech
 from audiorepro.experiments.awe.recordings import segments_data
 
 # Imported after the modules of the same name, so that ``awe.train`` and ``awe.evaluate`` are
@@ -61,6 +63,7 @@ FILES = (
     "figures",
     "findings",
     "recordings",
+    "real_speech",
 )
 """The package's files in their one order: each imports only files before it."""
 
@@ -71,6 +74,7 @@ __all__ = [
     "Config",
     "acoustic_ap_on",
     "anchor_check",
+    "awe_on_real_speech",
     "chance_levels",
     "compare_segments",
     "corpus_pronunciation_variation",
