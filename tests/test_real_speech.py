@@ -131,3 +131,21 @@ def test_the_chapter_runs_the_awe_commands_path_on_the_shipped_words(tmp_path, c
     assert run.baseline["num_pairs"] == 80 * 79 // 2
     assert run.baseline["chance"] == pytest.approx(40 / (80 * 79 // 2))
     assert 0 <= run.ap <= 1
+
+
+def test_units_train_says_which_limit_ended_training(tmp_path, capsys):
+    """The epochs end a run on a few files, train.max_steps one on many: the command says
+    which, with the numbers."""
+    from audiorepro.cli import main
+
+    prompts = asterisk.italian_folder() / "prompts"
+    base = ["units", "train", "--audio", str(prompts), "--speaker-of", "parent", "--preset",
+            "smoke"]  # fmt: skip
+    argv = [*base, "--set", "train.num_epochs=1", "--set", "train.max_steps=1000"]
+    assert main([*argv, "--out", str(tmp_path / "epochs")]) == 0
+    out = capsys.readouterr().out
+    assert "train.num_epochs = 1 epochs over these files" in out
+    assert "before train.max_steps = 1000" in out
+    assert main([*base, "--set", "train.max_steps=2", "--out", str(tmp_path / "steps")]) == 0
+    out = capsys.readouterr().out
+    assert "2 steps: train.max_steps = 2 ended training" in out

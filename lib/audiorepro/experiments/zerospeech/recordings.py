@@ -91,6 +91,24 @@ class UnitsRun:
     (:meth:`~audiorepro.data.recordings.FolderScan.note`): what ``units train`` prints."""
 
     @property
+    def budget(self) -> str:
+        """Which limit of the preset's training section ended the run, and what that means for
+        the files given: what ``units train`` prints under its step count."""
+        train = self.config.train
+        steps = self.history["step"][-1] if self.history.get("step") else 0
+        if train.max_steps is not None and steps >= train.max_steps:
+            return (
+                f"{steps} steps: train.max_steps = {train.max_steps} ended training before "
+                f"train.num_epochs = {train.num_epochs} epochs over these files"
+            )
+        return (
+            f"{steps} steps: train.num_epochs = {train.num_epochs} epochs over these files "
+            f"(about {steps // max(train.num_epochs, 1)} batches of {train.batch_size} "
+            f"segments each) ended training before train.max_steps = {train.max_steps}; "
+            "more audio, or --set train.num_epochs=N, trains longer"
+        )
+
+    @property
     def frame_shift(self) -> float:
         """Seconds between two code frames (stride × 10 ms)."""
         return self.model.cfg.stride * HOP_S
