@@ -253,6 +253,13 @@ def _parser() -> argparse.ArgumentParser:
         help="cmudict, characters (the spelling: any language) or a 'WORD PH1 PH2 ...' file",
     )
     p.add_argument("--dev", default=None, help="SEG.tsv of development words (default: 10%%)")
+    p.add_argument(
+        "--speeds",
+        type=_speeds,
+        default=",".join(f"{v:g}" for v in AWE_SPEEDS),
+        help="speed perturbation: a copy of each training row at these speeds "
+        "(default %(default)s; 1: none)",
+    )
     preset_args(p)
     p.add_argument("--out", required=True, help="the run folder to write")
     force_arg(p)
@@ -373,7 +380,12 @@ def _output(args: argparse.Namespace, overrides: Mapping[str, Any] | None = None
         tables = [Path(args.segments), *([Path(args.dev)] if args.dev else [])]
         rows = [r for t in tables for r in read_segments(t, check_audio=False)]
         files = [*tables, *(i.path for i in inputs[1:]), *{Path(r.path) for r in rows}]
-        settings = {"--preset": args.preset, "--set": overrides, "--lexicon": args.lexicon}
+        settings = {
+            "--preset": args.preset,
+            "--set": overrides,
+            "--lexicon": args.lexicon,
+            "--speeds": list(args.speeds),
+        }
         writes = AWE_WRITES
     else:  # units train, encode, voice, resynth: a folder of audio in, a folder out
         wavs = find_wavs(args.audio)
@@ -438,6 +450,24 @@ def _trained(args: argparse.Namespace, setting: str, lr: Any, train: Any) -> Any
         ) from err
 
 
+AWE_SPEEDS = (0.8, 0.9, 1.1, 1.2)
+"""``awe train --speeds``' default: :data:`audiorepro.experiments.awe.recordings.SPEEDS` (a
+test checks they agree; the parser does not import the chapter)."""
+
+
+def _speeds(text: str) -> tuple[float, ...]:
+    """``--speeds 0.9,1.1``: positive speeds, comma separated."""
+    try:
+        speeds = tuple(float(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected speeds like 0.9,1.1 (1: no speed perturbation), got {text!r}"
+        ) from None
+    if not speeds or any(not (v > 0 and v < float("inf")) for v in speeds):
+        raise argparse.ArgumentTypeError(f"speeds must be positive numbers, got {text!r}")
+    return speeds
+
+
 def _awe_run(folder: str) -> Any:
     """What ``awe train`` prints of a run it reuses, read from the folder's ``run.json``."""
     from types import SimpleNamespace
@@ -452,6 +482,9 @@ def _awe_run(folder: str) -> Any:
         kept_epoch=info["kept_epoch"],
         selected=info["config"]["select"],
         best_dev=info["best_dev"],
+        development=info.get("development", ""),
+        augmentation=info.get("augmentation", ""),
+        left_out=info.get("left_out_short", {}),
     )
 
 
@@ -598,11 +631,13 @@ def _run(args: argparse.Namespace) -> None:
                     dev=args.dev,
                     preset=args.preset,
                     overrides=overrides,
+                    speeds=args.speeds,
                 ),
             )
             _done(args, plan, AWE_WRITES)
         print(f"trained {run.history.final_epoch} epochs -> {run.path}")
         print(run.development)
+        print(run.augmentation)
         if sum(run.left_out.values()):
             splits = ", ".join(f"{split} {n}" for split, n in run.left_out.items())
             print(

@@ -65,8 +65,8 @@ class RealSpeechAWE:
     baseline: dict[str, Any]
     """MFCC + DTW on the same pairs: ``{"ap", "num_pairs", "chance"}``."""
     lines: list[str]
-    """What ``awe train`` says of its development rows and kept epoch, then what ``awe ap``
-    prints."""
+    """What ``awe train`` says of its training and development rows and kept epoch, then what
+    ``awe ap`` prints."""
 
 
 def awe_on_real_speech(preset: str, seed: int, out: str | Path | None = None) -> RealSpeechAWE:
@@ -100,6 +100,7 @@ def awe_on_real_speech(preset: str, seed: int, out: str | Path | None = None) ->
         raise RuntimeError(why)
     baseline = rows_dtw_ap(rows, [r.word for r in rows])
     lines = [
+        run.augmentation,
         run.development,
         f"kept the weights of epoch {run.kept_epoch} (select: {run.selected}); "
         f"best dev cross-view AP {run.best_dev:.4f}",

@@ -4,12 +4,14 @@ the chapter's own training step, their embeddings, and the AP of embeddings or o
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import librosa
 import numpy as np
 
 from audiorepro.config import from_dict, refuse_unused, to_dict
@@ -28,7 +30,7 @@ from audiorepro.experiments.awe.data import model_config
 from audiorepro.experiments.awe.evaluate import dtw_ap
 from audiorepro.experiments.awe.train import AWERun, fit, set_threads
 from audiorepro.experiments.awe.views import embed_segments
-from audiorepro.features import load_audio, mfcc_features
+from audiorepro.features import load_audio, mfcc_features, resample_type
 from audiorepro.metrics.average_precision import same_different_ap, same_different_chance
 from audiorepro.metrics.checks import ScoreError, check_speakers, naming
 from audiorepro.models.awe import AWEModelConfig, MultiViewAWE
@@ -84,23 +86,72 @@ def lexicon_ids(
     return found, phone_ids
 
 
-def segment_features(rows: Sequence[Segment], feature_dim: int = 39) -> list[np.ndarray]:
+def segment_features(
+    rows: Sequence[Segment], feature_dim: int = 39, speed: float = 1.0
+) -> list[np.ndarray]:
     """MFCC + Δ + ΔΔ frames (T, feature_dim) float32 of each row: 13 MFCCs with CMVN over the
     row's whole audio file (16 kHz, 10 ms frames), cut to ``[start, end)`` (the chapter's word
-    corpus does the same over a side)."""
+    corpus does the same over a side).
+
+    ``speed`` != 1 perturbs the speed first, as Kaldi's speed perturbation does (``sox speed``):
+    the file is played ``speed`` times faster, tempo and pitch together (resampled to
+    ``16 kHz / speed`` and read as 16 kHz), and its times scale by ``1 / speed``."""
+    if not speed > 0:
+        raise ValueError(f"speed must be positive, got {speed}")
     by_file: dict[Path, np.ndarray] = {}
     out = []
     for r in rows:
         if r.path not in by_file:
             wav, _ = load_audio(r.path, SAMPLE_RATE)
+            if speed != 1.0:
+                wav = librosa.resample(
+                    wav,
+                    orig_sr=SAMPLE_RATE,
+                    target_sr=round(SAMPLE_RATE / speed),
+                    res_type=resample_type(),
+                )
             by_file[r.path] = mfcc_features(wav, SAMPLE_RATE, feature_dim, cmvn=True)
         feats = by_file[r.path]
         if r.start is not None:
-            feats = feats[int(round(r.start * 100)) : int(round(r.end * 100))]
+            feats = feats[int(round(r.start * 100 / speed)) : int(round(r.end * 100 / speed))]
         if feats.shape[0] == 0:
             raise RecordingsError(r.source, r.line, "start/end: the segment holds no frame")
         out.append(np.ascontiguousarray(feats, dtype=np.float32))
     return out
+
+
+SPEEDS = (0.8, 0.9, 1.1, 1.2)
+"""The speed perturbation :func:`train_on_segments` trains with by default: a copy of every
+training row at each of these speeds beside the row itself. On the book's real Italian number
+words (79 training words of two speakers, ``book/04_awe/04_real_speech``, preset
+``embedded``, seeds 0-2) it raised the development cross-view AP, which picks the epoch, from
+0.112 to 0.161, and the AP of the 40 unseen test words from 0.026 to 0.079 (MFCC + DTW: 0.089)."""
+
+
+def with_speed_copies(
+    data: WordSegments, rows: Sequence[Segment], speeds: Sequence[float], feature_dim: int
+) -> WordSegments:
+    """``data`` (the rows of ``rows`` it kept) and a copy of each at every speed of ``speeds``
+    (:func:`segment_features`), same words, phones and speakers; a copy shorter than the
+    shortest row kept is left out too."""
+    by_key = {r.where: r for r in rows}
+    kept = [by_key[k] for k in data.keys]
+    shortest = min(f.shape[0] for f in data.feats)
+    keys, words, speakers, feats, phones = (
+        list(data.keys), list(data.words), list(data.speakers), list(data.feats),
+        list(data.phones),
+    )  # fmt: skip
+    for speed in speeds:
+        for i, f in enumerate(segment_features(kept, feature_dim, speed)):
+            if f.shape[0] >= shortest:
+                keys.append(f"{data.keys[i]}@{speed:g}")
+                words.append(data.words[i])
+                speakers.append(data.speakers[i])
+                feats.append(f)
+                phones.append(data.phones[i])
+    return dataclasses.replace(
+        data, keys=keys, words=words, speakers=speakers, feats=feats, phones=phones
+    )
 
 
 def segments_data(
@@ -271,6 +322,7 @@ def train_on_segments(
     preset: str = "embedded",
     overrides: Mapping[str, Any] | None = None,
     progress: str = "none",
+    speeds: Sequence[float] = SPEEDS,
 ) -> AWERun:
     """Train the chapter's multi-view model on the words of a segments table, into ``out``.
 
@@ -280,7 +332,9 @@ def train_on_segments(
     ``overrides`` as :func:`~audiorepro.experiments.awe.config.load_config`; an override of a field outside
     :data:`SEGMENTS_FIELDS` is a ``ConfigError``. Writes ``out/model.safetensors`` (the best dev
     epoch's weights), ``out/final.safetensors`` (the last epoch's) and ``out/run.json``; ``select``
-    picks the weights :func:`load_run` (``awe embed``) uses.
+    picks the weights :func:`load_run` (``awe embed``) uses. The training rows are augmented
+    with a copy at each of ``speeds`` (:func:`with_speed_copies`; ``()`` or ``(1,)``: none),
+    the development rows never.
     """
     config = load_config(preset, overrides)  # unknown keys first: "did you mean ..."
     refuse_unused(overrides, SEGMENTS_FIELDS, "awe train", "--segments")
@@ -317,6 +371,21 @@ def train_on_segments(
         for split, split_rows in (("train", train_rows), ("dev", dev_rows))
     }
     left_out = {split: int(d.dropped["short"]) for split, d in data.items()}
+    speeds = sorted({float(v) for v in speeds} - {1.0})
+    if any(not v > 0 for v in speeds):
+        raise ValueError(f"speeds must be positive, got {speeds}")
+    rows_kept = len(data["train"].words)
+    if speeds:
+        data["train"] = with_speed_copies(
+            data["train"], train_rows, speeds, config.model.feature_dim
+        )
+        augmentation = (
+            f"training rows: {rows_kept} and {len(data['train'].words) - rows_kept} copies at "
+            f"speeds {', '.join(f'{v:g}' for v in speeds)} (speed perturbation; --speeds 1: "
+            "none)"
+        )
+    else:
+        augmentation = f"training rows: {rows_kept}, no speed perturbation"
     set_threads(config)
     model, result, schedule, final = fit(config, data, progress)
     best_dev = float(schedule.best) if schedule.best is not None else float("nan")
@@ -342,6 +411,8 @@ def train_on_segments(
                 "kept_epoch": kept,
                 "left_out_short": left_out,
                 "development": dev_note,
+                "speeds": speeds,
+                "augmentation": augmentation,
                 "history": result.to_dict(),
                 "schedule": [list(h) for h in schedule.history],
             },
@@ -360,6 +431,7 @@ def train_on_segments(
         kept_epoch=kept,
         left_out=left_out,
         development=dev_note,
+        augmentation=augmentation,
     )
 
 

@@ -53,6 +53,7 @@ class AWERun:
             :func:`~audiorepro.experiments.awe.recordings.train_on_segments`).
         development: how the development rows were chosen, one line (runs of
             :func:`~audiorepro.experiments.awe.recordings.train_on_segments`).
+        augmentation: the training rows and their speed-perturbed copies, one line (idem).
     """
 
     model: MultiViewAWE
@@ -66,6 +67,7 @@ class AWERun:
     kept_epoch: int | None = None
     left_out: dict[str, int] = dataclasses.field(default_factory=dict)
     development: str = ""
+    augmentation: str = ""
 
 
 def run_config(config: Config, data: Mapping[str, WordSegments]) -> dict[str, Any]:
