@@ -3,6 +3,7 @@ its Debian packages (:mod:`audiorepro.data.recipes.asterisk`)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -134,19 +135,34 @@ def test_the_chapter_runs_the_awe_commands_path_on_the_shipped_words(tmp_path, c
     assert 0 <= run.ap <= 1
 
 
-def test_units_train_says_which_limit_ended_training(tmp_path, capsys):
-    """The epochs end a run on a few files, train.max_steps one on many: the command says
-    which, with the numbers."""
-    from audiorepro.cli import main
+def test_units_train_trains_for_its_step_budget_whatever_the_amount_of_audio(tmp_path, capsys):
+    """On a few files the preset's epochs would end training after a step or two: the command
+    trains for train.max_steps unless train.num_epochs is given, and says which limit ended
+    training, with the numbers."""
+    import shutil
 
-    prompts = asterisk.italian_folder() / "prompts"
-    base = ["units", "train", "--audio", str(prompts), "--speaker-of", "parent", "--preset",
+    from audiorepro.cli import main
+    from audiorepro.experiments import zerospeech as zs
+    from audiorepro.experiments.zerospeech.recordings import step_budget
+
+    few = tmp_path / "few"
+    for speaker in ("carlo", "menardi"):
+        (few / speaker).mkdir(parents=True)
+        for path in sorted((asterisk.italian_folder() / "prompts" / speaker).glob("*"))[:2]:
+            shutil.copy(path, few / speaker / path.name)
+    base = ["units", "train", "--audio", str(few), "--speaker-of", "parent", "--preset",
             "smoke"]  # fmt: skip
-    argv = [*base, "--set", "train.num_epochs=1", "--set", "train.max_steps=1000"]
-    assert main([*argv, "--out", str(tmp_path / "epochs")]) == 0
+    assert main([*base, "--out", str(tmp_path / "budget")]) == 0  # smoke: 1 epoch, 3 steps
+    assert "3 steps: the preset's train.max_steps, the step budget" in capsys.readouterr().out
+    recorded = json.loads((tmp_path / "budget" / "run.json").read_text())["config"]["train"]
+    assert recorded["num_epochs"] == recorded["max_steps"] == 3  # the epochs lifted, recorded
+    sets = ["--set", "train.num_epochs=1", "--set", "train.max_steps=1000"]
+    assert main([*base, *sets, "--out", str(tmp_path / "epochs")]) == 0
     out = capsys.readouterr().out
     assert "train.num_epochs = 1 epochs over these files" in out
     assert "before train.max_steps = 1000" in out
-    assert main([*base, "--set", "train.max_steps=2", "--out", str(tmp_path / "steps")]) == 0
-    out = capsys.readouterr().out
-    assert "2 steps: train.max_steps = 2 ended training" in out
+
+    cfg = zs.load_config("embedded")
+    assert step_budget(cfg, {}).train.num_epochs == cfg.train.max_steps == 1200
+    for given in ({"train.num_epochs": 2}, {"train": {"num_epochs": 2}}):
+        assert step_budget(zs.load_config("embedded", given), given).train.num_epochs == 2

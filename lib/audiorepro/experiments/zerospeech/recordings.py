@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from audiorepro.config import from_dict, refuse_unused, to_dict
+from audiorepro.config import from_dict, merge, refuse_unused, replace, to_dict
 from audiorepro.data.recipes.zerospeech import AbxItem, write_item_file
 from audiorepro.data.recordings import (
     RecordingsError,
@@ -97,6 +97,12 @@ class UnitsRun:
         train = self.config.train
         steps = self.history["step"][-1] if self.history.get("step") else 0
         if train.max_steps is not None and steps >= train.max_steps:
+            if train.num_epochs >= train.max_steps:
+                return (
+                    f"{steps} steps: the preset's train.max_steps, the step budget of `units "
+                    "train` whatever the amount of audio (--set train.num_epochs=N stops after "
+                    "N epochs if sooner)"
+                )
             return (
                 f"{steps} steps: train.max_steps = {train.max_steps} ended training before "
                 f"train.num_epochs = {train.num_epochs} epochs over these files"
@@ -104,8 +110,7 @@ class UnitsRun:
         return (
             f"{steps} steps: train.num_epochs = {train.num_epochs} epochs over these files "
             f"(about {steps // max(train.num_epochs, 1)} batches of {train.batch_size} "
-            f"segments each) ended training before train.max_steps = {train.max_steps}; "
-            "more audio, or --set train.num_epochs=N, trains longer"
+            f"segments each) ended training before train.max_steps = {train.max_steps}"
         )
 
     @property
@@ -154,6 +159,7 @@ def train_units(
     """
     config = load_config(preset, overrides)  # unknown keys first: "did you mean ..."
     refuse_unused(overrides, UNITS_FIELDS, "units train", "--audio")
+    config = step_budget(config, overrides)
     scan = scan_folder(audio)
     wavs, left_out = training_files(scan.files)
     if not wavs:
@@ -203,6 +209,22 @@ def train_units(
             },
         )
     return UnitsRun(model, config, spk, feature, history, out, baseline, preset, rule, note)
+
+
+def step_budget(config: Config, overrides: Mapping[str, Any] | None) -> Config:
+    """``config`` trained for its ``train.max_steps`` whatever the amount of audio: the
+    preset's ``train.num_epochs`` is lifted to ``max_steps`` unless the user set it.
+
+    A preset's epochs are sized for its corpus; on a few minutes of speech they end training
+    early. On the book's real Italian prompts (74 files, ``book/03_zerospeech/05_real_speech``,
+    preset ``embedded``, seeds 0-2) its 8 epochs ended training at 416 steps, and the units
+    scored 13.05 ± 5.64 % ABX against 7.77 ± 0.43 % for their k-means baseline; trained for
+    its 1,200 steps, 6.41 ± 0.50 % against the same 7.77 ± 0.43 %."""
+    given = merge({}, {k: v for k, v in (overrides or {}).items() if v is not None})
+    train = given.get("train")
+    if config.train.max_steps is None or (isinstance(train, Mapping) and "num_epochs" in train):
+        return config
+    return replace(config, **{"train.num_epochs": config.train.max_steps})
 
 
 MIN_TRAIN_FRAMES = 8
