@@ -80,9 +80,9 @@ def test_the_chapter_runs_the_commands_path_on_the_shipped_speech(tmp_path, caps
     """``zs.units_on_real_speech`` gives the numbers the four commands give on the same folder
     (smoke preset, one seed), and its lines are what ``abx score`` prints."""
     from audiorepro.cli import main
-    from audiorepro.experiments import zerospeech as zs
+    from audiorepro.experiments.zerospeech.real_speech import units_on_real_speech
 
-    run = zs.units_on_real_speech("smoke", 0, tmp_path / "page")
+    run = units_on_real_speech("smoke", 0, tmp_path / "page")
     folder, cli = asterisk.italian_folder(), tmp_path / "cli"
     commands = [
         ("abx", "items", "--segments", folder / "numbers.tsv", "--audio", folder / "numbers",
@@ -97,7 +97,8 @@ def test_the_chapter_runs_the_commands_path_on_the_shipped_speech(tmp_path, caps
     capsys.readouterr()
     assert main(["abx", "score", str(cli / "numbers.item"), str(cli / "units")]) == 0
     printed = capsys.readouterr().out.splitlines()
-    assert printed == run.lines[1:]  # the table and the verdict, number for number
+    assert printed == run.lines[2:]  # the table and the verdict, number for number
+    assert "the preset's train.max_steps" in run.lines[1]
     assert [r.what for r in run.rows] == ["vectors", "kmeans", "frames"]
     assert all(0 <= r.error <= 100 for r in run.rows)
     assert run.error("vectors") == run.rows[0].error
@@ -122,9 +123,9 @@ def test_the_number_words_split_by_word_and_keep_both_speakers_together(tmp_path
 def test_the_chapter_runs_the_awe_commands_path_on_the_shipped_words(tmp_path, capsys):
     """``awe.awe_on_real_speech`` prints what ``awe ap`` prints of the same run's test words."""
     from audiorepro.cli import main
-    from audiorepro.experiments import awe
+    from audiorepro.experiments.awe.real_speech import awe_on_real_speech
 
-    run = awe.awe_on_real_speech("smoke", 0, tmp_path)
+    run = awe_on_real_speech("smoke", 0, tmp_path)
     capsys.readouterr()
     assert main(["awe", "ap", str(tmp_path / "test-seed0.npz")]) == 0
     printed = capsys.readouterr().out.splitlines()

@@ -72,17 +72,17 @@ for speaker in ("carlo", "menardi"):
 # audiorepro abx score numbers.item UNITS --mode across
 # ```
 #
-# For each seed of the preset, `zs.units_on_real_speech` calls the functions these commands
-# call: a VQ-VAE of this chapter's preset trained on the prompts (speakers told apart by their
-# folders), with the k-means baseline `units train` fits beside it; the number words encoded;
-# the units scored, and the two baselines on the same items, with the sentence `abx score`
-# prints under its table.
+# For each seed of the preset, `zs.units_on_real_speech_seeds` calls the functions these
+# commands call: a VQ-VAE of this chapter's preset trained on the prompts (speakers told apart
+# by their folders), with the k-means baseline `units train` fits beside it; the number words
+# encoded; the units scored, and the two baselines on the same items, with the sentence
+# `abx score` prints under its table. The seeds train side by side, one per core, each on one
+# thread: the numbers are those of one run after another.
 
 # %%
-runs = {}
-for seed in cfg.main_seeds:
-    runs[seed] = zs.units_on_real_speech(preset, seed)
-    print(f"seed {seed}:", *runs[seed].lines, sep="\n")
+runs = zs.units_on_real_speech_seeds(preset, cfg.main_seeds)
+for seed, run in runs.items():
+    print(f"seed {seed}:", *run.lines, sep="\n")
     print()
 
 # %% [markdown]

@@ -57,10 +57,9 @@ cfg = awe.load_config(preset)
 # the development AP that picks the epoch. The first line of each seed says so.
 
 # %%
-runs = {}
-for seed in cfg.seeds:
-    runs[seed] = awe.awe_on_real_speech(preset, seed)
-    print(f"seed {seed}:", *runs[seed].lines, sep="\n")
+runs = awe.awe_on_real_speech_seeds(preset, cfg.seeds)
+for seed, run in runs.items():
+    print(f"seed {seed}:", *run.lines, sep="\n")
     print()
 
 # %% [markdown]

@@ -44,7 +44,7 @@ from audiorepro.experiments.awe.plan import (
     table1_configs,
     train_ahead,
 )
-from audiorepro.experiments.awe.real_speech import awe_on_real_speech
+from audiorepro.experiments.awe.real_speech import awe_on_real_speech_seeds
 from audiorepro.experiments.awe.recordings import segments_data
 
 # Imported after the modules of the same name, so that ``awe.train`` and ``awe.evaluate`` are
@@ -74,7 +74,7 @@ __all__ = [
     "Config",
     "acoustic_ap_on",
     "anchor_check",
-    "awe_on_real_speech",
+    "awe_on_real_speech_seeds",
     "chance_levels",
     "compare_segments",
     "corpus_pronunciation_variation",

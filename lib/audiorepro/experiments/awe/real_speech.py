@@ -4,6 +4,7 @@ ships (:mod:`audiorepro.data.recipes.asterisk`)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from audiorepro.experiments.awe.recordings import (
     rows_dtw_ap,
     train_on_segments,
 )
+from audiorepro.parallel import map_processes, usable_cores
 from audiorepro.paths import data_dir
 from audiorepro.storage import atomic_write
 
@@ -69,6 +71,11 @@ class RealSpeechAWE:
     ``awe ap`` prints."""
 
 
+def real_speech_folder(preset: str) -> Path:
+    """Where :func:`awe_on_real_speech` writes: ``<data>/real_speech/04_awe/<preset>``."""
+    return data_dir() / "real_speech" / "04_awe" / preset
+
+
 def awe_on_real_speech(preset: str, seed: int, out: str | Path | None = None) -> RealSpeechAWE:
     """``awe train`` on the training words (:func:`number_word_tables`; the development words
     choose the epoch), ``awe embed`` of the unseen test words and ``awe ap`` beside MFCC + DTW on
@@ -80,8 +87,8 @@ def awe_on_real_speech(preset: str, seed: int, out: str | Path | None = None) ->
 
     Everything is written under ``out`` (default ``<data>/real_speech/04_awe/<preset>``),
     replacing the files of an earlier call."""
-    out = Path(out) if out is not None else data_dir() / "real_speech" / "04_awe" / preset
-    tables = number_word_tables(out)
+    out = Path(out) if out is not None else real_speech_folder(preset)
+    tables = number_word_tables(out / f"tables-seed{seed}")  # one a seed: side by side
     run = train_on_segments(
         tables["train"], out / f"awe-seed{seed}", lexicon=LEXICON, dev=tables["dev"],
         preset=preset, overrides={"seed": seed},
@@ -107,3 +114,18 @@ def awe_on_real_speech(preset: str, seed: int, out: str | Path | None = None) ->
         *ap_table(ap, baseline),
     ]
     return RealSpeechAWE(seed, ap, baseline, lines)
+
+
+def _one_seed(preset: str, seed: int) -> RealSpeechAWE:
+    return awe_on_real_speech(preset, seed)
+
+
+def awe_on_real_speech_seeds(
+    preset: str, seeds: Sequence[int], workers: int | None = None
+) -> dict[int, RealSpeechAWE]:
+    """:func:`awe_on_real_speech` of every seed, ``{seed: run}``, up to ``workers`` at once
+    (None: one per usable core); each run's threads are its configuration's, so the numbers
+    are those of one run after another."""
+    workers = usable_cores() if workers is None else workers
+    runs = map_processes(_one_seed, list(seeds), shared=preset, workers=workers)
+    return dict(zip(seeds, runs, strict=True))

@@ -20,7 +20,7 @@ in the order of :data:`FILES`, each importing only the files before it:
 - ``recordings``: what the ``audiorepro units`` and ``abx items`` commands run on a user's files;
 - ``baselines``: the k-means units and input frames ``abx score`` scores beside a units folder;
 - ``real_speech``: that path run on the real Italian prompts the book ships
-  (:func:`units_on_real_speech`).
+  (:func:`units_on_real_speech_seeds`).
 
 Every trained model and feature file is one run of ``RunStore("03_zerospeech")``, keyed by what
 defines it: the VQ-VAE by its model and training sections, seed and the training features'
@@ -55,7 +55,7 @@ from audiorepro.experiments.zerospeech.real_speech import (
     ABX_CHANCE,
     italian_files,
     italian_folder,
-    units_on_real_speech,
+    units_on_real_speech_seeds,
 )
 from audiorepro.experiments.zerospeech.submission import (
     export_submission,
@@ -127,5 +127,5 @@ __all__ = [
     "train_inverter",
     "train_vqvae",
     "unit_runs",
-    "units_on_real_speech",
+    "units_on_real_speech_seeds",
 ]

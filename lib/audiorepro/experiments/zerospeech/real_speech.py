@@ -4,6 +4,7 @@ book ships (:mod:`audiorepro.data.recipes.asterisk`)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from audiorepro.experiments.zerospeech.baselines import (
 )
 from audiorepro.experiments.zerospeech.recordings import abx_items, encode_units, train_units
 from audiorepro.metrics.abx import abx_error
+from audiorepro.parallel import map_processes, usable_cores
 from audiorepro.paths import data_dir
 
 ABX_CHANCE = CHANCE
@@ -55,12 +57,17 @@ class RealSpeechRun:
     seed: int
     rows: list[ScoreRow]
     lines: list[str]
-    """What ``units train`` and ``abx score`` print of the run (its note, the table, the
-    verdict)."""
+    """What ``units train`` and ``abx score`` print of the run (its files, its step budget,
+    the table, the verdict)."""
 
     def error(self, what: str) -> float:
         """The ABX error (%) of ``what``: ``vectors`` (the units), ``kmeans`` or ``frames``."""
         return next(r.error for r in self.rows if r.what == what)
+
+
+def real_speech_folder(preset: str) -> Path:
+    """Where :func:`units_on_real_speech` writes: ``<data>/real_speech/03_zerospeech/<preset>``."""
+    return data_dir() / "real_speech" / "03_zerospeech" / preset
 
 
 def units_on_real_speech(preset: str, seed: int, out: str | Path | None = None) -> RealSpeechRun:
@@ -76,8 +83,9 @@ def units_on_real_speech(preset: str, seed: int, out: str | Path | None = None) 
     Everything is written under ``out`` (default ``<data>/real_speech/03_zerospeech/<preset>``),
     replacing the files of an earlier call."""
     folder = italian_folder()
-    out = Path(out) if out is not None else data_dir() / "real_speech" / "03_zerospeech" / preset
-    item, _ = abx_items(folder / "numbers.tsv", out / "numbers.item", audio=folder / "numbers")
+    out = Path(out) if out is not None else real_speech_folder(preset)
+    item = out / f"numbers-seed{seed}.item"  # one a seed: seeds may run side by side
+    abx_items(folder / "numbers.tsv", item, audio=folder / "numbers")
     run_dir, units = out / f"units-seed{seed}", out / f"numbers-seed{seed}"
     run = train_units(
         folder / "prompts", run_dir, speaker_of=SPEAKER_OF, preset=preset,
@@ -87,5 +95,20 @@ def units_on_real_speech(preset: str, seed: int, out: str | Path | None = None) 
     error = abx_error(units, item, distance="angular", mode="across")
     encoding = Encoding(run_dir, folder / "numbers", SPEAKER_OF, "vectors")
     rows = side_by_side(encoding, error, item, distance="angular", mode="across")
-    lines = [run.note, *score_table(rows, "across", "angular"), verdict(rows)]
+    lines = [run.note, run.budget, *score_table(rows, "across", "angular"), verdict(rows)]
     return RealSpeechRun(seed, rows, lines)
+
+
+def _one_seed(preset: str, seed: int) -> RealSpeechRun:
+    return units_on_real_speech(preset, seed)
+
+
+def units_on_real_speech_seeds(
+    preset: str, seeds: Sequence[int], workers: int | None = None
+) -> dict[int, RealSpeechRun]:
+    """:func:`units_on_real_speech` of every seed, ``{seed: run}``, up to ``workers`` at once
+    (None: one per usable core). Each run trains on one thread, so the numbers are those of one
+    run after another."""
+    workers = usable_cores() if workers is None else workers
+    runs = map_processes(_one_seed, list(seeds), shared=preset, workers=workers)
+    return dict(zip(seeds, runs, strict=True))
