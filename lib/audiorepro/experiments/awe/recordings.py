@@ -379,10 +379,12 @@ def train_on_segments(
         data["train"] = with_speed_copies(
             data["train"], train_rows, speeds, config.model.feature_dim
         )
+        copies = len(data["train"].words) - rows_kept
+        short = rows_kept * len(speeds) - copies
         augmentation = (
-            f"training rows: {rows_kept} and {len(data['train'].words) - rows_kept} copies at "
+            f"training rows: {rows_kept} and {copies} copies at "
             f"speeds {', '.join(f'{v:g}' for v in speeds)} (speed perturbation; --speeds 1: "
-            "none)"
+            "none)" + (f"; {short} copies shorter than the shortest row left out" if short else "")
         )
     else:
         augmentation = f"training rows: {rows_kept}, no speed perturbation"
