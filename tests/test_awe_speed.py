@@ -62,7 +62,7 @@ def test_the_command_trains_with_copies_by_default_and_says_so(tmp_path, capsys)
     assert "training rows: 118 and " in out and "speeds 0.8, 0.9, 1.1, 1.2" in out
     copies = int(out.split("training rows: 118 and ")[1].split()[0])
     if copies < 4 * 118:  # a copy left out as too short is counted, never silent
-        assert f"; {4 * 118 - copies} copies shorter than the shortest row left out" in out
+        assert f"; {4 * 118 - copies} copies dropped as shorter than the shortest row" in out
     info = json.loads((tmp_path / "a" / "run.json").read_text())
     assert info["speeds"] == [0.8, 0.9, 1.1, 1.2]
     # the same command again reuses the run and says the same of it

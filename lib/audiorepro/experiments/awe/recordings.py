@@ -384,7 +384,8 @@ def train_on_segments(
         augmentation = (
             f"training rows: {rows_kept} and {copies} copies at "
             f"speeds {', '.join(f'{v:g}' for v in speeds)} (speed perturbation; --speeds 1: "
-            "none)" + (f"; {short} copies shorter than the shortest row left out" if short else "")
+            "none)"
+            + (f"; {short} copies dropped as shorter than the shortest row" if short else "")
         )
     else:
         augmentation = f"training rows: {rows_kept}, no speed perturbation"
