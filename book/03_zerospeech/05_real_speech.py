@@ -22,7 +22,10 @@
 # - compare with what the same comparison gave on the chapter's synthetic corpus.
 
 # %% tags=["parameters"]
+from typing import Optional
+
 preset: str = "embedded"  # smoke | embedded | paper
+workers: Optional[int] = None  # seeds trained at once; None: one per core
 
 # %%
 import numpy as np
@@ -80,7 +83,7 @@ for speaker in ("carlo", "menardi"):
 # thread: the numbers are those of one run after another.
 
 # %%
-runs = zs.units_on_real_speech_seeds(preset, cfg.main_seeds)
+runs = zs.units_on_real_speech_seeds(preset, cfg.main_seeds, workers)
 for seed, run in runs.items():
     print(f"seed {seed}:", *run.lines, sep="\n")
     print()

@@ -21,7 +21,10 @@
 # - set the embeddings' same-different AP beside MFCC + DTW on the same pairs and chance.
 
 # %% tags=["parameters"]
+from typing import Optional
+
 preset: str = "embedded"  # smoke | embedded | paper
+workers: Optional[int] = None  # seeds trained at once; None: one per core
 
 # %%
 import numpy as np
@@ -57,7 +60,7 @@ cfg = awe.load_config(preset)
 # the development AP that picks the epoch. The first line of each seed says so.
 
 # %%
-runs = awe.awe_on_real_speech_seeds(preset, cfg.seeds)
+runs = awe.awe_on_real_speech_seeds(preset, cfg.seeds, workers)
 for seed, run in runs.items():
     print(f"seed {seed}:", *run.lines, sep="\n")
     print()
