@@ -97,8 +97,9 @@ def test_the_chapter_runs_the_commands_path_on_the_shipped_speech(tmp_path, caps
     capsys.readouterr()
     assert main(["abx", "score", str(cli / "numbers.item"), str(cli / "units")]) == 0
     printed = capsys.readouterr().out.splitlines()
-    assert printed == run.lines[2:]  # the table and the verdict, number for number
-    assert "the preset's train.max_steps" in run.lines[1]
+    assert printed == run.lines[3:]  # the table and the verdict, number for number
+    assert run.lines[1].startswith("feature normalisation: speaker, for recordings of 2 ")
+    assert "the preset's train.max_steps" in run.lines[2]
     assert [r.what for r in run.rows] == ["vectors", "kmeans", "frames"]
     assert all(0 <= r.error <= 100 for r in run.rows)
     assert run.error("vectors") == run.rows[0].error
@@ -167,3 +168,34 @@ def test_units_train_trains_for_its_step_budget_whatever_the_amount_of_audio(tmp
     assert step_budget(cfg, {}).train.num_epochs == cfg.train.max_steps == 1200
     for given in ({"train.num_epochs": 2}, {"train": {"num_epochs": 2}}):
         assert step_budget(zs.load_config("embedded", given), given).train.num_epochs == 2
+
+
+def test_units_train_normalises_per_speaker_when_speakers_have_audio_to_normalise_by():
+    """Two or more speakers with 10 s each: per-speaker normalisation, said with why; one
+    speaker, a speaker with too little audio, or the user's own setting: the preset's or
+    theirs, said with why."""
+    from audiorepro.experiments import zerospeech as zs
+    from audiorepro.experiments.zerospeech.recordings import feature_norm_default
+
+    cfg = zs.load_config("embedded")
+    assert cfg.model.feature_norm == "none"
+    speakers = {"a1": "a", "a2": "a", "b1": "b"}
+    frames = {"a1": 600, "a2": 400, "b1": 1000}  # 10 s each
+    chosen, why = feature_norm_default(cfg, {}, speakers, frames, "parent")
+    assert chosen.model.feature_norm == "speaker"
+    assert why.startswith("feature normalisation: speaker, for recordings of 2 speakers")
+    assert "--speaker-of parent, at least 10 s each" in why
+    assert "--set model.feature_norm=none for the preset's" in why
+
+    chosen, why = feature_norm_default(cfg, {}, speakers, frames | {"b1": 999}, "parent")
+    assert chosen.model.feature_norm == "none"
+    assert "1 of 2 speakers (--speaker-of parent) have less than 10 s" in why
+    assert "(first: b, 9.99 s)" in why
+
+    chosen, why = feature_norm_default(cfg, {}, {"a1": "a"}, {"a1": 5000}, "prefix")
+    assert chosen.model.feature_norm == "none" and "one speaker's (--speaker-of prefix)" in why
+
+    for given in ({"model.feature_norm": "none"}, {"model": {"feature_norm": "utterance"}}):
+        mine = zs.load_config("embedded", given)
+        chosen, why = feature_norm_default(mine, given, speakers, frames, "parent")
+        assert chosen is mine and why.endswith("(--set model.feature_norm)")

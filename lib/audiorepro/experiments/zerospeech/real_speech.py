@@ -95,7 +95,8 @@ def units_on_real_speech(preset: str, seed: int, out: str | Path | None = None) 
     error = abx_error(units, item, distance="angular", mode="across")
     encoding = Encoding(run_dir, folder / "numbers", SPEAKER_OF, "vectors")
     rows = side_by_side(encoding, error, item, distance="angular", mode="across")
-    lines = [run.note, run.budget, *score_table(rows, "across", "angular"), verdict(rows)]
+    table = score_table(rows, "across", "angular")
+    lines = [run.note, run.normalisation, run.budget, *table, verdict(rows)]
     return RealSpeechRun(seed, rows, lines)
 
 
