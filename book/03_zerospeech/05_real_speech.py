@@ -195,7 +195,7 @@ print(finding.sentence)
 # - **Per-speaker normalisation.** Without it (`--set model.feature_norm=none`), the units'
 #   6.41 ± 0.50 % beat their k-means baseline's 7.77 ± 0.43 %, and the frames scored 3.60 %.
 #   With it, the frames fall to 2.00 % and their k-means units to 3.32 ± 0.42 %. The units
-#   stay where they were (7.64 ± 0.44 %).
+#   stay where they were (7.64 ± 0.45 %).
 #
 # So a comparison against the unnormalised baseline would have said "the units beat
 # k-means", while a baseline that costs one normalisation more has half their error. A k-means

@@ -260,6 +260,7 @@ def _parser() -> argparse.ArgumentParser:
         help="speed perturbation: a copy of each training row at these speeds "
         "(default %(default)s; 1: none)",
     )
+    norm_arg(p, "train on")
     preset_args(p)
     p.add_argument("--out", required=True, help="the run folder to write")
     force_arg(p)
@@ -291,7 +292,19 @@ def _parser() -> argparse.ArgumentParser:
         "--tokens", type=int, default=None, help="a seeded subset of this many rows (default: all)"
     )
     p.add_argument("--seed", type=int, default=0, help="the subset's seed")
+    norm_arg(p, "score")
     return parser
+
+
+def norm_arg(p: argparse.ArgumentParser, what: str) -> None:
+    """``--norm`` of ``awe train`` and ``awe dtw``: the MFCC normalisation."""
+    p.add_argument(
+        "--norm",
+        choices=("speaker", "file"),
+        default=None,
+        help=f"normalise the MFCCs of the rows to {what} per speaker or per file (default: "
+        "per speaker when every speaker has 10 s of audio in the table, else per file)",
+    )
 
 
 UNITS_WRITES = ("model.safetensors", "run.json", "kmeans.npz")
@@ -385,6 +398,7 @@ def _output(args: argparse.Namespace, overrides: Mapping[str, Any] | None = None
             "--set": overrides,
             "--lexicon": args.lexicon,
             "--speeds": list(args.speeds),
+            "--norm": args.norm,
         }
         writes = AWE_WRITES
     else:  # units train, encode, voice, resynth: a folder of audio in, a folder out
@@ -484,6 +498,7 @@ def _awe_run(folder: str) -> Any:
         best_dev=info["best_dev"],
         development=info.get("development", ""),
         augmentation=info.get("augmentation", ""),
+        normalisation=info.get("normalisation", "feature normalisation: per file"),
         left_out=info.get("left_out_short", {}),
     )
 
@@ -633,12 +648,14 @@ def _run(args: argparse.Namespace) -> None:
                     preset=args.preset,
                     overrides=overrides,
                     speeds=args.speeds,
+                    norm=args.norm,
                 ),
             )
             _done(args, plan, AWE_WRITES)
         print(f"trained {run.history.final_epoch} epochs -> {run.path}")
         print(run.development)
         print(run.augmentation)
+        print(run.normalisation)
         if sum(run.left_out.values()):
             splits = ", ".join(f"{split} {n}" for split, n in run.left_out.items())
             print(
@@ -675,9 +692,11 @@ def _run(args: argparse.Namespace) -> None:
             print(f"{ap:.4f}")
         else:
             labels = [r.word for r in rows]  # the embeddings' labels (embedded_rows checks)
-            print("\n".join(awe.ap_table(ap, awe.rows_dtw_ap(rows, labels))))
+            norm = awe.embedded_norm(args.embeddings)
+            print("\n".join(awe.ap_table(ap, awe.rows_dtw_ap(rows, labels, norm=norm))))
     elif command == ("awe", "dtw"):
-        base = awe.dtw_table_ap(args.segments, tokens=args.tokens, seed=args.seed)
+        base = awe.dtw_table_ap(args.segments, tokens=args.tokens, seed=args.seed, norm=args.norm)
+        print(base["normalisation"])
         print(
             f"{base['tokens']} segments, {base['num_pairs']} pairs, "
             f"{base['positives']} of one word"

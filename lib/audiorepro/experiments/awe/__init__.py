@@ -62,6 +62,7 @@ FILES = (
     "plan",
     "figures",
     "findings",
+    "frames",
     "recordings",
     "real_speech",
 )

@@ -16,6 +16,7 @@ from audiorepro.data.recordings import SEGMENT_COLUMNS, read_segments
 from audiorepro.experiments.awe.recordings import (
     ap_table,
     embed_table,
+    embedded_norm,
     embedded_rows,
     embeddings_ap,
     rows_dtw_ap,
@@ -76,7 +77,9 @@ def real_speech_folder(preset: str) -> Path:
     return data_dir() / "real_speech" / "04_awe" / preset
 
 
-def awe_on_real_speech(preset: str, seed: int, out: str | Path | None = None) -> RealSpeechAWE:
+def awe_on_real_speech(
+    preset: str, seed: int, out: str | Path | None = None, norm: str | None = None
+) -> RealSpeechAWE:
     """``awe train`` on the training words (:func:`number_word_tables`; the development words
     choose the epoch), ``awe embed`` of the unseen test words and ``awe ap`` beside MFCC + DTW on
     the same pairs, as a user would run them::
@@ -86,12 +89,13 @@ def awe_on_real_speech(preset: str, seed: int, out: str | Path | None = None) ->
         audiorepro awe ap test.npz
 
     Everything is written under ``out`` (default ``<data>/real_speech/04_awe/<preset>``),
-    replacing the files of an earlier call."""
+    replacing the files of an earlier call. ``norm``: ``awe train --norm`` (``None``: its
+    default)."""
     out = Path(out) if out is not None else real_speech_folder(preset)
     tables = number_word_tables(out / f"tables-seed{seed}")  # one a seed: side by side
     run = train_on_segments(
         tables["train"], out / f"awe-seed{seed}", lexicon=LEXICON, dev=tables["dev"],
-        preset=preset, overrides={"seed": seed},
+        preset=preset, overrides={"seed": seed}, norm=norm,
     )  # fmt: skip
     arrays = embed_table(run.path, tables["test"])
     embedded = out / f"test-seed{seed}.npz"
@@ -105,10 +109,11 @@ def awe_on_real_speech(preset: str, seed: int, out: str | Path | None = None) ->
     rows, why = embedded_rows(embedded)
     if rows is None:  # the table was written above and is read back unchanged
         raise RuntimeError(why)
-    baseline = rows_dtw_ap(rows, [r.word for r in rows])
+    baseline = rows_dtw_ap(rows, [r.word for r in rows], norm=embedded_norm(embedded))
     lines = [
         run.augmentation,
         run.development,
+        run.normalisation,
         f"kept the weights of epoch {run.kept_epoch} (select: {run.selected}); "
         f"best dev cross-view AP {run.best_dev:.4f}",
         *ap_table(ap, baseline),

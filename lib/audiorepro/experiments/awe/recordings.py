@@ -11,7 +11,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import librosa
 import numpy as np
 
 from audiorepro.config import from_dict, refuse_unused, to_dict
@@ -25,12 +24,12 @@ from audiorepro.data.recordings import (
     read_segments,
     word_label,
 )
-from audiorepro.experiments.awe.config import SAMPLE_RATE, Config, load_config
+from audiorepro.experiments.awe.config import Config, load_config
 from audiorepro.experiments.awe.data import model_config
 from audiorepro.experiments.awe.evaluate import dtw_ap
+from audiorepro.experiments.awe.frames import feature_norm_of, segment_features
 from audiorepro.experiments.awe.train import AWERun, fit, set_threads
 from audiorepro.experiments.awe.views import embed_segments
-from audiorepro.features import load_audio, mfcc_features, resample_type
 from audiorepro.metrics.average_precision import same_different_ap, same_different_chance
 from audiorepro.metrics.checks import ScoreError, check_speakers, naming
 from audiorepro.models.awe import AWEModelConfig, MultiViewAWE
@@ -86,40 +85,6 @@ def lexicon_ids(
     return found, phone_ids
 
 
-def segment_features(
-    rows: Sequence[Segment], feature_dim: int = 39, speed: float = 1.0
-) -> list[np.ndarray]:
-    """MFCC + Δ + ΔΔ frames (T, feature_dim) float32 of each row: 13 MFCCs with CMVN over the
-    row's whole audio file (16 kHz, 10 ms frames), cut to ``[start, end)`` (the chapter's word
-    corpus does the same over a side).
-
-    ``speed`` != 1 perturbs the speed first, as Kaldi's speed perturbation does (``sox speed``):
-    the file is played ``speed`` times faster, tempo and pitch together (resampled to
-    ``16 kHz / speed`` and read as 16 kHz), and its times scale by ``1 / speed``."""
-    if not speed > 0:
-        raise ValueError(f"speed must be positive, got {speed}")
-    by_file: dict[Path, np.ndarray] = {}
-    out = []
-    for r in rows:
-        if r.path not in by_file:
-            wav, _ = load_audio(r.path, SAMPLE_RATE)
-            if speed != 1.0:
-                wav = librosa.resample(
-                    wav,
-                    orig_sr=SAMPLE_RATE,
-                    target_sr=round(SAMPLE_RATE / speed),
-                    res_type=resample_type(),
-                )
-            by_file[r.path] = mfcc_features(wav, SAMPLE_RATE, feature_dim, cmvn=True)
-        feats = by_file[r.path]
-        if r.start is not None:
-            feats = feats[int(round(r.start * 100 / speed)) : int(round(r.end * 100 / speed))]
-        if feats.shape[0] == 0:
-            raise RecordingsError(r.source, r.line, "start/end: the segment holds no frame")
-        out.append(np.ascontiguousarray(feats, dtype=np.float32))
-    return out
-
-
 SPEEDS = (0.8, 0.9, 1.1, 1.2)
 """The speed perturbation :func:`train_on_segments` trains with by default: a copy of every
 training row at each of these speeds beside the row itself. On the book's real Italian number
@@ -129,7 +94,11 @@ words (79 training words of two speakers, ``book/04_awe/04_real_speech``, preset
 
 
 def with_speed_copies(
-    data: WordSegments, rows: Sequence[Segment], speeds: Sequence[float], feature_dim: int
+    data: WordSegments,
+    rows: Sequence[Segment],
+    speeds: Sequence[float],
+    feature_dim: int,
+    norm: str = "file",
 ) -> WordSegments:
     """``data`` (the rows of ``rows`` it kept) and a copy of each at every speed of ``speeds``
     (:func:`segment_features`), same words, phones and speakers; a copy shorter than the
@@ -142,7 +111,7 @@ def with_speed_copies(
         list(data.phones),
     )  # fmt: skip
     for speed in speeds:
-        for i, f in enumerate(segment_features(kept, feature_dim, speed)):
+        for i, f in enumerate(segment_features(kept, feature_dim, speed, norm)):
             if f.shape[0] >= shortest:
                 keys.append(f"{data.keys[i]}@{speed:g}")
                 words.append(data.words[i])
@@ -162,11 +131,12 @@ def segments_data(
     split: str,
     feature_dim: int = 39,
     min_frames: int = 2,
+    norm: str = "file",
 ) -> WordSegments:
     """The rows of a segments table as the chapter's :class:`~audiorepro.data.awe.WordSegments`
     (features by :func:`segment_features`; rows shorter than ``min_frames`` are dropped and
     counted)."""
-    feats = segment_features(rows, feature_dim)
+    feats = segment_features(rows, feature_dim, norm=norm)
     keep = [i for i, f in enumerate(feats) if f.shape[0] >= min_frames]
     if not keep:
         raise ValueError(f"{split}: every segment is shorter than {min_frames} frames")
@@ -323,6 +293,7 @@ def train_on_segments(
     overrides: Mapping[str, Any] | None = None,
     progress: str = "none",
     speeds: Sequence[float] = SPEEDS,
+    norm: str | None = None,
 ) -> AWERun:
     """Train the chapter's multi-view model on the words of a segments table, into ``out``.
 
@@ -334,7 +305,9 @@ def train_on_segments(
     epoch's weights), ``out/final.safetensors`` (the last epoch's) and ``out/run.json``; ``select``
     picks the weights :func:`load_run` (``awe embed``) uses. The training rows are augmented
     with a copy at each of ``speeds`` (:func:`with_speed_copies`; ``()`` or ``(1,)``: none),
-    the development rows never.
+    the development rows never. ``norm``: the features' normalisation (:data:`FEATURE_NORMS`;
+    ``None``: chosen by :func:`feature_norm_of` from the training rows), recorded in
+    ``run.json`` for ``awe embed``.
     """
     config = load_config(preset, overrides)  # unknown keys first: "did you mean ..."
     refuse_unused(overrides, SEGMENTS_FIELDS, "awe train", "--segments")
@@ -359,6 +332,7 @@ def train_on_segments(
             "least two words",
         )
     pronunciations, phone_ids = lexicon_ids(train_rows + dev_rows, lexicon)
+    norm, normalisation = feature_norm_of(train_rows, norm)
     data = {
         split: segments_data(
             split_rows,
@@ -367,6 +341,7 @@ def train_on_segments(
             split=split,
             feature_dim=config.model.feature_dim,
             min_frames=config.min_frames,
+            norm=norm,
         )
         for split, split_rows in (("train", train_rows), ("dev", dev_rows))
     }
@@ -377,7 +352,7 @@ def train_on_segments(
     rows_kept = len(data["train"].words)
     if speeds:
         data["train"] = with_speed_copies(
-            data["train"], train_rows, speeds, config.model.feature_dim
+            data["train"], train_rows, speeds, config.model.feature_dim, norm
         )
         copies = len(data["train"].words) - rows_kept
         short = rows_kept * len(speeds) - copies
@@ -416,6 +391,8 @@ def train_on_segments(
                 "development": dev_note,
                 "speeds": speeds,
                 "augmentation": augmentation,
+                "feature_norm": norm,
+                "normalisation": normalisation,
                 "history": result.to_dict(),
                 "schedule": [list(h) for h in schedule.history],
             },
@@ -435,6 +412,7 @@ def train_on_segments(
         left_out=left_out,
         development=dev_note,
         augmentation=augmentation,
+        normalisation=normalisation,
     )
 
 
@@ -458,6 +436,13 @@ def load_run(run: str | os.PathLike[str]) -> tuple[MultiViewAWE, Config]:
     return model.eval(), config
 
 
+def run_feature_norm(run: str | os.PathLike[str]) -> str:
+    """The features' normalisation an ``awe train`` run trained with (``file`` for a run from
+    before it was recorded)."""
+    info = read_run_info(Path(run), RUN_FILE, "awe", "an AWE run", "awe train")
+    return str(info.get("feature_norm", "file"))
+
+
 def embed_table(
     run: str | os.PathLike[str], segments: str | os.PathLike[str]
 ) -> dict[str, np.ndarray]:
@@ -466,8 +451,9 @@ def embed_table(
     embedded (:data:`EMBEDDED`): the table's resolved path and SHA-256 and each row's line in
     it, so that ``awe ap`` scores the MFCC + DTW baseline on the same tokens."""
     model, config = load_run(run)
+    norm = run_feature_norm(run)
     rows = read_segments(segments)
-    feats = segment_features(rows, config.model.feature_dim)
+    feats = segment_features(rows, config.model.feature_dim, norm=norm)
     view = WordSegments(
         split="embed",
         keys=[r.where for r in rows],
@@ -488,6 +474,7 @@ def embed_table(
         "segments": np.asarray(str(Path(segments).resolve())),
         "segments_sha256": np.asarray(known_file_sha256(segments)),
         "rows": np.asarray([r.line for r in rows], dtype=np.int64),
+        "feature_norm": np.asarray(norm),
     }
 
 
@@ -511,6 +498,13 @@ def _embeddings(path: str | os.PathLike[str]) -> tuple[dict[str, np.ndarray], np
     if labels.dtype.kind == "U":  # words as training and tables compare them (WORD_RULE)
         labels = np.asarray([word_label(str(w)) for w in labels])
     return dict(archive), labels
+
+
+def embedded_norm(path: str | os.PathLike[str]) -> str:
+    """The features' normalisation of the run that wrote an ``awe embed`` .npz (``file`` for
+    one from before it was recorded): the MFCC + DTW baseline reads the same frames."""
+    archive, _ = _embeddings(path)
+    return str(archive["feature_norm"]) if "feature_norm" in archive else "file"
 
 
 def embeddings_ap(path: str | os.PathLike[str]) -> float:
@@ -550,14 +544,14 @@ def embedded_rows(path: str | os.PathLike[str]) -> tuple[list[Segment] | None, s
 
 
 def rows_dtw_ap(
-    rows: Sequence[Segment], labels: Sequence[str], feature_dim: int = 39
+    rows: Sequence[Segment], labels: Sequence[str], feature_dim: int = 39, norm: str = "file"
 ) -> dict[str, Any]:
     """The MFCC + DTW baseline on exactly ``rows`` in their order, a pair positive when its
     ``labels`` agree: :func:`~audiorepro.experiments.awe.evaluate.dtw_ap` over the features
     ``awe embed`` and ``awe dtw`` read (:func:`segment_features`). Returns ``{"ap",
     "num_pairs", "chance"}`` (chance: the share of same-word pairs, the AP of a random
     ranking)."""
-    ap, num_pairs = dtw_ap(segment_features(rows, feature_dim), list(labels))
+    ap, num_pairs = dtw_ap(segment_features(rows, feature_dim, norm=norm), list(labels))
     return {"ap": ap, "num_pairs": num_pairs, "chance": same_different_chance(list(labels))}
 
 
@@ -592,13 +586,16 @@ def dtw_table_ap(
     tokens: int | None = None,
     seed: int = 0,
     feature_dim: int = 39,
+    norm: str | None = None,
 ) -> dict[str, Any]:
     """The MFCC + DTW baseline of
     :func:`~audiorepro.experiments.awe.evaluate.dtw_baseline` on the rows of a segments table (no
     lexicon, no model): the features ``awe train`` and ``awe embed`` read
     (:func:`segment_features`), all pairs of every row, or of a seeded subset of ``tokens``
     rows. ``awe ap`` of the embeddings of the same table is the number to set beside it.
-    Returns ``{"ap", "tokens", "num_pairs", "positives"}``."""
+    ``norm``: the features' normalisation (``None``: as ``awe train`` would choose it for the
+    table, :func:`feature_norm_of`). Returns ``{"ap", "tokens", "num_pairs", "positives",
+    "normalisation"}``."""
     rows = read_segments(segments)
     n = len(rows) if tokens is None else min(tokens, len(rows))
     if n < 2:
@@ -622,5 +619,12 @@ def dtw_table_ap(
         )
     with naming(segments):  # the warnings of a weak score name the table
         check_speakers([r.speaker for r in chosen], "speaker")
-        base = rows_dtw_ap(chosen, labels, feature_dim)
-    return {"ap": base["ap"], "tokens": n, "num_pairs": base["num_pairs"], "positives": positives}
+        norm, normalisation = feature_norm_of(rows, norm)
+        base = rows_dtw_ap(chosen, labels, feature_dim, norm)
+    return {
+        "ap": base["ap"],
+        "tokens": n,
+        "num_pairs": base["num_pairs"],
+        "positives": positives,
+        "normalisation": normalisation,
+    }

@@ -54,6 +54,7 @@ class AWERun:
         development: how the development rows were chosen, one line (runs of
             :func:`~audiorepro.experiments.awe.recordings.train_on_segments`).
         augmentation: the training rows and their speed-perturbed copies, one line (idem).
+        normalisation: how the features were normalised and why, one line (idem).
     """
 
     model: MultiViewAWE
@@ -68,6 +69,7 @@ class AWERun:
     left_out: dict[str, int] = dataclasses.field(default_factory=dict)
     development: str = ""
     augmentation: str = ""
+    normalisation: str = ""
 
 
 def run_config(config: Config, data: Mapping[str, WordSegments]) -> dict[str, Any]:

@@ -221,8 +221,7 @@ def train_units(
 
 
 SPEAKER_NORM_SECONDS = 10.0
-"""The least audio (seconds) of every speaker for :func:`feature_norm_default` to normalise per
-speaker: a mean and a variance per dimension need a few hundred frames."""
+"""The least audio (s) of every speaker for :func:`feature_norm_default` to normalise by."""
 
 
 def feature_norm_default(
@@ -232,28 +231,22 @@ def feature_norm_default(
     frames: Mapping[str, int],
     speaker_of: str,
 ) -> tuple[Config, str]:
-    """``(config, why)``: ``config`` with the feature normalisation ``units train`` uses on a
-    folder of recordings, and one line saying which and why.
+    """``(config, why)``: ``config`` with the feature normalisation ``units train`` uses, and
+    one line saying which and why: per speaker when the files (``speakers``, ``frames`` of
+    10 ms, per file) come from two or more speakers with :data:`SPEAKER_NORM_SECONDS` of audio
+    each, unless the user set ``model.feature_norm``; else the preset's.
 
-    Per speaker (``model.feature_norm=speaker``: each MFCC dimension to zero mean and unit
-    variance over every frame of its speaker) when the files come from at least two speakers
-    with :data:`SPEAKER_NORM_SECONDS` of audio each, unless the user set
-    ``model.feature_norm``; else the preset's. ``speakers`` and ``frames`` (10 ms) are per
-    training file.
-
-    Measured on real speech, word ABX across speakers, 3 seeds, preset ``embedded``: on the
-    Italian prompts of two speakers the book ships (``book/03_zerospeech/05_real_speech``) it
-    took the input frames from 3.60 to 2.00 % and their k-means units from 7.77 ± 0.43 to
-    3.32 ± 0.42 %, the units from 6.41 ± 0.50 to 7.64 ± 0.44 %; on six speakers' recorded
-    digits (issue 39) every row improved (units 22.8 -> 15.2 %, k-means 17.0 -> 12.6 %, frames
-    16.8 -> 10.4 %). Without it, a model's units are scored against baselines far weaker than
-    the same frames normalised per speaker."""
+    Measured on real speech, word ABX across speakers, preset ``embedded``, seeds 0-2: on the
+    Italian prompts the book ships (``book/03_zerospeech/05_real_speech``) the frames went from
+    3.60 to 2.00 %, their k-means units from 7.77 ± 0.43 to 3.32 ± 0.42 %, the units from
+    6.41 ± 0.50 to 7.64 ± 0.45 %; on six speakers' recorded digits (issue 39) every row
+    improved (units 22.8 -> 15.2 %, k-means 17.0 -> 12.6 %, frames 16.8 -> 10.4 %). Without
+    it, units are scored against baselines far weaker than the same frames normalised."""
     given = merge({}, {k: v for k, v in (overrides or {}).items() if v is not None})
     model = given.get("model")
     if isinstance(model, Mapping) and "feature_norm" in model:
         return config, (
-            f"feature normalisation: {config.model.feature_norm} (--set "
-            "model.feature_norm)"
+            f"feature normalisation: {config.model.feature_norm} (--set model.feature_norm)"
         )
     seconds: dict[str, float] = {}
     for name, speaker in speakers.items():
@@ -284,13 +277,10 @@ def feature_norm_default(
 
 def step_budget(config: Config, overrides: Mapping[str, Any] | None) -> Config:
     """``config`` trained for its ``train.max_steps`` whatever the amount of audio: the
-    preset's ``train.num_epochs`` is lifted to ``max_steps`` unless the user set it.
-
-    A preset's epochs are sized for its corpus; on a few minutes of speech they end training
-    early. On the book's real Italian prompts (74 files, ``book/03_zerospeech/05_real_speech``,
-    preset ``embedded``, seeds 0-2) its 8 epochs ended training at 416 steps, and the units
-    scored 13.05 ± 5.64 % ABX against 7.77 ± 0.43 % for their k-means baseline; trained for
-    its 1,200 steps, 6.41 ± 0.50 % against the same 7.77 ± 0.43 %."""
+    preset's ``train.num_epochs`` is lifted to ``max_steps`` unless the user set it. On the
+    book's Italian prompts (``book/03_zerospeech/05_real_speech``, ``embedded``, seeds 0-2,
+    no normalisation) the preset's 8 epochs ended at 416 steps and the units scored
+    13.05 ± 5.64 % ABX (k-means 7.77 ± 0.43 %); at 1,200 steps, 6.41 ± 0.50 %."""
     given = merge({}, {k: v for k, v in (overrides or {}).items() if v is not None})
     train = given.get("train")
     if config.train.max_steps is None or (isinstance(train, Mapping) and "num_epochs" in train):
