@@ -33,6 +33,7 @@ __all__ = [
     "HOP_S",
     "PairDataset",
     "SAMPLE_RATE",
+    "SPEAKER_NORM_SECONDS",
     "SegmentDataset",
     "average_frames",
     "collate_pairs",
@@ -43,6 +44,7 @@ __all__ = [
     "load_features",
     "load_wav_features",
     "normalize_features",
+    "short_speakers",
 ]
 
 FEATURES = {"mfcc": 39, "logmel": 80}
@@ -284,6 +286,18 @@ def normalize_features(
         for i in group:
             out[i] = ((arrays[i] - mean) / std).astype(np.float32)
     return out
+
+
+SPEAKER_NORM_SECONDS = 10.0
+"""The least audio (seconds) of every speaker for ``units train`` and ``awe train`` to
+normalise per speaker (:func:`short_speakers`): a mean and a variance per dimension need a few
+hundred frames."""
+
+
+def short_speakers(seconds: Mapping[str, float]) -> list[str]:
+    """The speakers of ``{speaker: seconds of audio}`` with less than
+    :data:`SPEAKER_NORM_SECONDS`, sorted: too little audio to normalise them by their own."""
+    return sorted(s for s, t in seconds.items() if t < SPEAKER_NORM_SECONDS)
 
 
 def average_frames(feats: np.ndarray, stride: int) -> np.ndarray:

@@ -29,9 +29,11 @@ from audiorepro.data.recordings import (
 from audiorepro.data.speech_segments import (
     HOP_S,
     SAMPLE_RATE,
+    SPEAKER_NORM_SECONDS,
     feature_of,
     load_wav_features,
     normalize_features,
+    short_speakers,
 )
 from audiorepro.experiments.zerospeech.config import Config, load_config, store
 from audiorepro.experiments.zerospeech.data import model_inputs
@@ -220,10 +222,6 @@ def train_units(
     )
 
 
-SPEAKER_NORM_SECONDS = 10.0
-"""The least audio (s) of every speaker for :func:`feature_norm_default` to normalise by."""
-
-
 def feature_norm_default(
     config: Config,
     overrides: Mapping[str, Any] | None,
@@ -258,7 +256,7 @@ def feature_norm_default(
             f"feature normalisation: {preset}, the preset's: the files are one speaker's "
             f"({told}), so there are no speakers to normalise apart"
         )
-    short = sorted(s for s, t in seconds.items() if t < SPEAKER_NORM_SECONDS)
+    short = short_speakers(seconds)
     if short:
         return config, (
             f"feature normalisation: {preset}, the preset's: {len(short)} of {len(seconds)} "
