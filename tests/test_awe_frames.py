@@ -95,3 +95,19 @@ def test_awe_ap_reads_the_normalisation_the_embeddings_were_made_with(tmp_path):
     assert recordings.embedded_norm(path) == "file"
     np.savez(path, **arrays, feature_norm=np.asarray("speaker"))
     assert recordings.embedded_norm(path) == "speaker"
+
+
+def test_awe_train_warns_when_each_speaker_says_one_word(tmp_path):
+    """A table whose speaker column is the word (names like 7_jackson_32 read with --speaker-of
+    prefix) is named before any training: per-speaker frames would be per-word frames."""
+    from audiorepro.data.recordings import InputWarning, RecordingsError
+
+    table = read_segments(asterisk.italian_folder() / "numbers.tsv")
+    lines = ["path\tword\tspeaker\tstart\tend"]
+    lines += [f"{r.path}\t{r.word}\t{r.word}\t\t" for r in table if r.speaker == "carlo"][:6]
+    seg = tmp_path / "seg.tsv"
+    seg.write_text("\n".join(lines) + "\n")
+    with pytest.warns(InputWarning, match=r"each of the 6 speakers says one word only"):
+        # every word once: nothing to hold out, refused after the warning
+        with pytest.raises(RecordingsError, match=r"no word has 4 segments"):
+            recordings.train_on_segments(seg, tmp_path / "run", lexicon="characters")

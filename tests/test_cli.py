@@ -796,3 +796,34 @@ def test_awe_train_counts_and_prints_the_rows_too_short_to_embed(corpus, tmp_pat
         "--set", "train.max_steps=2", "--out", tmp_path / "full",
     )  # fmt: skip
     assert code == 0 and "left out" not in out
+
+
+def test_segments_reads_free_spoken_digit_names_and_warns_of_the_word_as_speaker(tmp_path, capsys):
+    """Names like 7_jackson_32.wav: --speaker-of field:2 gives the speakers; prefix takes the
+    word for the speaker, which the command says (exit 0: the table is valid)."""
+    from audiorepro.data.recordings import read_segments
+
+    audio = tmp_path / "fsdd"
+    audio.mkdir()
+    rng = np.random.default_rng(0)
+    for name in ("7_jackson_0", "7_theo_0", "3_jackson_1", "3_theo_1"):
+        sf.write(audio / f"{name}.wav", 0.1 * rng.standard_normal(4000), 8000)
+    table = tmp_path / "seg.tsv"
+    code, _, err = run_cli(
+        capsys, "segments", "--audio", audio, "--word-of", "prefix",
+        "--speaker-of", "prefix", "--out", table,
+    )  # fmt: skip
+    assert code == 0
+    assert "audiorepro: warning: each of the 2 speakers says one word only" in err
+    assert "--speaker-of field:2" in err
+    code, _, err = run_cli(
+        capsys, "segments", "--audio", audio, "--word-of", "prefix",
+        "--speaker-of", "field:2", "--out", table, "--force",
+    )  # fmt: skip
+    assert code == 0 and "warning" not in err
+    assert sorted((r.word, r.speaker) for r in read_segments(table)) == [
+        ("3", "jackson"),
+        ("3", "theo"),
+        ("7", "jackson"),
+        ("7", "theo"),
+    ]

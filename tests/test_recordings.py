@@ -357,3 +357,47 @@ def test_awe_ap_prints_the_word_rule_it_scored_by(tmp_path, capsys):
     assert code == 0, err
     lines = out.splitlines()  # a hand-made .npz: no baseline, and one line saying why
     assert lines[0] == WORD_RULE and lines[1].startswith("no baseline: ") and lines[2] == "1.0000"
+
+
+def test_field_rule_reads_free_spoken_digit_names(tmp_path):
+    """``field:N[:SEP]``: the N-th field of the name (7_jackson_32: word 7, speaker jackson)."""
+    from audiorepro.data.recordings import labels_of, speaker_rule
+
+    for name in ("7_jackson_32", "7_theo_1", "0_jackson_5", "0_theo_12"):
+        write(tmp_path / "fsdd" / f"{name}.wav")
+    wavs = find_wavs(tmp_path / "fsdd")
+    assert speakers_of(wavs, "field:2") == {
+        "7_jackson_32": "jackson",
+        "7_theo_1": "theo",
+        "0_jackson_5": "jackson",
+        "0_theo_12": "theo",
+    }
+    assert labels_of(wavs, "field:1", what="word") == labels_of(wavs, "prefix", what="word")
+    assert set(labels_of(wavs, "field:3", what="word").values()) == {"32", "1", "5", "12"}
+    with pytest.raises(RecordingsError, match=r"7_jackson_32.wav.*field:4: expected a file"):
+        speakers_of({"7_jackson_32": wavs["7_jackson_32"]}, "field:4")
+    for bad in ("field:0", "field:x", "field:", "field:2: "):
+        with pytest.raises(RecordingsError, match=r"rule field:N"):
+            speakers_of(wavs, bad)
+    write(tmp_path / "dash" / "84-121123-0000.flac")
+    dashed = find_wavs(tmp_path / "dash")
+    assert speakers_of(dashed, "field:2:-") == {"84-121123-0000": "121123"}
+    with pytest.raises(RecordingsError, match=r"at least 2 fields separated by '_'"):
+        speakers_of(dashed, "field:2")
+    assert speaker_rule("field:2") == "field:2"
+    assert speaker_rule("field:2:-") == "field:2:-"
+
+
+def test_a_speaker_rule_that_takes_the_word_is_named():
+    from audiorepro.data.recordings import one_word_speakers
+
+    digits = [(w, w) for w in ("0", "7", "7", "0", "3")]  # 7_jackson_32 read with prefix
+    found = one_word_speakers(digits)
+    assert found is not None
+    assert "each of the 3 speakers says one word only" in found and "field:2" in found
+    right = [("0", "jackson"), ("7", "jackson"), ("0", "theo"), ("7", "theo")]
+    assert one_word_speakers(right) is None
+    assert one_word_speakers([("7", "jackson"), ("0", "jackson")]) is None  # one speaker
+    assert one_word_speakers([("7", "jackson"), ("7", "theo")]) is None  # one word
+    assert one_word_speakers([("Yes", "a"), ("yes ", "a"), ("no", "b")]) is not None
+    assert one_word_speakers([]) is None

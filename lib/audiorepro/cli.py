@@ -4,9 +4,9 @@ Only argument parsing lives here; every command is one call of a chapter's exper
 (:mod:`audiorepro.experiments.zerospeech`, :mod:`audiorepro.experiments.awe`), which notebooks
 can call the same way::
 
-    audiorepro segments --audio DIR [--word-of parent|prefix[:SEP]|MAP.tsv]
+    audiorepro segments --audio DIR [--word-of parent|prefix[:SEP]|field:N[:SEP]|MAP.tsv]
                         [--speaker-of RULE] --out SEG.tsv
-    audiorepro units train --audio DIR [--speaker-of prefix|parent|MAP.tsv] [--preset P]
+    audiorepro units train --audio DIR [--speaker-of RULE] [--preset P]
                            [--set key=value ...] --out RUN
     audiorepro units encode RUN --audio DIR --out SUBMISSION_DIR
                             [--what vectors|codes|frames|kmeans] [--speaker-of RULE]
@@ -123,7 +123,8 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument(
             "--speaker-of",
             default="prefix",
-            help="prefix (name up to the first _; prefix:- up to the first -), parent (folder "
+            help="prefix (name up to the first _; prefix:- up to the first -), field:N[:SEP] "
+            "(the N-th field of the name: field:2 for 7_jackson_32.wav), parent (folder "
             "name) or a MAP.tsv (file<TAB>speaker)",
         )
 
@@ -135,8 +136,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--word-of",
         default="parent",
-        help="parent (folder name: yes/x.wav), prefix[:SEP] (file name up to SEP) or a "
-        "MAP.tsv (file<TAB>word; files it leaves out are not in the table)",
+        help="parent (folder name: yes/x.wav), prefix[:SEP] (file name up to SEP), "
+        "field:N[:SEP] (the N-th field of the name) or a MAP.tsv (file<TAB>word; files it "
+        "leaves out are not in the table)",
     )
     p.add_argument("--out", required=True, help="the SEG.tsv to write")
     force_arg(p)
@@ -756,22 +758,25 @@ def error_message(err: BaseException, made_by: str = "the command that made it")
 
 def _run_printing_warnings(args: argparse.Namespace) -> None:
     """:func:`_run`, printing each warning that a score is weak (a handful of pairs, one
-    speaker: :class:`~audiorepro.metrics.checks.ScoreWarning`) as one line
+    speaker: :class:`~audiorepro.metrics.checks.ScoreWarning`) or that an input is most likely
+    not what was meant (:class:`~audiorepro.data.recordings.InputWarning`) as one line
     ``audiorepro: warning: ...`` on stderr, every time it is warned."""
     import warnings
 
+    from audiorepro.data.recordings import InputWarning
     from audiorepro.metrics.checks import ScoreWarning
 
     shown = warnings.showwarning
 
     def show(message, category, filename, lineno, file=None, line=None):  # noqa: ANN001
-        if issubclass(category, ScoreWarning):
+        if issubclass(category, (ScoreWarning, InputWarning)):
             print(f"audiorepro: warning: {message}", file=sys.stderr)
         else:
             shown(message, category, filename, lineno, file, line)
 
     with warnings.catch_warnings():
         warnings.simplefilter("always", ScoreWarning)
+        warnings.simplefilter("always", InputWarning)
         warnings.showwarning = show
         _run(args)
 

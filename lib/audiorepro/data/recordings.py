@@ -7,7 +7,8 @@ user's own speech through these:
   keyed by file id: its name without extension, or its path under the folder when names repeat
   across subfolders; :func:`scan_folder` also names every file it leaves out and why;
 - :func:`speakers_of`: the speaker of each file by a rule: ``prefix`` (the file name up to the
-  first ``_``, the ZeroSpeech convention; ``prefix:SEP`` another separator), ``parent`` (the folder the file is in) or a
+  first ``_``, the ZeroSpeech convention; ``prefix:SEP`` another separator), ``field:N[:SEP]``
+  (the N-th field of the name), ``parent`` (the folder the file is in) or a
   ``MAP.tsv`` path (``file<TAB>speaker`` lines, ``file`` a stem or a path relative to the
   folder);
 - :func:`write_folder_segments`: a whole-file ``SEG.tsv`` from a folder's layout (the word
@@ -30,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import warnings
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -47,6 +49,7 @@ __all__ = [
     "UNREAD_AUDIO_SUFFIXES",
     "WORD_RULE",
     "FolderScan",
+    "InputWarning",
     "RecordingsError",
     "Segment",
     "cmudict_lexicon",
@@ -56,6 +59,7 @@ __all__ = [
     "left_out_note",
     "ids_under",
     "labels_of",
+    "one_word_speakers",
     "read_lexicon",
     "read_segments",
     "scan_folder",
@@ -69,12 +73,18 @@ SEGMENT_COLUMNS = ("path", "word", "speaker", "start", "end")
 """The header of a segments table (tab separated)."""
 
 SPEAKER_RULES = ("prefix", "parent")
-"""Named speaker rules of :func:`speakers_of` (anything else is a ``MAP.tsv`` path)."""
+"""Named speaker rules of :func:`speakers_of` besides ``prefix:SEP`` and ``field:N[:SEP]``
+(anything else is a ``MAP.tsv`` path)."""
 
 
 class RecordingsError(RecipeError):
     """A missing folder or a malformed segments table, speaker map or lexicon:
     ``path:line: message``."""
+
+
+class InputWarning(UserWarning):
+    """Input that is valid but most likely not what the user meant (a speaker rule that takes
+    the word): the commands print it as ``audiorepro: warning: ...``."""
 
 
 AUDIO_SUFFIXES = (".wav", ".flac", ".ogg")
@@ -403,11 +413,34 @@ def _prefix_separator(rule: str) -> str | None:
     return None
 
 
+def _field_rule(rule: str) -> tuple[int, str] | None:
+    """``(index, SEP)`` for ``field:N`` (the N-th field of the name split at ``_``, from 1) or
+    ``field:N:SEP``; None for any other rule."""
+    if not rule.startswith("field:"):
+        return None
+    number, _, separator = rule[len("field:") :].partition(":")
+    separator = separator if _ else "_"
+    if not number.isdigit() or int(number) < 1:
+        raise RecordingsError(
+            rule,
+            None,
+            "rule field:N[:SEP]: expected N a field number from 1, e.g. field:2 for the "
+            "speaker of Free Spoken Digit names (7_jackson_32)",
+        )
+    if not separator or any(c.isspace() for c in separator) or "/" in separator:
+        raise RecordingsError(
+            rule, None, "rule field:N:SEP: expected a separator without spaces or /"
+        )
+    return int(number), separator
+
+
 def speaker_rule(rule: str) -> str:
     """How a run records a speaker rule: a named rule (``prefix``, ``prefix:SEP``,
     ``parent``) as it is, a ``MAP.tsv`` as its absolute path (the run is read from
     elsewhere later)."""
     if rule in SPEAKER_RULES or _prefix_separator(rule) is not None:
+        return rule
+    if _field_rule(rule) is not None:
         return rule
     return str(Path(rule).resolve())
 
@@ -421,6 +454,8 @@ def speakers_of(
         wavs: ``{file id: path}``.
         rule: ``"prefix"`` (the file name up to the first ``_`` or space), ``"prefix:SEP"``
             (up to the first ``SEP``: ``prefix:-`` for LibriSpeech's ``84-121123-0000``),
+            ``"field:N"`` (the N-th field, from 1, of the name split at ``_``; ``field:N:SEP``
+            at ``SEP``: ``field:2`` for the Free Spoken Digit names ``7_jackson_32``),
             ``"parent"`` (the name of the file's folder) or the path of a ``MAP.tsv`` whose
             lines are ``file<TAB>speaker`` (``file``: a path relative to ``root``, or a file
             name, with or without the extension; a name shared by files in several subfolders
@@ -470,6 +505,21 @@ def labels_of(
                 )
             out[name] = head
         return out
+    field = _field_rule(rule)
+    if field is not None:
+        index, separator = field
+        out = {}
+        for name, path in wavs.items():
+            fields = file_id(path.stem).split(separator)
+            if len(fields) < index or not fields[index - 1]:
+                raise RecordingsError(
+                    path,
+                    None,
+                    f"{option} {rule}: expected a file name of at least {index} fields "
+                    f"separated by {separator!r}, field {index} not empty",
+                )
+            out[name] = fields[index - 1]
+        return out
     if rule == "parent":
         out = {name: path.parent.name for name, path in wavs.items()}
         for name, label in out.items():
@@ -483,7 +533,8 @@ def labels_of(
         raise RecordingsError(
             map_path,
             None,
-            f"{what} rule: expected prefix, prefix:SEP, parent or an existing MAP.tsv file",
+            f"{what} rule: expected prefix, prefix:SEP, field:N[:SEP], parent or an existing "
+            "MAP.tsv file",
         )
     mapping: dict[str, tuple[str, int]] = {}
     for number, line in _read_lines(map_path):
@@ -554,6 +605,28 @@ def _repeated(
     )
 
 
+def one_word_speakers(pairs: Iterable[tuple[str, str]]) -> str | None:
+    """Why the ``(word, speaker)`` pairs of a table look like a speaker rule that took the
+    word (two or more speakers and words, every speaker saying one word only: names such as
+    ``7_jackson_32.wav`` read with ``--speaker-of prefix``), or None. Per-speaker
+    normalisation would then normalise each word away and held-out speakers be held-out
+    words."""
+    by_speaker: dict[str, set[str]] = {}
+    for word, speaker in pairs:
+        by_speaker.setdefault(speaker, set()).add(word_label(word))
+    words = set().union(*by_speaker.values()) if by_speaker else set()
+    if len(by_speaker) < 2 or len(words) < 2 or any(len(w) != 1 for w in by_speaker.values()):
+        return None
+    shown = ", ".join(
+        f"{s!r} says only {next(iter(w))!r}" for s, w in list(by_speaker.items())[:3]
+    )
+    return (
+        f"each of the {len(by_speaker)} speakers says one word only ({shown}, ...): is the "
+        "speaker rule taking the word? With names like 7_jackson_32.wav the speaker is the "
+        "second field: --speaker-of field:2"
+    )
+
+
 def write_folder_segments(
     audio: str | os.PathLike[str],
     out: str | os.PathLike[str],
@@ -562,7 +635,7 @@ def write_folder_segments(
 ) -> tuple[Path, int, int]:
     """Write a segments table of whole files from a folder's layout: one row per audio file
     under ``audio`` whose word ``word_of`` tells (``parent``: the folder name, as in Speech
-    Commands' ``yes/0a7c2a8d_nohash_0.wav``; ``prefix[:SEP]``; or a ``MAP.tsv`` of
+    Commands' ``yes/0a7c2a8d_nohash_0.wav``; ``prefix[:SEP]``; ``field:N[:SEP]``; or a ``MAP.tsv`` of
     ``file<TAB>word`` lines, where a file the map does not list is left out), its speaker by
     ``speaker_of`` (:func:`speakers_of`), ``start``/``end`` empty. Paths are written relative
     to the table's folder when the audio lies under it (the two move together), else
@@ -584,6 +657,9 @@ def write_folder_segments(
         raise RecordingsError(word_of, None, f"no file under {audio} has a word in this map")
     chosen = {name: wavs[name] for name in words}
     speakers = labels_of(chosen, speaker_of, audio, "speaker", one_token=True)
+    suspicious = one_word_speakers((words[name], speakers[name]) for name in chosen)
+    if suspicious:
+        warnings.warn(suspicious, InputWarning, stacklevel=2)
     out = Path(out)
     base = out.parent.resolve()
     lines = ["\t".join(SEGMENT_COLUMNS)]

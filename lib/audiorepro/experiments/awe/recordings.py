@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import warnings
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -17,9 +18,11 @@ from audiorepro.config import from_dict, refuse_unused, to_dict
 from audiorepro.data.awe import WordSegments
 from audiorepro.data.embedded.lexicon import SWITCHBOARD_SYMBOLS
 from audiorepro.data.recordings import (
+    InputWarning,
     RecordingsError,
     Segment,
     cmudict_lexicon,
+    one_word_speakers,
     read_lexicon,
     read_segments,
     word_label,
@@ -312,6 +315,9 @@ def train_on_segments(
     config = load_config(preset, overrides)  # unknown keys first: "did you mean ..."
     refuse_unused(overrides, SEGMENTS_FIELDS, "awe train", "--segments")
     rows = read_segments(segments)
+    suspicious = one_word_speakers((r.word, r.speaker) for r in rows)
+    if suspicious:
+        warnings.warn(f"{segments}: {suspicious}", InputWarning, stacklevel=2)
     if dev is not None:
         train_rows, dev_rows = rows, read_segments(dev)
         dev_note = f"development rows: the {len(dev_rows)} rows of {dev}"
