@@ -169,6 +169,46 @@ def test_file_outputs_are_never_replaced_without_force_nor_written_over_inputs(
     assert code == 1 and "is a folder" in err
 
 
+def test_the_files_of_a_run_a_command_reads_are_never_replaced(corpus, units_run, capsys):
+    """awe embed RUN --out RUN/model.safetensors --force wrote the .npz over the weights;
+    units encode RUN --out RUN/run.json likewise: refused with or without --force. A new
+    file or folder inside the run stays allowed, and its second run replaces it with --force."""
+    run, table = corpus / "awe-run", corpus / "twice.tsv"
+    rows = (corpus / "seg.tsv").read_text().splitlines()[1:]
+    (corpus / "twice").mkdir()
+    for row in rows:  # two tokens of every word and speaker: copies of its file
+        name = row.split("\t")[0]
+        for copy in (name, name.replace(".wav", "_again.wav")):
+            shutil.copy(corpus / name, corpus / "twice" / Path(copy).name)
+    twice = [r.replace("audio/", "twice/") for r in rows]
+    twice += [r.replace(".wav", "_again.wav") for r in twice]
+    table.write_text(HEADER + "".join(f"{r}\n" for r in twice))
+    code, _, err = run_cli(
+        capsys, "awe", "train", "--segments", table, "--lexicon", "characters",
+        *SMOKE[:4], "--speeds", "1", "--out", run,
+    )  # fmt: skip
+    assert code == 0, err
+    weights = (run / "model.safetensors").read_bytes()
+    for force in ((), ("--force",)):
+        code, _, err = run_cli(
+            capsys, "awe", "embed", run, "--segments", table,
+            "--out", run / "model.safetensors", *force,
+        )  # fmt: skip
+        assert code == 1 and one_paragraph(err), err
+        assert "model.safetensors of the RUN folder" in err
+    assert (run / "model.safetensors").read_bytes() == weights
+    args = ("awe", "embed", run, "--segments", table, "--out", run / "emb.npz")
+    assert run_cli(capsys, *args)[0] == 0
+    code, out, _ = run_cli(capsys, *args, "--force")
+    assert code == 0 and f"--force: replacing {run / 'emb.npz'}" in out
+    for inside in (units_run / "run.json", units_run / "kmeans.npz"):
+        code, _, err = run_cli(
+            capsys, "units", "encode", units_run, "--audio", corpus / "audio",
+            "--out", inside, "--force",
+        )  # fmt: skip
+        assert code == 1 and "of the RUN folder" in err, err
+
+
 def test_an_existing_file_given_as_the_out_folder_is_an_error(corpus, tmp_path, capsys):
     taken = tmp_path / "taken"
     taken.write_text("x")

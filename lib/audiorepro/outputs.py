@@ -92,7 +92,8 @@ class OutputPlan:
 def _names(paths: Sequence[Path], base: Path | None = None) -> str:
     shown = []
     for p in paths[:_LISTED]:
-        shown.append(str(p.relative_to(base)) if base and p.is_relative_to(base) else str(p))
+        inside = base is not None and p != base and p.is_relative_to(base)
+        shown.append(str(p.relative_to(base)) if inside else str(p))
     more = f" and {len(paths) - _LISTED} more" if len(paths) > _LISTED else ""
     return ", ".join(shown) + more
 
@@ -119,6 +120,19 @@ def _differences(then: Mapping[str, Any], now: Mapping[str, Any]) -> list[str]:
     return out
 
 
+def _run_files(folder: Path) -> list[Path]:
+    """The files of a run folder a command reads (resolved): those its :data:`OUTPUT_RECORD`
+    lists and the record itself, or, without a readable record, every file directly in it."""
+    record = folder / OUTPUT_RECORD
+    try:
+        listed = read_json(record).get("outputs", []) if record.is_file() else None
+    except Exception:  # noqa: BLE001 - an unreadable record is no record
+        listed = None
+    if not isinstance(listed, list):
+        return [p.resolve() for p in folder.iterdir() if p.is_file()]
+    return [record.resolve(), *((folder / n).resolve() for n in listed if isinstance(n, str))]
+
+
 def _check_inputs(path: Path, resolved: Path, folder: bool, inputs: Sequence[Input]) -> None:
     for given in inputs:
         where = given.path.resolve()
@@ -134,6 +148,15 @@ def _check_inputs(path: Path, resolved: Path, folder: bool, inputs: Sequence[Inp
                     f"{path}: --out lies inside the {given.option} folder {given.path}, where "
                     "what is written could replace its files or be read as input by the next "
                     "run (not even with --force): give a folder outside it"
+                )
+        if not given.data and where.is_dir() and resolved.is_relative_to(where):
+            # a run or voice folder the command reads: its own files are never replaced
+            held = [p for p in _run_files(where) if p == resolved or p.is_relative_to(resolved)]
+            if held:
+                raise OutputError(
+                    f"{path}: --out would replace {_names(held, where)} of the {given.option} "
+                    f"folder {given.path}, which the command reads (not even with --force): "
+                    "give a path outside that folder"
                 )
         if folder and given.data and where.is_relative_to(resolved):
             raise OutputError(
