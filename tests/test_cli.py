@@ -827,3 +827,19 @@ def test_segments_reads_free_spoken_digit_names_and_warns_of_the_word_as_speaker
         ("7", "jackson"),
         ("7", "theo"),
     ]
+
+
+def test_abx_score_of_a_folder_that_is_not_there_says_so(tmp_path, capsys):
+    item = tmp_path / "x.item"
+    item.write_text("#file onset offset #phone speaker\na 0 1 w s\n")
+    for given, why in ((tmp_path / "gone", "does not exist"), (item, "is a file")):
+        code, _, err = run_cli(capsys, "abx", "score", item, given)
+        assert code == 1 and f"{given}: {why}; SUBMISSION_DIR is the folder" in err
+
+
+def test_awe_dtw_counts_name_their_option(capsys):
+    for option, value, expected in (("--seed", "-1", ">= 0"), ("--tokens", "1", ">= 2")):
+        with pytest.raises(SystemExit) as stop:
+            main(["awe", "dtw", "--segments", "x.tsv", option, value])
+        assert stop.value.code == 2
+        assert f"argument {option}: expected an integer {expected}" in capsys.readouterr().err

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -322,12 +323,23 @@ def test_units_train_prints_every_file_it_left_out_and_the_linked_folder_it_read
                  str(tmp_path / "sub")])  # fmt: skip
     out, err = capsys.readouterr()
     assert code == 1 and "S6_0.wav: its 2 channels cancel when mixed to mono" in err
-    (audio / "S6_0.wav").unlink()
+    # what training left out, encoding refuses, each named with why
+    for name, why in [
+        ("S6_0.wav", "S7_0.wav: silent: every sample is 0"),
+        ("S7_0.wav", "S8_0.wav: too short: 4 frames of 10 ms, fewer than the 8 units train"),
+    ]:
+        (audio / name).unlink()
+        code = main(["units", "encode", str(tmp_path / "u"), "--audio", str(audio), "--out",
+                     str(tmp_path / "sub")])  # fmt: skip
+        out, err = capsys.readouterr()
+        assert code == 1 and why in err, err
+        assert not (tmp_path / "sub").exists()
+    (audio / "S8_0.wav").unlink()
     code = main(["units", "encode", str(tmp_path / "u"), "--audio", str(audio), "--out",
                  str(tmp_path / "sub")])  # fmt: skip
     out, err = capsys.readouterr()
     assert code == 0, err
-    assert f"{audio}: 7 files (1 linked folder followed: spk3); left out 2: S4_0.wav" in out
+    assert f"{audio}: 5 files (1 linked folder followed: spk3); left out 2: S4_0.wav" in out
 
 
 def test_units_train_with_no_usable_file_says_why_each_was_left_out(tmp_path, capsys):
@@ -401,3 +413,56 @@ def test_a_speaker_rule_that_takes_the_word_is_named():
     assert one_word_speakers([("7", "jackson"), ("7", "theo")]) is None  # one word
     assert one_word_speakers([("Yes", "a"), ("yes ", "a"), ("no", "b")]) is not None
     assert one_word_speakers([]) is None
+
+
+def test_audio_in_a_format_not_read_is_an_error_naming_it(tmp_path):
+    """Asterisk's raw .gsm prompts, TIMIT's .sph: an error, not a file left out unnoticed."""
+    write(tmp_path / "a" / "S1_x.wav")
+    for suffix in (".gsm", ".sph", ".mp3", ".ULAW"):
+        odd = tmp_path / "a" / f"S2_y{suffix}"
+        odd.write_bytes(bytes(330))
+        with pytest.raises(RecordingsError, match=r"1 audio file\(s\) .* format not read here"):
+            find_wavs(tmp_path / "a")
+        odd.unlink()
+    assert list(find_wavs(tmp_path / "a")) == ["S1_x"]
+
+
+def test_rules_say_what_they_expect(tmp_path):
+    from audiorepro.data.recordings import labels_of
+
+    write(tmp_path / "f" / "0_carlo_0.wav")
+    write(tmp_path / "f" / "1_carlo_0.wav")
+    wavs = find_wavs(tmp_path / "f")
+    # a separator the names do not hold would make every name its own word
+    with pytest.raises(RecordingsError, match=r"field:1:-: expected a file name of at least 2"):
+        labels_of(wavs, "field:1:-", what="word")
+    with pytest.raises(RecordingsError, match=r"without spaces, / or :"):
+        labels_of(wavs, "field:1:_:x", what="word")
+    with pytest.raises(RecordingsError, match=r"^prefix:: word rule prefix:SEP"):
+        labels_of(wavs, "prefix:", what="word")
+    write(tmp_path / "g" / "Sprecher Ä" / "x.wav")
+    with pytest.raises(RecordingsError, match=r"rename the folder \(e.g. 'Sprecher_Ä'\)"):
+        labels_of(find_wavs(tmp_path / "g"), "parent", what="speaker", one_token=True)
+
+
+def test_map_lines_that_name_no_file_are_named(tmp_path):
+    """A map line by absolute path or ./path under the folder names its file; one naming no
+    file (a typo, another folder) is named in a warning with its line, not dropped unsaid."""
+    from audiorepro.data.recordings import InputWarning, labels_of
+
+    root = tmp_path / "audio"
+    for name in ("a", "b", "c"):
+        write(root / "carlo" / f"{name}.wav")
+    wavs = find_wavs(root)
+    words = tmp_path / "words.tsv"
+    words.write_text(
+        f"{root / 'carlo' / 'a.wav'}\tx\n./carlo/b.wav\ty\ncarlo/typo.wav\tw\nc\tz\n"
+        "/elsewhere/c.wav\tv\n"
+    )
+    with pytest.warns(InputWarning, match=r"2 lines name no file under .*line 3 'carlo/typo'"):
+        found = labels_of(wavs, str(words), root, "word", every_file=False)
+    assert found == {"a": "x", "b": "y", "c": "z"}
+    words.write_text("carlo/a.wav\tx\ncarlo/b\ty\nc.wav\tz\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert labels_of(wavs, str(words), root, "word") == {"a": "x", "b": "y", "c": "z"}

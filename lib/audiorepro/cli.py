@@ -159,7 +159,8 @@ def _parser() -> argparse.ArgumentParser:
         "--speaker-of",
         default=None,
         help="with per-speaker normalisation (model.feature_norm=speaker): how to tell this "
-        "folder's speakers apart (prefix, parent or a MAP.tsv); default: the run's own rule",
+        "folder's speakers apart (prefix[:SEP], field:N[:SEP], parent or a MAP.tsv); default: "
+        "the run's own rule",
     )
     p.add_argument(
         "--what",
@@ -291,9 +292,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--segments", required=True, help="SEG.tsv: path word speaker start end")
     p.add_argument(
-        "--tokens", type=int, default=None, help="a seeded subset of this many rows (default: all)"
+        "--tokens",
+        type=_at_least(2),
+        default=None,
+        help="a seeded subset of this many rows, at least 2 (default: all)",
     )
-    p.add_argument("--seed", type=int, default=0, help="the subset's seed")
+    p.add_argument("--seed", type=_at_least(0), default=0, help="the subset's seed, from 0")
     norm_arg(p, "score")
     return parser
 
@@ -471,6 +475,21 @@ AWE_SPEEDS = (0.8, 0.9, 1.1, 1.2)
 test checks they agree; the parser does not import the chapter)."""
 
 
+def _at_least(minimum: int) -> Any:
+    """An argparse type: an integer of at least ``minimum`` (argparse names the option)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {value}")
+        return value
+
+    return parse
+
+
 def _speeds(text: str) -> tuple[float, ...]:
     """``--speeds 0.9,1.1``: positive speeds, comma separated."""
     try:
@@ -510,6 +529,13 @@ def _abx_score(args: argparse.Namespace) -> None:
     baselines on the same items (:mod:`audiorepro.experiments.zerospeech.baselines`)."""
     from audiorepro.experiments.zerospeech import baselines
 
+    folder = Path(args.submission_dir)
+    if not folder.is_dir():
+        what = "is a file" if folder.exists() else "does not exist"
+        raise FileNotFoundError(
+            f"{folder}: {what}; SUBMISSION_DIR is the folder of one <file>.txt per item file "
+            "(what `audiorepro units encode` writes)"
+        )
     scored = baselines.score_folder(
         args.submission_dir,
         args.item_file,

@@ -90,7 +90,13 @@ class InputWarning(UserWarning):
 AUDIO_SUFFIXES = (".wav", ".flac", ".ogg")
 """Audio files :func:`find_wavs` collects (any letter case: ``.WAV`` too)."""
 
-UNREAD_AUDIO_SUFFIXES = (".mp3", ".m4a", ".aac", ".opus", ".wma", ".aif", ".aiff", ".webm")
+UNREAD_AUDIO_SUFFIXES = (
+    *(".mp3", ".m4a", ".aac", ".opus", ".wma", ".aif", ".aiff", ".aifc", ".webm", ".mka"),
+    # speech corpora and telephony: NIST SPHERE (TIMIT), Sun/NeXT, AMR, Speex, WavPack, CAF,
+    # Wave64, and Asterisk's raw codecs (its prompts ship as .gsm, .ulaw, .alaw, .g722, .sln)
+    *(".sph", ".au", ".snd", ".amr", ".spx", ".wv", ".caf", ".w64"),
+    *(".gsm", ".ulaw", ".alaw", ".g722", ".g729", ".sln"),
+)
 """Audio files :func:`find_wavs` does not read: one of them under the folder is an error, so
 that no recording is left out unnoticed."""
 
@@ -396,8 +402,9 @@ def _read_lines(path: Path, latin1: bool = False) -> list[tuple[int, str]]:
     return [(n, line) for n, line in enumerate(text.splitlines(), start=1) if line.strip()]
 
 
-def _prefix_separator(rule: str) -> str | None:
-    """``"_"`` for ``prefix``, ``SEP`` for ``prefix:SEP``, None for any other rule."""
+def _prefix_separator(rule: str, what: str = "speaker") -> str | None:
+    """``"_"`` for ``prefix``, ``SEP`` for ``prefix:SEP``, None for any other rule (``what``:
+    the label the rule gives, for the message)."""
     if rule == "prefix":
         return "_"
     if rule.startswith("prefix:"):
@@ -406,7 +413,7 @@ def _prefix_separator(rule: str) -> str | None:
             raise RecordingsError(
                 rule,
                 None,
-                "speaker rule prefix:SEP: expected a separator without spaces or /, "
+                f"{what} rule prefix:SEP: expected a separator without spaces or /, "
                 "e.g. prefix:- for LibriSpeech names (84-121123-0000)",
             )
         return separator
@@ -427,9 +434,9 @@ def _field_rule(rule: str) -> tuple[int, str] | None:
             "rule field:N[:SEP]: expected N a field number from 1, e.g. field:2 for the "
             "speaker of Free Spoken Digit names (7_jackson_32)",
         )
-    if not separator or any(c.isspace() for c in separator) or "/" in separator:
+    if not separator or any(c.isspace() or c in "/:" for c in separator):
         raise RecordingsError(
-            rule, None, "rule field:N:SEP: expected a separator without spaces or /"
+            rule, None, "rule field:N:SEP: expected a separator without spaces, / or :"
         )
     return int(number), separator
 
@@ -484,7 +491,7 @@ def labels_of(
     instead of being an error; with ``one_token``, a label with whitespace (a transcript of
     several words) is an error naming the map line or the file."""
     option = f"--{what}-of"
-    separator = _prefix_separator(rule)
+    separator = _prefix_separator(rule, what)
     if separator is not None:
         out = {}
         for name, path in wavs.items():
@@ -511,12 +518,12 @@ def labels_of(
         out = {}
         for name, path in wavs.items():
             fields = file_id(path.stem).split(separator)
-            if len(fields) < index or not fields[index - 1]:
+            if len(fields) < max(index, 2) or not fields[index - 1]:
                 raise RecordingsError(
                     path,
                     None,
-                    f"{option} {rule}: expected a file name of at least {index} fields "
-                    f"separated by {separator!r}, field {index} not empty",
+                    f"{option} {rule}: expected a file name of at least {max(index, 2)} "
+                    f"fields separated by {separator!r}, field {index} not empty",
                 )
             out[name] = fields[index - 1]
         return out
@@ -525,7 +532,11 @@ def labels_of(
         for name, label in out.items():
             if one_token and any(c.isspace() for c in label):
                 raise RecordingsError(
-                    wavs[name], None, f"{option} parent: {what} {label!r} contains whitespace"
+                    wavs[name],
+                    None,
+                    f"{option} parent: {what} {label!r} contains whitespace, and a segments "
+                    f"table holds one token per field: rename the folder (e.g. "
+                    f"{'_'.join(label.split())!r}) or give {option} a MAP.tsv",
                 )
         return out
     map_path = Path(rule)
@@ -551,8 +562,7 @@ def labels_of(
                 f"{what}: {label!r} contains whitespace (a segments table holds one {what} "
                 f"per row: leave files of several {what}s out of the map)",
             )
-        if Path(name).suffix.lower() in AUDIO_SUFFIXES:
-            name = name[: -len(Path(name).suffix)]
+        name = _map_key(name, root)
         if name in mapping:
             _repeated(map_path, number, f"file {name!r}", what, label, mapping[name])
         mapping[name] = (label, number)
@@ -561,15 +571,21 @@ def labels_of(
     for path in wavs.values():
         stems.setdefault(path.stem, []).append(path)
     out = {}
+    used: set[str] = set()
     for name, path in wavs.items():
         found = None
         if base is not None:
-            found = mapping.get(path.relative_to(base).with_suffix("").as_posix())
+            key = path.relative_to(base).with_suffix("").as_posix()
+            found = mapping.get(key)
+            if found is not None:
+                used.add(key)
         if found is not None and path.stem in mapping and mapping[path.stem] != found:
             # one file listed by its path and by its name
             first, later = sorted((found, mapping[path.stem]), key=lambda f: f[1])
             key = f"file {name!r} (by path and by name)"
             _repeated(map_path, later[1], key, what, later[0], first)
+        if path.stem in mapping:
+            used.add(path.stem)
         if found is None and path.stem in mapping:
             found = mapping[path.stem]
             if len(stems[path.stem]) > 1:
@@ -585,7 +601,35 @@ def labels_of(
                 continue
             raise RecordingsError(map_path, None, f"no {what} for {path} (file {name!r})")
         out[name] = found[0]
+    unmatched = sorted((line, key) for key, (_, line) in mapping.items() if key not in used)
+    if unmatched:
+        shown = ", ".join(f"line {line} {key!r}" for line, key in unmatched[:3])
+        more = f" and {len(unmatched) - 3} more" if len(unmatched) > 3 else ""
+        warnings.warn(
+            f"{map_path}: {len(unmatched)} line{'s' if len(unmatched) > 1 else ''} name no "
+            f"file under {root if root is not None else 'the audio folder'} ({shown}{more}), "
+            f"so {'their' if len(unmatched) > 1 else 'its'} {what} is not used: a line names "
+            "a file by its path under the audio folder (carlo/x.wav) or by its name (x.wav)",
+            InputWarning,
+            stacklevel=3,
+        )
     return out
+
+
+def _map_key(name: str, root: str | os.PathLike[str] | None) -> str:
+    """A map line's file as the map is keyed: its path under ``root`` or its name, without an
+    audio extension (``./carlo/x.wav`` and ``ROOT/carlo/x.wav`` are ``carlo/x``)."""
+    while name.startswith("./"):
+        name = name[2:]
+    given = Path(name)
+    if given.is_absolute() and root is not None:
+        for base in (Path(root), Path(root).resolve()):
+            if given.is_relative_to(base.absolute()):
+                name = given.relative_to(base.absolute()).as_posix()
+                break
+    if Path(name).suffix.lower() in AUDIO_SUFFIXES:
+        name = name[: -len(Path(name).suffix)]
+    return name
 
 
 def _repeated(
@@ -654,7 +698,12 @@ def write_folder_segments(
     wavs = find_wavs(audio)
     words = labels_of(wavs, word_of, audio, "word", every_file=False, one_token=True)
     if not words:
-        raise RecordingsError(word_of, None, f"no file under {audio} has a word in this map")
+        raise RecordingsError(
+            word_of,
+            None,
+            f"no file under {audio} has a word in this map: a line is 'file<TAB>word', the "
+            "file named by its path under the audio folder (carlo/x.wav) or by its name (x.wav)",
+        )
     chosen = {name: wavs[name] for name in words}
     speakers = labels_of(chosen, speaker_of, audio, "speaker", one_token=True)
     suspicious = one_word_speakers((words[name], speakers[name]) for name in chosen)
