@@ -15,7 +15,8 @@ cell. The checks of each input kind live with its reader or its metric:
   (:func:`audiorepro.data.recordings.read_segments`);
 - features of the ABX: constant features, a distance undefined on them, a frame shift that does
   not fit them (:mod:`audiorepro.metrics.abx`, :func:`audiorepro.metrics.dtw.undefined_frames`);
-- embeddings and labels of the AP (:func:`check_pair_labels`, :func:`check_not_collapsed`);
+- embeddings and labels of the AP (:func:`check_pair_labels`, :func:`check_not_collapsed`), and
+  the table rows they were computed from (:func:`check_no_repeats`);
 - scores of the retrieval metrics (:mod:`audiorepro.metrics.retrieval`);
 - units of the bitrate (:mod:`audiorepro.metrics.bitrate`).
 """
@@ -33,6 +34,7 @@ __all__ = [
     "FEW",
     "ScoreError",
     "ScoreWarning",
+    "check_no_repeats",
     "check_not_collapsed",
     "check_pair_labels",
     "check_speakers",
@@ -128,3 +130,22 @@ def check_speakers(speakers: Sequence[Any] | np.ndarray | None, name: str = "spe
             f"{name}: all {len(np.asarray(speakers))} rows are from one speaker "
             f"({spk[0]!s}): the score says nothing of other voices"
         )
+
+
+def check_no_repeats(
+    keys: Sequence[Any] | np.ndarray, name: str = "rows", what: str = "row"
+) -> None:
+    """:class:`ScoreError` naming the first entry of ``keys`` (N,) that repeats an earlier one,
+    and that earlier one. ``keys`` say what each scored row was computed from (a segments
+    table's line): a row scored twice counts twice, and its pair with its copy is a same-label
+    pair at distance 0 at the top of the ranking, which raises the AP. Segment tables refuse
+    the same repeat when they are read (:func:`audiorepro.data.recordings.read_segments`)."""
+    first: dict[Any, int] = {}
+    for i, key in enumerate(np.asarray(keys).tolist()):
+        if key in first:
+            raise ScoreError(
+                f"{name}: entry {i} ({what} {key}) repeats entry {first[key]}: a repeated row "
+                "counts twice in the score, and its pair with its copy is a same-label pair "
+                "at distance 0, which raises the AP; score each row once"
+            )
+        first[key] = i

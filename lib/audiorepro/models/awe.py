@@ -54,7 +54,11 @@ class AWEModelConfig:
     phone_pooling: str = field("avg", help="avg: mean over phones | rep: first phone's output")
     dropout: float = field(0.1, help="dropout on sub-layer outputs and the encoded input")
     pe_base: float = field(5000.0, help="base of the sinusoidal positional encoding, eq. (5)")
-    max_len: int = field(1000, help="longest sequence the positional encoding table covers")
+    max_len: int = field(
+        1000,
+        help="positions of the precomputed encoding table; a longer sequence's further "
+        "positions are computed on demand by the same eq. (5)",
+    )
     frame_stack: int = field(
         1, help="acoustic frames concatenated per input step (paper: 1; >1 shortens for CPU)"
     )
@@ -125,7 +129,14 @@ class _Encoder(nn.Module):
     """Input layer -> + PE -> dropout -> post-norm TransformerEncoder (shared by both views)."""
 
     def __init__(
-        self, d_model: int, layers: int, heads: int, d_ff: int, dropout: float, pe: torch.Tensor
+        self,
+        d_model: int,
+        layers: int,
+        heads: int,
+        d_ff: int,
+        dropout: float,
+        pe: torch.Tensor,
+        pe_base: float = 5000.0,
     ) -> None:
         super().__init__()
         layer = nn.TransformerEncoderLayer(
@@ -136,18 +147,28 @@ class _Encoder(nn.Module):
         self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
         self.dropout = nn.Dropout(dropout)
         self.register_buffer("pe", pe, persistent=False)
+        self.pe_base = pe_base
         self.scale = math.sqrt(d_model)
+
+    def positions(self, steps: int) -> torch.Tensor:
+        """(steps, D) encodings of positions ``0 .. steps - 1``: the rows of the precomputed
+        table, and past its end rows computed by the same eq. (5) for this call only (the
+        table is not grown, so that every process of a run keeps buffers of one shape).
+
+        Eq. (5) is defined for any position; the table only saves recomputing it. The rows
+        within it are the table's own, so a sequence of up to ``max_len`` steps is encoded
+        bit for bit as before."""
+        table = self.pe.shape[0]
+        if steps <= table:
+            return self.pe[:steps]
+        longer = sinusoidal_encoding(steps, self.pe.shape[1], self.pe_base)  # (steps, D)
+        return torch.cat([self.pe, longer[table:].to(self.pe.device, self.pe.dtype)])
 
     def encode(self, inputs: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         """(B, T, D) inputs already projected/embedded -> (B, T, D) encoder outputs."""
-        if inputs.shape[1] > self.pe.shape[0]:
-            raise ValueError(
-                f"sequence of {inputs.shape[1]} steps exceeds the positional encoding table "
-                f"({self.pe.shape[0]}; raise max_len)"
-            )
         # Inputs are scaled by sqrt(d_model) before the encoding is added (Vaswani et al. 2017,
         # §3.4); unscaled, the positional encoding dominates and all embeddings start alike.
-        h = self.dropout(inputs * self.scale + self.pe[: inputs.shape[1]])  # (B, T, D)
+        h = self.dropout(inputs * self.scale + self.positions(inputs.shape[1]))  # (B, T, D)
         return self.encoder(h, src_key_padding_mask=padding_mask(lengths, inputs.shape[1]))
 
 
@@ -166,6 +187,7 @@ class AcousticEncoder(nn.Module):
             config.acoustic_ff,
             config.dropout,
             pe,
+            config.pe_base,
         )
 
     def forward(self, feats: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
@@ -197,6 +219,7 @@ class PhoneEncoder(nn.Module):
             config.phone_ff,
             config.dropout,
             pe,
+            config.pe_base,
         )
 
     def forward(self, phones: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:

@@ -31,10 +31,16 @@ from audiorepro.experiments.awe.config import Config, load_config
 from audiorepro.experiments.awe.data import model_config
 from audiorepro.experiments.awe.evaluate import dtw_ap
 from audiorepro.experiments.awe.frames import feature_norm_of, segment_features
-from audiorepro.experiments.awe.train import AWERun, fit, set_threads
+from audiorepro.experiments.awe.train import (
+    AWERun,
+    fit,
+    kept_epoch,
+    numbered_from_one,
+    set_threads,
+)
 from audiorepro.experiments.awe.views import embed_segments
 from audiorepro.metrics.average_precision import same_different_ap, same_different_chance
-from audiorepro.metrics.checks import ScoreError, check_speakers, naming
+from audiorepro.metrics.checks import ScoreError, check_no_repeats, check_speakers, naming
 from audiorepro.models.awe import AWEModelConfig, MultiViewAWE
 from audiorepro.storage import (
     known_file_sha256,
@@ -45,7 +51,6 @@ from audiorepro.storage import (
     save_model_weights,
     write_json,
 )
-from audiorepro.training.loop import TrainResult
 from audiorepro.training.selection import WEIGHT_FILES
 
 RUN_FILE = "run.json"
@@ -94,6 +99,29 @@ training row at each of these speeds beside the row itself. On the book's real I
 words (79 training words of two speakers, ``book/04_awe/04_real_speech``, preset
 ``embedded``, seeds 0-2) it raised the development cross-view AP, which picks the epoch, from
 0.112 to 0.161, and the AP of the 40 unseen test words from 0.026 to 0.079 (MFCC + DTW: 0.089)."""
+
+SPEED_RANGE = (0.5, 2.0)
+"""The speeds :func:`train_on_segments` (``awe train --speeds``) accepts, both ends included: a
+copy at half or twice the speed is still a word a speaker could say; far outside, a copy is a
+few frames long (speed 1e9: no samples at all) or thousands (speed 0.001: a 0.5 s word becomes
+8 minutes), which is no augmentation of the words."""
+
+
+def check_speeds(speeds: Sequence[float]) -> list[float]:
+    """The sorted speeds of ``speeds`` other than 1 (the rows themselves), each a number within
+    :data:`SPEED_RANGE`; else a ``ValueError`` naming ``--speeds``, the speed and the range."""
+    low, high = SPEED_RANGE
+    for value in speeds:
+        try:
+            speed, shown = float(value), f"{float(value):g}"
+        except (TypeError, ValueError):
+            speed, shown = float("nan"), repr(value)
+        if not low <= speed <= high:
+            raise ValueError(
+                f"--speeds: {shown} is outside {low:g} to {high:g} (the speeds of the "
+                "speed-perturbed copies; 1: none)"
+            )
+    return sorted({float(v) for v in speeds} - {1.0})
 
 
 def with_speed_copies(
@@ -277,6 +305,30 @@ def development_split(
     )
 
 
+def refuse_shared_rows(train_rows: Sequence[Segment], dev_rows: Sequence[Segment]) -> None:
+    """A :class:`RecordingsError` naming the first development row that is also a training row
+    (the same audio file, start and end) and that training row's table and line: the plateau
+    schedule would pick the epoch on rows the model trains on, which rewards memorising
+    them, not the embeddings of words it has not heard."""
+    training = {}
+    for r in train_rows:
+        training.setdefault((r.path.resolve(), r.start, r.end), r)
+    for r in dev_rows:
+        twin = training.get((r.path.resolve(), r.start, r.end))
+        if twin is not None:
+            shared = sum((d.path.resolve(), d.start, d.end) in training for d in dev_rows)
+            where = "the whole file" if r.start is None else f"{r.start:g}-{r.end:g} s"
+            raise RecordingsError(
+                r.source,
+                r.line,
+                f"{r.path} {where}: also line {twin.line} of the training table "
+                f"{twin.source} ({shared} of the {len(dev_rows)} development rows are training "
+                "rows): the epoch would be chosen on rows the model trains on; give "
+                "development rows that are not in --segments (or no --dev: rows are then held "
+                "out of training)",
+            )
+
+
 SEGMENTS_FIELDS = (
     "model", "train", "seed", "select", "margin", "loss_k", "distance", "min_frames",
     "eval_batch_size",
@@ -300,20 +352,24 @@ def train_on_segments(
 ) -> AWERun:
     """Train the chapter's multi-view model on the words of a segments table, into ``out``.
 
-    The development rows (the plateau schedule's cross-view AP) are the table ``dev``, or else
-    about ``dev_fraction`` of the rows held out of training: whole speakers when the table has
-    three or more (:func:`development_split`). ``preset`` and
-    ``overrides`` as :func:`~audiorepro.experiments.awe.config.load_config`; an override of a field outside
-    :data:`SEGMENTS_FIELDS` is a ``ConfigError``. Writes ``out/model.safetensors`` (the best dev
-    epoch's weights), ``out/final.safetensors`` (the last epoch's) and ``out/run.json``; ``select``
-    picks the weights :func:`load_run` (``awe embed``) uses. The training rows are augmented
-    with a copy at each of ``speeds`` (:func:`with_speed_copies`; ``()`` or ``(1,)``: none),
-    the development rows never. ``norm``: the features' normalisation (:data:`FEATURE_NORMS`;
-    ``None``: chosen by :func:`feature_norm_of` from the training rows), recorded in
-    ``run.json`` for ``awe embed``.
+    The development rows (the plateau schedule's cross-view AP) are the table ``dev`` (none of
+    its rows a row of ``segments``: :func:`refuse_shared_rows`), or else about
+    ``dev_fraction`` of the rows held out of training: whole speakers when the table has three
+    or more (:func:`development_split`). ``preset`` and ``overrides`` as
+    :func:`~audiorepro.experiments.awe.config.load_config`; an override of a field outside
+    :data:`SEGMENTS_FIELDS` is a ``ConfigError``. Writes ``out/model.safetensors`` (the best
+    dev epoch's weights), ``out/final.safetensors`` (the last epoch's) and ``out/run.json``;
+    ``select`` picks the weights :func:`load_run` (``awe embed``) uses. The training rows are
+    augmented with a copy at each of ``speeds`` (:func:`with_speed_copies`; ``()`` or
+    ``(1,)``: none; each within :data:`SPEED_RANGE`, else a ``ValueError``), the development
+    rows never. ``norm``: the features' normalisation (:data:`FEATURE_NORMS`; ``None``: chosen
+    by :func:`feature_norm_of` from the training rows), recorded in ``run.json`` for ``awe
+    embed``. The history returned and written numbers epochs from 1, as the kept epoch
+    (:func:`~audiorepro.experiments.awe.train.numbered_from_one`).
     """
     config = load_config(preset, overrides)  # unknown keys first: "did you mean ..."
     refuse_unused(overrides, SEGMENTS_FIELDS, "awe train", "--segments")
+    speeds = check_speeds(speeds)  # before the tables' audio is read
     rows = read_segments(segments)
     suspicious = one_word_speakers((r.word, r.speaker) for r in rows)
     if suspicious:
@@ -337,6 +393,8 @@ def train_on_segments(
             "their AP is 1 whatever the model, so they cannot pick an epoch; give rows of at "
             "least two words",
         )
+    if dev is not None:
+        refuse_shared_rows(train_rows, dev_rows)
     pronunciations, phone_ids = lexicon_ids(train_rows + dev_rows, lexicon)
     norm, normalisation = feature_norm_of(train_rows, norm)
     data = {
@@ -352,9 +410,6 @@ def train_on_segments(
         for split, split_rows in (("train", train_rows), ("dev", dev_rows))
     }
     left_out = {split: int(d.dropped["short"]) for split, d in data.items()}
-    speeds = sorted({float(v) for v in speeds} - {1.0})
-    if any(not v > 0 for v in speeds):
-        raise ValueError(f"speeds must be positive, got {speeds}")
     rows_kept = len(data["train"].words)
     if speeds:
         data["train"] = with_speed_copies(
@@ -378,6 +433,7 @@ def train_on_segments(
     final_model = MultiViewAWE(resolved)
     final_model.load_state_dict(final)
     kept = kept_epoch(result, schedule.history, config.select)
+    result = numbered_from_one(result)
     with output_folder(out) as folder:  # whole or not at all: a full disk leaves no folder
         save_model_weights(model, folder / WEIGHT_FILES["best"])
         save_model_weights(final_model, folder / WEIGHT_FILES["final"])
@@ -420,15 +476,6 @@ def train_on_segments(
         augmentation=augmentation,
         normalisation=normalisation,
     )
-
-
-def kept_epoch(result: TrainResult, events: Sequence[tuple[int, str]], select: str) -> int:
-    """The epoch (1-based) whose weights a run keeps: the last one the plateau schedule called
-    ``best`` (``select: best``), or the last one trained (``final``)."""
-    best = [step for step, event in events if event == "best"]
-    if select == "final" or not best:
-        return int(result.final_epoch)
-    return int(result.epochs[result.steps.index(best[-1])]) + 1
 
 
 def load_run(run: str | os.PathLike[str]) -> tuple[MultiViewAWE, Config]:
@@ -491,7 +538,9 @@ path), its SHA-256 then, and the table line of each embedding's row, in order.""
 
 def _embeddings(path: str | os.PathLike[str]) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """``(arrays, labels)`` of an embeddings ``.npz``: labels as words are compared
-    (:data:`~audiorepro.data.recordings.WORD_RULE`); a missing file or array is an error."""
+    (:data:`~audiorepro.data.recordings.WORD_RULE`); a missing file or array, or a table row
+    embedded twice (:func:`~audiorepro.metrics.checks.check_no_repeats` of ``rows``), is an
+    error naming the file."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such embeddings file")
@@ -500,6 +549,10 @@ def _embeddings(path: str | os.PathLike[str]) -> tuple[dict[str, np.ndarray], np
     for name in ("embeddings", "labels"):
         if name not in archive:
             raise KeyError(f"{path}: no array {name!r} (has {', '.join(archive)})")
+    if "rows" in archive:
+        table = f" (lines of {archive['segments']})" if "segments" in archive else ""
+        with naming(path):
+            check_no_repeats(np.asarray(archive["rows"]).reshape(-1), f"rows{table}", "line")
     labels = archive["labels"]
     if labels.dtype.kind == "U":  # words as training and tables compare them (WORD_RULE)
         labels = np.asarray([word_label(str(w)) for w in labels])
@@ -515,11 +568,18 @@ def embedded_norm(path: str | os.PathLike[str]) -> str:
 
 def embeddings_ap(path: str | os.PathLike[str]) -> float:
     """Same-different AP (cosine) of an ``.npz`` with ``embeddings`` (N, D) and ``labels`` (N,)
-    arrays, as :func:`embed_table` writes; a missing file or array is an error naming it."""
+    arrays, as :func:`embed_table` writes; a missing file or array, a repeated row, or arrays
+    the AP cannot score (a row of NaN or of zeros, shapes that disagree) are errors naming
+    it."""
     archive, labels = _embeddings(path)
     with naming(path):  # errors and warnings of the score name the file
         check_speakers(archive["speakers"] if "speakers" in archive else None, "speakers")
-        return float(same_different_ap(archive["embeddings"], labels))
+        try:
+            return float(same_different_ap(archive["embeddings"], labels))
+        except ScoreError:
+            raise  # named by naming()
+        except ValueError as err:  # the arrays' checks name the array, not the file
+            raise ValueError(f"{path}: {err}") from None
 
 
 def embedded_rows(path: str | os.PathLike[str]) -> tuple[list[Segment] | None, str]:

@@ -39,15 +39,16 @@ class AWERun:
     Attributes:
         model: the model with the best dev cross-view AP (``select: best``) or the final one,
             in eval mode.
-        history: the training history (losses per step, dev metrics per epoch).
+        history: the training history (losses per step, dev metrics per epoch); of runs of
+            :func:`~audiorepro.experiments.awe.recordings.train_on_segments`, with epochs
+            numbered from 1 (:func:`numbered_from_one`).
         schedule_events: ``(step, event)`` of the plateau schedule ("best", "decay", "stop").
         best_dev: the best dev cross-view AP.
         seed: the run's seed.
         model_config: the encoders' configuration.
         path: the run's folder in the run store.
         selected: which weights ``model`` holds, ``"best"`` or ``"final"``.
-        kept_epoch: the epoch (1-based) of those weights
-            (:func:`~audiorepro.experiments.awe.recordings.kept_epoch`; runs of
+        kept_epoch: the epoch (1-based) of those weights (:func:`kept_epoch`; runs of
             :func:`~audiorepro.experiments.awe.recordings.train_on_segments`).
         left_out: rows of each split left out as shorter than ``min_frames`` (runs of
             :func:`~audiorepro.experiments.awe.recordings.train_on_segments`).
@@ -70,6 +71,40 @@ class AWERun:
     development: str = ""
     augmentation: str = ""
     normalisation: str = ""
+
+
+def epochs_trained(result: TrainResult) -> int:
+    """The epochs a run trained, counting the last one when ``max_steps`` cut it short, of the
+    training loop's history (epochs numbered from 0, ``final_epoch`` the whole epochs done, where
+    a resumed run would continue)."""
+    last = int(result.epochs[-1]) + 1 if result.epochs else 0
+    return max(last, int(result.final_epoch))
+
+
+def numbered_from_one(result: TrainResult) -> TrainResult:
+    """The history as ``awe train`` reports it (``run.json``, :class:`AWERun`): epochs numbered
+    from 1 (``epochs``, the ``epoch`` of ``skipped_steps``), as the kept epoch is, and
+    ``final_epoch`` the epochs trained (:func:`epochs_trained`: 2 when ``max_steps`` stopped
+    training in the second epoch)."""
+    return dataclasses.replace(
+        result,
+        epochs=[int(e) + 1 for e in result.epochs],
+        final_epoch=epochs_trained(result),
+        skipped_steps=[
+            {**s, "epoch": int(s["epoch"]) + 1} if "epoch" in s else dict(s)
+            for s in result.skipped_steps
+        ],
+    )
+
+
+def kept_epoch(result: TrainResult, events: Sequence[tuple[int, str]], select: str) -> int:
+    """The epoch (1-based) whose weights a run keeps: the last one the plateau schedule called
+    ``best`` (``select: best``), or the last one trained (``final``, :func:`epochs_trained`), of
+    the training loop's history (epochs numbered from 0)."""
+    best = [step for step, event in events if event == "best"]
+    if select == "final" or not best:
+        return epochs_trained(result)
+    return int(result.epochs[result.steps.index(best[-1])]) + 1
 
 
 def run_config(config: Config, data: Mapping[str, WordSegments]) -> dict[str, Any]:

@@ -16,19 +16,43 @@ def _device_of(model: torch.nn.Module) -> torch.device:
     return next(model.parameters()).device
 
 
+def length_batches(
+    frames: np.ndarray, batch_size: int, max_len: int, frame_stack: int = 1
+) -> list[np.ndarray]:
+    """The batches of :func:`embed_segments`: indices into ``frames`` (each row's length in
+    frames) in increasing length, ``batch_size`` at a time; a batch whose longest row is past
+    ``max_len`` encoder steps (the precomputed positional table; a step is ``frame_stack``
+    frames) holds fewer rows, as many as keep rows x steps² within ``batch_size`` x
+    ``max_len``², since self-attention's memory grows with the square of the padded length.
+    Rows within ``max_len`` get the batches they always had, and so the same numbers."""
+    frames = np.asarray(frames, dtype=np.int64)
+    order = np.argsort(frames, kind="stable")
+    steps = -(-frames // frame_stack)
+    budget = batch_size * max_len**2
+    batches, start = [], 0
+    while start < len(order):
+        stop = min(start + batch_size, len(order))
+        while stop - start > 1 and (stop - start) * int(steps[order[stop - 1]]) ** 2 > budget:
+            stop -= 1
+        batches.append(order[start:stop])
+        start = stop
+    return batches
+
+
 @torch.no_grad()
 def embed_segments(
     model: MultiViewAWE, segments: WordSegments, batch_size: int = 512
 ) -> np.ndarray:
-    """f(x) of every token, (N, D) float32, in token order (eval mode, length-sorted batches)."""
+    """f(x) of every token, (N, D) float32, in token order (eval mode, length-sorted batches,
+    :func:`length_batches`)."""
     was_training = model.training
     model.eval()
     device = _device_of(model)
-    order = np.argsort([f.shape[0] for f in segments.feats], kind="stable")
+    frames = np.asarray([f.shape[0] for f in segments.feats], dtype=np.int64)
+    batches = length_batches(frames, batch_size, model.config.max_len, model.config.frame_stack)
     out = np.zeros((len(segments), model.config.d_model), dtype=np.float32)
     try:
-        for start in range(0, len(order), batch_size):
-            idx = order[start : start + batch_size]
+        for idx in batches:
             feats, lengths = pad_sequences([torch.from_numpy(segments.feats[i]) for i in idx])
             emb = model.acoustic(feats.to(device), lengths.to(device))  # (B, D)
             out[idx] = emb.float().cpu().numpy()
