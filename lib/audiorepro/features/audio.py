@@ -1,8 +1,9 @@
 """Audio file I/O: load (decode, downmix, resample), save atomically, read header information.
 
-Every problem with a file (missing, undecodable, empty, non-finite samples) is reported as an
-:class:`AudioError` whose message starts with the file path and says what was wrong, so that a
-failure deep inside a data loader or a manifest check points at the offending file.
+Every problem with a file (missing, undecodable, empty, non-finite samples; read as mono, a
+silent file or channels that cancel) is reported as an :class:`AudioError` whose message starts
+with the file path and says what was wrong, so that a failure deep inside a data loader or a
+manifest check points at the offending file.
 
 Decoding uses soundfile (libsndfile: WAV, FLAC, OGG, MP3, ...). Only files libsndfile cannot read
 are handed to ``librosa.load`` (audioread backends such as ffmpeg, when one is installed).
@@ -23,17 +24,25 @@ import soundfile as sf
 __all__ = [
     "AudioError",
     "CANCEL_DB",
+    "SILENT_PEAK",
     "audio_info",
     "channels_cancel",
     "load_audio",
     "resample_type",
     "save_audio",
+    "silence",
 ]
 
 CANCEL_DB = 40.0
 """How far (dB) the mono mix of a multi-channel file may lie below its channels before
 :func:`load_audio` refuses the file: a channel phase-inverted against another (``R = -L``)
 mixes to silence; natural stereo loses a few dB at most."""
+
+
+SILENT_PEAK = 10 ** (-70 / 20)
+"""A file whose every sample lies below this (-70 dBFS, a few steps of 16-bit audio) is
+silent: :func:`load_audio` refuses it read whole as mono, and ``units train`` leaves it out
+(:func:`audiorepro.data.recordings.content_problem`)."""
 
 
 class AudioError(Exception):
@@ -80,6 +89,17 @@ def channels_cancel(data: np.ndarray) -> float | None:
     mix = float(np.mean(np.square(data.mean(axis=0), dtype=np.float64)))
     drop = 10 * np.log10(power / max(mix, 1e-30))
     return float(drop) if drop > CANCEL_DB else None
+
+
+def silence(data: np.ndarray) -> str | None:
+    """Why the samples ``data`` (any shape) are silent, or None: ``every sample is 0``, or
+    ``peak -90 dBFS, below -70 dBFS`` (:data:`SILENT_PEAK`)."""
+    peak = float(np.max(np.abs(data))) if data.size else 0.0
+    if peak == 0.0:
+        return "every sample is 0"
+    if peak < SILENT_PEAK:
+        return f"peak {20 * np.log10(peak):.0f} dBFS, below {20 * np.log10(SILENT_PEAK):.0f} dBFS"
+    return None
 
 
 def _read_soundfile(
@@ -139,8 +159,10 @@ def load_audio(
 
     Raises:
         AudioError: the file is missing, cannot be decoded, holds no samples (or none after
-            ``offset``), holds NaN/inf samples, or (``mono``) has channels that cancel when
-            mixed (:func:`channels_cancel`). The message names the file and the problem.
+            ``offset``), holds NaN/inf samples, or (``mono``) would read as silence: the whole
+            file (no ``offset`` nor ``duration``: an excerpt may be a pause) is silent
+            (:func:`silence`, below :data:`SILENT_PEAK`), or its channels cancel when mixed
+            (:func:`channels_cancel`). The message names the file and the problem.
         ValueError: an invalid ``sr``, ``offset`` or ``duration`` argument.
     """
     path = Path(path)
@@ -182,6 +204,12 @@ def load_audio(
             f"{path}: {bad} non-finite sample value(s) (NaN/inf), the first at sample {first}"
         )
 
+    whole = offset == 0 and duration is None
+    if mono and whole and (why := silence(data)) is not None:
+        raise AudioError(
+            f"{path}: silent: {why}, so the file would read as silence; leave it out (units "
+            "train leaves such files out and names them)"
+        )
     if mono and (drop := channels_cancel(data.T)) is not None:
         raise AudioError(
             f"{path}: its {data.shape[1]} channels cancel when mixed to mono (the mix is "

@@ -11,7 +11,8 @@ Definition (ABXpy as driven by ``zerospeech2020``; ``shared/reference/zerospeech
     item that keeps only part of its file or ends past 1 is an error (:func:`item_overrun`).
   - ``frame_shift`` in seconds, libri-light's rule: frames
     ``[ceil(onset / frame_shift - 0.5), floor(offset / frame_shift - 0.5))``; an item that runs
-    past its features is an error, never clipped.
+    past its features is an error, never clipped, and so is a file whose items are all
+    ``0 1`` (relative whole files, read here as the first second of each file).
 
 - **Triplets** (A, B, X): A and X have the same phone, B another phone, and all three the same
   context (previous and next phone). ``across``: A and B from one speaker, X from another;
@@ -190,7 +191,8 @@ def item_frames(
     Raises:
         ZeroSpeechFormatError: naming the item file and line for a malformed line, an
             ``onset >= offset``, a file missing from ``features``, an item selecting no frame or
-            not fitting its file under the frame rule (:func:`item_overrun`: never clipped);
+            not fitting its file under the frame rule (:func:`item_overrun`: never clipped),
+            relative-time whole-file items (every item ``0 1``) given a ``frame_shift``;
             naming the feature file for NaN/inf values or a dimension that differs from the
             other files.
     """
@@ -198,6 +200,8 @@ def item_frames(
     items = read_item_file(item_file)
     if not items:
         raise ZeroSpeechFormatError(item_file, None, "the item file has no items")
+    if frame_shift is not None:
+        _refuse_relative_items(items, item_file, frame_shift)
     arrays = _feature_arrays(features, items, item_file)
     lengths = np.array([len(arrays[it.file]) for it in items], dtype=np.int64)
     onset = np.array([it.onset for it in items], dtype=np.float64)
@@ -212,6 +216,28 @@ def item_frames(
         for it, a, b in zip(items, start.tolist(), stop.tolist(), strict=True)
     ]
     return items, frames
+
+
+def _refuse_relative_items(items: Sequence[AbxItem], item_file: Path, frame_shift: float) -> None:
+    """ZeroSpeechFormatError naming the first item's line when every item of the file (two or
+    more) is onset 0, offset 1: whole files in relative time, the form ``abx items`` writes for
+    the 2019 rule, which a frame shift would read as the first second of each file (a whole
+    table of numbers, silently wrong, whenever every file is longer than a second). A file in
+    seconds keeps working when only some of its items happen to be ``0 1``."""
+    if len(items) < 2 or any(it.onset != 0.0 or it.offset != 1.0 for it in items):
+        return
+    first = items[0]
+    raise ZeroSpeechFormatError(
+        item_file,
+        _item_line_numbers(item_file, len(items))[0],
+        f"item {first.file} 0-1: all {len(items)} items are onset 0, offset 1, whole files in "
+        f"relative time (the 2019 rule, as `audiorepro abx items` writes them), but a frame "
+        f"shift ({frame_shift:g} s) reads the times as seconds: each item would be the first "
+        "second of its file; score without --frame-shift (frame_shift=None: each whole file, "
+        "whatever its length; so too files of exactly 1 s, whose items in seconds are 0 1 as "
+        "well), or write the items in seconds (`audiorepro abx items --times seconds`) to "
+        "score with a frame shift",
+    )
 
 
 def _feature_arrays(

@@ -1,5 +1,6 @@
 """The chapter's speech: the ZeroSpeech 2019 language folders, their cached features, the
-training utterances with their speakers, and the per-file normalisation a model reads them with."""
+training utterances with their speakers, and the per-file normalisation a model reads them with;
+of anyone's folder of recordings, the files it trains on and the files too short to read."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import numpy as np
 
 from audiorepro.config import ConfigError
 from audiorepro.data.recipes.zerospeech import speaker_of
+from audiorepro.data.recordings import RecordingsError, content_problem
 from audiorepro.data.speech_segments import features_key, normalize_features
 from audiorepro.data.speech_segments import load_features as _features
 from audiorepro.experiments.zerospeech.config import Config, store
@@ -91,3 +93,44 @@ def model_inputs(
         spk = [speakers[n] if speakers is not None else speaker_of(n) for n in names]
     out = normalize_features([feats[n] for n in names], feature_norm, spk)
     return dict(zip(names, out, strict=True))
+
+
+MIN_TRAIN_FRAMES = 8
+"""The shortest file (10 ms frames) the VQ-VAE trains on: its shortest training segment
+(:class:`~audiorepro.data.speech_segments.SegmentDataset`); a shorter file is left out, named,
+and every other reader of a folder refuses it (:func:`refuse_short_files`)."""
+
+
+def refuse_short_files(wavs: Mapping[str, Path], feats: Mapping[str, np.ndarray]) -> None:
+    """RecordingsError naming the first file (by id) of ``wavs`` whose ``feats`` (T, F) have
+    fewer than :data:`MIN_TRAIN_FRAMES` frames: what ``units train`` leaves out, ``units
+    encode``, ``units resynth`` and the baselines of ``abx score`` refuse, as
+    :func:`~audiorepro.features.load_audio` refuses a silent file or channels that cancel."""
+    short = [name for name in sorted(feats) if len(feats[name]) < MIN_TRAIN_FRAMES]
+    if not short:
+        return
+    n = len(feats[short[0]])
+    more = f" ({len(short) - 1} more such files)" if len(short) > 1 else ""
+    raise RecordingsError(
+        wavs[short[0]],
+        None,
+        f"too short: {n} frame{'s' if n != 1 else ''} of 10 ms, fewer than the "
+        f"{MIN_TRAIN_FRAMES} units train needs "
+        f"(it leaves such files out){more}; leave the file out",
+    )
+
+
+def training_files(
+    wavs: Mapping[str, Path],
+) -> tuple[dict[str, Path], list[tuple[Path, str]]]:
+    """``(files to train on, [(path, why left out)])``: silent files and files whose channels
+    cancel when mixed to mono (:func:`~audiorepro.data.recordings.content_problem`) are left
+    out of training and named, never trained on as silence."""
+    kept, left_out = {}, []
+    for name, path in wavs.items():
+        problem = content_problem(path)
+        if problem is None:
+            kept[name] = path
+        else:
+            left_out.append((path, problem))
+    return kept, left_out

@@ -17,7 +17,6 @@ from audiorepro.data.recipes.zerospeech import AbxItem, write_item_file
 from audiorepro.data.recordings import (
     RecordingsError,
     Segment,
-    content_problem,
     file_id,
     find_wavs,
     ids_under,
@@ -36,7 +35,12 @@ from audiorepro.data.speech_segments import (
     short_speakers,
 )
 from audiorepro.experiments.zerospeech.config import Config, load_config, store
-from audiorepro.experiments.zerospeech.data import model_inputs
+from audiorepro.experiments.zerospeech.data import (
+    MIN_TRAIN_FRAMES,
+    model_inputs,
+    refuse_short_files,
+    training_files,
+)
 from audiorepro.experiments.zerospeech.evaluate import (
     code_rate_kmeans,
     encode_files,
@@ -286,27 +290,6 @@ def step_budget(config: Config, overrides: Mapping[str, Any] | None) -> Config:
     return replace(config, **{"train.num_epochs": config.train.max_steps})
 
 
-MIN_TRAIN_FRAMES = 8
-"""The shortest file (10 ms frames) the VQ-VAE trains on: its shortest training segment
-(:class:`~audiorepro.data.speech_segments.SegmentDataset`); a shorter file is left out, named."""
-
-
-def training_files(
-    wavs: Mapping[str, Path],
-) -> tuple[dict[str, Path], list[tuple[Path, str]]]:
-    """``(files to train on, [(path, why left out)])``: silent files and files whose channels
-    cancel when mixed to mono (:func:`~audiorepro.data.recordings.content_problem`) are left
-    out of training and named, never trained on as silence."""
-    kept, left_out = {}, []
-    for name, path in wavs.items():
-        problem = content_problem(path)
-        if problem is None:
-            kept[name] = path
-        else:
-            left_out.append((path, problem))
-    return kept, left_out
-
-
 KMEANS_FILE = "kmeans.npz"
 
 
@@ -397,7 +380,9 @@ def encode_units(
     files of ``audio``, told apart by ``speaker_of`` (``prefix``, ``parent`` or a ``MAP.tsv``,
     as :func:`train_units`), by default the rule the run was trained with.
 
-    Returns ``{file id: the rows written (T', D)}`` (:func:`unit_rows`).
+    Returns ``{file id: the rows written (T', D)}`` (:func:`unit_rows`). A file ``units train``
+    leaves out is an error naming it: silent or with channels that cancel
+    (:func:`~audiorepro.features.load_audio`), or too short (:func:`refuse_short_files`).
     """
     rows = unit_rows(run, audio, what, speaker_of)
     out = Path(out)
@@ -424,7 +409,8 @@ def unit_rows(
     run = run if isinstance(run, UnitsRun) else load_units(run)
     baseline = run.kmeans_baseline() if what == "kmeans" else None
     wavs = find_wavs(audio)
-    feats = load_wav_features(wavs, run.feature, store())
+    feats = load_wav_features(wavs, run.feature, store())  # silent files: AudioError
+    refuse_short_files(wavs, feats)
     cfg = run.model.cfg
     speakers = None
     if cfg.feature_norm == "speaker":
@@ -568,7 +554,8 @@ def resynthesize_folder(
     exact; voice conversion into another speaker is far from 0 by design)."""
     voice = voice if isinstance(voice, VoiceRun) else load_voice(voice)
     wavs = find_wavs(audio)
-    inputs = load_wav_features(wavs, voice.units.feature, store())
+    inputs = load_wav_features(wavs, voice.units.feature, store())  # silent files: AudioError
+    refuse_short_files(wavs, inputs)
     mags = load_wav_features(wavs, "linear", store())
     out = Path(out)
     convergence = {}
