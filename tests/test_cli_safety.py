@@ -79,6 +79,8 @@ def test_units_train_reuses_its_own_run_and_refuses_another_without_force(
     )
     assert code == 0, err
     assert "same inputs and settings" in out and "reusing" in out
+    # the reused run says what it trained on, as when it was trained (run.json keeps it)
+    assert "trained on 3 speakers, 9 files; left out 9: S001_garden.txt (not audio" in out
     assert model.stat().st_mtime_ns == stamp
     other = tmp = corpus / "u-other"
     shutil.copytree(units_run, tmp)

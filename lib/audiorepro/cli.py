@@ -260,7 +260,7 @@ def _parser() -> argparse.ArgumentParser:
         "--speeds",
         type=_speeds,
         default=",".join(f"{v:g}" for v in AWE_SPEEDS),
-        help="speed perturbation: a copy of each training row at these speeds "
+        help="speed perturbation: a copy of each training row at these speeds, each 0.5 to 2 "
         "(default %(default)s; 1: none)",
     )
     norm_arg(p, "train on")
@@ -680,7 +680,8 @@ def _run(args: argparse.Namespace) -> None:
                 ),
             )
             _done(args, plan, AWE_WRITES)
-        print(f"trained {run.history.final_epoch} epochs -> {run.path}")
+        epochs = run.history.final_epoch
+        print(f"trained {epochs} epoch{'' if epochs == 1 else 's'} -> {run.path}")
         print(run.development)
         print(run.augmentation)
         print(run.normalisation)

@@ -36,10 +36,9 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-import numpy as np
-
 from audiorepro.data.recipes.common import RecipeError
 from audiorepro.features import audio_info
+from audiorepro.features.audio import SILENT_PEAK, silence
 
 __all__ = [
     "AUDIO_SUFFIXES",
@@ -115,10 +114,6 @@ def word_label(text: str) -> str:
     """A word as the commands compare it (:data:`WORD_RULE`)."""
     return text.strip().lower()
 
-
-SILENT_PEAK = 10 ** (-70 / 20)
-"""A file whose every sample lies below this (-70 dBFS, a few steps of 16-bit audio) is
-silent: training leaves it out (:func:`content_problem`)."""
 
 _APPLE_DOUBLE = b"\x00\x05\x16\x07"
 _HEADERS = (  # (offset, bytes, format, read here)
@@ -344,11 +339,9 @@ def content_problem(path: str | os.PathLike[str]) -> str | None:
     from audiorepro.features.audio import CANCEL_DB, channels_cancel, load_audio
 
     wav, _ = load_audio(path, None, mono=False)  # (C, S)
-    peak = float(np.max(np.abs(wav)))
-    if peak == 0.0:
-        return "silent: every sample is 0"
-    if peak < SILENT_PEAK:
-        return f"silent: peak {20 * math.log10(peak):.0f} dBFS"
+    quiet = silence(wav)
+    if quiet is not None:
+        return f"silent: {quiet}"
     drop = channels_cancel(wav)
     if drop is not None:
         return (

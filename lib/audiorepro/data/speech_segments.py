@@ -54,7 +54,7 @@ HOP_S = 0.01
 FEATURE_NORMS = ("none", "utterance", "speaker")
 """Input normalisations of :func:`normalize_features`."""
 # Bump when a change to the code changes what a cached feature file would hold.
-FEATURES_VERSION = 2
+FEATURES_VERSION = 3
 
 _digests: dict[tuple[int, int, int, int], str] = {}
 _loaded: collections.OrderedDict[tuple[str, ...], dict[str, np.ndarray]] = (

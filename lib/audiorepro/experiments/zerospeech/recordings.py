@@ -217,6 +217,7 @@ def train_units(
                 "speaker_of": rule,
                 "normalisation": normalisation,
                 "files": len(names),
+                "note": note,
                 "history": history,
                 "kmeans": baseline,
             },
@@ -348,6 +349,7 @@ def load_units(run: str | os.PathLike[str]) -> UnitsRun:
         info.get("kmeans"),
         info.get("preset", "embedded"),
         info.get("speaker_of", "prefix"),
+        note=info.get("note", f"{info.get('files', '?')} files"),
         normalisation=info.get(
             "normalisation", f"feature normalisation: {config.model.feature_norm}"
         ),
