@@ -259,8 +259,10 @@ def test_speeds_outside_half_to_twice_are_refused(speed, tables, tmp_path, capsy
         awe.train_on_segments(tables["train"], tmp_path / "a", speeds=(0.9, speed))
     argv = ["awe", "train", "--segments", str(tables["train"]), "--dev", str(tables["dev"]),
             "--lexicon", "characters", "--speeds", f"{speed:g}", "--out", str(tmp_path / "b")]  # fmt: skip
-    assert main(argv) == 1
-    assert said in capsys.readouterr().err
+    with pytest.raises(SystemExit) as stop:  # a usage error: the range is known at parsing
+        main(argv)
+    assert stop.value.code == 2
+    assert f"argument --speeds: {speed:g} is outside 0.5 to 2" in capsys.readouterr().err
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
     assert awe.check_speeds((0.5, 1, 2.0, 0.9)) == [0.5, 0.9, 2.0]
 

@@ -491,15 +491,20 @@ def _at_least(minimum: int) -> Any:
 
 
 def _speeds(text: str) -> tuple[float, ...]:
-    """``--speeds 0.9,1.1``: positive speeds, comma separated."""
+    """``--speeds 0.9,1.1``: speeds, comma separated, each within the range
+    :func:`~audiorepro.experiments.awe.recordings.check_speeds` accepts (a usage error here)."""
+    from audiorepro.experiments.awe.recordings import check_speeds
+
     try:
         speeds = tuple(float(v) for v in text.split(","))
     except ValueError:
         raise argparse.ArgumentTypeError(
             f"expected speeds like 0.9,1.1 (1: no speed perturbation), got {text!r}"
         ) from None
-    if not speeds or any(not (v > 0 and v < float("inf")) for v in speeds):
-        raise argparse.ArgumentTypeError(f"speeds must be positive numbers, got {text!r}")
+    try:
+        check_speeds(speeds)
+    except ValueError as err:  # argparse names the option itself
+        raise argparse.ArgumentTypeError(str(err).removeprefix("--speeds: ")) from None
     return speeds
 
 
