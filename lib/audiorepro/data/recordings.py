@@ -484,41 +484,32 @@ def labels_of(
     instead of being an error; with ``one_token``, a label with whitespace (a transcript of
     several words) is an error naming the map line or the file."""
     option = f"--{what}-of"
-    separator = _prefix_separator(rule, what)
-    if separator is not None:
+    prefix = _prefix_separator(rule, what)
+    field = (1, prefix) if prefix is not None else _field_rule(rule)
+    if field is not None:  # prefix[:SEP] is field 1, the separator required
+        index, separator = field
         out = {}
         for name, path in wavs.items():
-            stem = file_id(path.stem) if separator == "_" else path.stem
-            head, sep, _ = stem.partition(separator)
-            if not sep or not head:
+            fields = file_id(path.stem).split(separator)
+            if len(fields) >= max(index, 2) and fields[index - 1]:
+                out[name] = fields[index - 1]
+                continue
+            if prefix is None:
+                expected = (
+                    f"a file name of at least {max(index, 2)} fields separated by "
+                    f"{separator!r}, field {index} not empty"
+                )
+            else:
                 hint = (
                     f" (names like {path.stem!r}: {option} prefix:-)"
                     if separator == "_" and "-" in path.stem.strip("-")
                     else ""
                 )
-                raise RecordingsError(
-                    path,
-                    None,
-                    f"{option} {rule}: expected a file name <{what}>{separator}<rest>"
-                    f"{path.suffix}; use prefix:SEP for another separator{hint}, "
-                    f"{option} parent or a MAP.tsv for other names",
+                expected = (
+                    f"a file name <{what}>{separator}<rest>{path.suffix}; use prefix:SEP for "
+                    f"another separator{hint}, {option} parent or a MAP.tsv for other names"
                 )
-            out[name] = head
-        return out
-    field = _field_rule(rule)
-    if field is not None:
-        index, separator = field
-        out = {}
-        for name, path in wavs.items():
-            fields = file_id(path.stem).split(separator)
-            if len(fields) < max(index, 2) or not fields[index - 1]:
-                raise RecordingsError(
-                    path,
-                    None,
-                    f"{option} {rule}: expected a file name of at least {max(index, 2)} "
-                    f"fields separated by {separator!r}, field {index} not empty",
-                )
-            out[name] = fields[index - 1]
+            raise RecordingsError(path, None, f"{option} {rule}: expected {expected}")
         return out
     if rule == "parent":
         out = {name: path.parent.name for name, path in wavs.items()}
