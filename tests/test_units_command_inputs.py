@@ -1,5 +1,5 @@
-"""Inputs a user probe found scored or encoded without a word: relative-time items read with a
-frame shift, and silent or very short files encoded as if they were speech."""
+"""Inputs ``abx score`` and ``units encode`` refuse rather than score or encode: relative-time
+items read with a frame shift, and silent or very short files read as if they were speech."""
 
 from __future__ import annotations
 

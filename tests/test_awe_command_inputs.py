@@ -1,5 +1,5 @@
-"""What a user probe of the ``audiorepro awe`` commands found: an ``awe ap`` .npz whose rows
-repeat, its errors without the file's name, a ``--dev`` table that shares rows with the training
+"""Inputs the ``audiorepro awe`` commands refuse or read whole: an ``awe ap`` .npz whose rows
+repeat, its errors with the file's name, a ``--dev`` table that shares rows with the training
 table, rows longer than the positional encoding table, speeds far from 1, and the epochs
 ``awe train`` reports. On the real Italian number words the book ships."""
 
