@@ -1,7 +1,8 @@
 """Inputs the ``audiorepro awe`` commands refuse or read whole: an ``awe ap`` .npz whose rows
 repeat, its errors with the file's name, a ``--dev`` table that shares rows with the training
-table, rows longer than the positional encoding table, speeds far from 1, and the epochs
-``awe train`` reports. On the real Italian number words the book ships."""
+table, rows longer than the positional encoding table, speeds far from 1, the epochs
+``awe train`` reports, and rows too short to embed, which ``awe embed`` and ``awe dtw`` leave
+out as ``awe train`` does. On the real Italian number words the book ships."""
 
 from __future__ import annotations
 
@@ -302,3 +303,44 @@ def test_train_reports_epochs_from_one(run, tables, tmp_path, capsys):
         out = capsys.readouterr().out
         assert "trained 2 epochs -> " in out
         assert "kept the weights of epoch 2 (select: final)" in out
+
+
+# 6. rows too short to embed: awe embed and awe dtw leave them out as awe train does
+
+
+def test_embed_and_dtw_leave_out_rows_too_short_as_train_does(run, tables, tmp_path, capsys):
+    rows = read_segments(tables["test"])
+    table = write_table(tmp_path / "short.tsv", rows)
+    with open(table, "a") as fh:  # 10 ms of a word's file: one frame, as awe train drops it
+        fh.write(f"{rows[0].path}\t{rows[0].word}\t{rows[0].speaker}\t0.100\t0.110\n")
+    line = len(rows) + 2  # after the header and the rows
+    said = (
+        f"left out 1 of {len(rows) + 1} rows shorter than 2 frames of 10 ms, as awe train "
+        f"does (first: {table}:{line}, 1 frame)"
+    )
+    assert main(["awe", "embed", str(run.path), "--segments", str(table),
+                 "--out", str(tmp_path / "e.npz")]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    assert f"wrote {len(rows)} embeddings" in out and said in out
+    with np.load(tmp_path / "e.npz") as arrays:
+        assert arrays["rows"].tolist() == [r.line for r in rows]  # the short line is not there
+        assert str(arrays["left_out"]) == said
+    # awe ap scores the embeddings and MFCC + DTW on the rows embedded: the same pairs
+    assert main(["awe", "ap", str(tmp_path / "e.npz")]) == 0
+    pairs = len(rows) * (len(rows) - 1) // 2
+    assert f"same-different AP over {pairs} pairs:" in capsys.readouterr().out
+    norm = json.loads((run.path / "run.json").read_text())["feature_norm"]
+    assert main(["awe", "dtw", "--segments", str(table), "--norm", norm]) == 0
+    out = capsys.readouterr().out
+    assert said in out and f"{len(rows)} segments, {pairs} pairs" in out
+    base = awe.dtw_table_ap(table, norm=norm)
+    assert base["left_out"] == said and base["tokens"] == len(rows)
+    same = awe.rows_dtw_ap(rows, [r.word for r in rows], norm=norm)
+    assert base["ap"] == pytest.approx(same["ap"])  # awe ap's baseline: the same number
+    # a table without such rows says nothing of them; one of short rows only is refused
+    assert awe.dtw_table_ap(tables["test"], norm=norm)["left_out"] == ""
+    only = write_table(tmp_path / "only.tsv", [])
+    with open(only, "a") as fh:
+        fh.write(f"{rows[0].path}\t{rows[0].word}\t{rows[0].speaker}\t0.100\t0.110\n")
+    with pytest.raises(ValueError, match=r"left out 1 of 1 rows .*: no row to embed"):
+        awe.embed_table(run.path, only)

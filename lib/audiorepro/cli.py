@@ -564,6 +564,7 @@ def _abx_score(args: argparse.Namespace) -> None:
 def _run(args: argparse.Namespace) -> None:
     from audiorepro.data.recordings import WORD_RULE, find_wavs, scan_folder
     from audiorepro.experiments.awe import recordings as awe
+    from audiorepro.experiments.awe.evaluate import ap_table
     from audiorepro.experiments.zerospeech import recordings as units
 
     command = (args.group, args.command)
@@ -715,6 +716,8 @@ def _run(args: argparse.Namespace) -> None:
 
         atomic_write(args.out, write, say_faults=True)  # a full disk keeps the earlier file
         print(f"wrote {len(arrays['labels'])} embeddings to {args.out}")
+        if str(arrays["left_out"]):
+            print(arrays["left_out"])
         print(WORD_RULE)
     elif command == ("awe", "ap"):
         ap = awe.embeddings_ap(args.embeddings)
@@ -727,10 +730,12 @@ def _run(args: argparse.Namespace) -> None:
         else:
             labels = [r.word for r in rows]  # the embeddings' labels (embedded_rows checks)
             norm = awe.embedded_norm(args.embeddings)
-            print("\n".join(awe.ap_table(ap, awe.rows_dtw_ap(rows, labels, norm=norm))))
+            print("\n".join(ap_table(ap, awe.rows_dtw_ap(rows, labels, norm=norm))))
     elif command == ("awe", "dtw"):
         base = awe.dtw_table_ap(args.segments, tokens=args.tokens, seed=args.seed, norm=args.norm)
         print(base["normalisation"])
+        if base["left_out"]:
+            print(base["left_out"])
         print(
             f"{base['tokens']} segments, {base['num_pairs']} pairs, "
             f"{base['positives']} of one word"

@@ -21,6 +21,13 @@ CHAPTER = "04_awe"
 PRESETS = repo_root() / "book" / CHAPTER / "presets"
 """The folder of the chapter's presets (``smoke``, ``embedded``, ``paper``)."""
 
+MIN_FRAMES = 2
+"""The fewest 10 ms frames of a segment the chapter embeds (the paper's selection, after Settle
+et al. 2019): ``Config.min_frames``' default, which no preset changes. ``awe train`` leaves
+shorter rows out (``--set min_frames=N``: shorter than N), ``awe embed`` leaves out the rows
+shorter than its run's, and ``awe dtw`` those shorter than this
+(:func:`~audiorepro.experiments.awe.frames.long_enough`)."""
+
 DATA_FORMATS = ("npz", "hdf5")
 SPLITS = ("train", "dev", "test")
 
@@ -42,7 +49,7 @@ class Config:
         default_factory=PlateauTrainConfig, help="batches, Adam's lr and the plateau schedule"
     )
     data_format: str = field("npz", help="npz (lists + npz) | hdf5 (agwe utterance features)")
-    min_frames: int = field(2, help="segments shorter than this are dropped (paper: 2)")
+    min_frames: int = field(MIN_FRAMES, help="segments shorter than this are dropped (paper: 2)")
     max_train_tokens: int | None = field(None, help="cap on train tokens (None: all)")
     margin: float = field(0.5, help="margin m of eq. (4) (agwe-recipe: 0.5)")
     loss_k: int = field(8, help="most offending negatives averaged per term (agwe-recipe: 8)")

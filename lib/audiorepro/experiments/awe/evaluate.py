@@ -1,6 +1,7 @@
 """What a trained model is measured by beyond its two APs: the chance levels, the sign of the
 cosine, the written words' geometry, the anchor check, the corpus's pronunciation variation and
-the MFCC + DTW baseline (the paper's Table 3, first row)."""
+the MFCC + DTW baseline (the paper's Table 3, first row), and the lines ``awe ap`` prints of
+embeddings beside that baseline (:func:`ap_table`)."""
 
 from __future__ import annotations
 
@@ -239,3 +240,29 @@ def dtw_ap(
     dist = pairwise_dtw(np.concatenate(feats), offsets, np.stack([i, j], 1), distance=distance)
     words = np.asarray(labels)
     return float(pairs_average_precision(dist, words[i] == words[j])), int(i.size)
+
+
+def _pair(a: float, b: float) -> str:
+    """``"0.770 vs 0.917"`` with the fewest decimals (3 or 4) that tell the two apart."""
+    digits = 3 if f"{a:.3f}" != f"{b:.3f}" else 4
+    return f"{a:.{digits}f} vs {b:.{digits}f}"
+
+
+def ap_table(ap: float, baseline: Mapping[str, Any]) -> list[str]:
+    """The lines ``awe ap`` prints: the embeddings' AP beside the MFCC + DTW baseline on the
+    same pairs and the chance level, then one plain sentence whether the embeddings beat it (a
+    higher AP is better; equal is not beating it)."""
+    rows = [
+        ("embeddings", ap),
+        ("MFCC + DTW (the same pairs)", baseline["ap"]),
+        ("chance (share of same-word pairs)", baseline["chance"]),
+    ]
+    width = max(len(name) for name, _ in rows)
+    lines = [
+        f"same-different AP over {baseline['num_pairs']} pairs:",
+        f"{'what':<{width}}      AP",
+    ]
+    lines += [f"{name:<{width}}  {value:.4f}" for name, value in rows]
+    beat = "beat" if ap > baseline["ap"] else "do not beat"
+    lines.append(f"the embeddings {beat} MFCC + DTW (AP {_pair(ap, baseline['ap'])})")
+    return lines

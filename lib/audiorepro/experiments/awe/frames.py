@@ -76,6 +76,28 @@ def segment_features(
     return out
 
 
+def long_enough(
+    rows: Sequence[Segment], feats: Sequence[np.ndarray], min_frames: int
+) -> tuple[list[int], str]:
+    """``(kept, note)``: the indices of the ``rows`` whose frames ``feats``
+    (:func:`segment_features`) number at least ``min_frames``
+    (:data:`~audiorepro.experiments.awe.config.MIN_FRAMES` unless a run was trained with
+    another), and one line saying how many rows are left out and naming the first (``""``
+    when none is). The one rule by which ``awe train`` leaves short rows out of training and
+    ``awe embed`` and ``awe dtw`` leave them out of what they embed and score, so that
+    ``awe ap`` compares the embeddings and MFCC + DTW on the same rows."""
+    kept = [i for i, f in enumerate(feats) if f.shape[0] >= min_frames]
+    if len(kept) == len(rows):
+        return kept, ""
+    first = next(i for i, f in enumerate(feats) if f.shape[0] < min_frames)
+    frames = feats[first].shape[0]
+    return kept, (
+        f"left out {len(rows) - len(kept)} of {len(rows)} rows shorter than {min_frames} "
+        f"frames of 10 ms, as awe train does (first: {rows[first].where}, {frames} "
+        f"frame{'' if frames == 1 else 's'})"
+    )
+
+
 def audio_seconds(path: Path) -> float:
     """The duration of an audio file from its header."""
     samples, rate, _ = audio_info(path)

@@ -13,8 +13,8 @@ import numpy as np
 
 from audiorepro.data.recipes.asterisk import italian_folder
 from audiorepro.data.recordings import SEGMENT_COLUMNS, read_segments
+from audiorepro.experiments.awe.evaluate import ap_table
 from audiorepro.experiments.awe.recordings import (
-    ap_table,
     embed_table,
     embedded_norm,
     embedded_rows,

@@ -27,10 +27,10 @@ from audiorepro.data.recordings import (
     read_segments,
     word_label,
 )
-from audiorepro.experiments.awe.config import Config, load_config
+from audiorepro.experiments.awe.config import MIN_FRAMES, Config, load_config
 from audiorepro.experiments.awe.data import model_config
 from audiorepro.experiments.awe.evaluate import dtw_ap
-from audiorepro.experiments.awe.frames import feature_norm_of, segment_features
+from audiorepro.experiments.awe.frames import feature_norm_of, long_enough, segment_features
 from audiorepro.experiments.awe.train import (
     AWERun,
     fit,
@@ -161,14 +161,14 @@ def segments_data(
     *,
     split: str,
     feature_dim: int = 39,
-    min_frames: int = 2,
+    min_frames: int = MIN_FRAMES,
     norm: str = "file",
 ) -> WordSegments:
     """The rows of a segments table as the chapter's :class:`~audiorepro.data.awe.WordSegments`
     (features by :func:`segment_features`; rows shorter than ``min_frames`` are dropped and
-    counted)."""
+    counted: :func:`long_enough`, as ``awe embed`` and ``awe dtw`` drop them)."""
     feats = segment_features(rows, feature_dim, norm=norm)
-    keep = [i for i, f in enumerate(feats) if f.shape[0] >= min_frames]
+    keep, _ = long_enough(rows, feats, min_frames)
     if not keep:
         raise ValueError(f"{split}: every segment is shorter than {min_frames} frames")
     words = [rows[i].word for i in keep]
@@ -499,14 +499,21 @@ def run_feature_norm(run: str | os.PathLike[str]) -> str:
 def embed_table(
     run: str | os.PathLike[str], segments: str | os.PathLike[str]
 ) -> dict[str, np.ndarray]:
-    """Acoustic embeddings of every row of a segments table (no lexicon needed):
+    """Acoustic embeddings of the rows of a segments table (no lexicon needed):
     ``{"embeddings": (N, D) float32, "labels": (N,) words, "speakers": (N,)}``, and what was
     embedded (:data:`EMBEDDED`): the table's resolved path and SHA-256 and each row's line in
-    it, so that ``awe ap`` scores the MFCC + DTW baseline on the same tokens."""
+    it, so that ``awe ap`` scores the MFCC + DTW baseline on the same tokens. Rows shorter than
+    the run's ``min_frames`` are left out, as ``awe train`` leaves them out: ``left_out`` says
+    how many and names the first (:func:`long_enough`; ``""``: none); none left, a
+    ``ValueError``."""
     model, config = load_run(run)
     norm = run_feature_norm(run)
     rows = read_segments(segments)
     feats = segment_features(rows, config.model.feature_dim, norm=norm)
+    kept, left_out = long_enough(rows, feats, config.min_frames)
+    if not kept:
+        raise ValueError(f"{segments}: {left_out}: no row to embed")
+    rows, feats = [rows[i] for i in kept], [feats[i] for i in kept]
     view = WordSegments(
         split="embed",
         keys=[r.where for r in rows],
@@ -528,6 +535,7 @@ def embed_table(
         "segments_sha256": np.asarray(known_file_sha256(segments)),
         "rows": np.asarray([r.line for r in rows], dtype=np.int64),
         "feature_norm": np.asarray(norm),
+        "left_out": np.asarray(left_out),
     }
 
 
@@ -621,32 +629,6 @@ def rows_dtw_ap(
     return {"ap": ap, "num_pairs": num_pairs, "chance": same_different_chance(list(labels))}
 
 
-def _pair(a: float, b: float) -> str:
-    """``"0.770 vs 0.917"`` with the fewest decimals (3 or 4) that tell the two apart."""
-    digits = 3 if f"{a:.3f}" != f"{b:.3f}" else 4
-    return f"{a:.{digits}f} vs {b:.{digits}f}"
-
-
-def ap_table(ap: float, baseline: Mapping[str, Any]) -> list[str]:
-    """The lines ``awe ap`` prints: the embeddings' AP beside the MFCC + DTW baseline on the
-    same pairs and the chance level, then one plain sentence whether the embeddings beat it (a
-    higher AP is better; equal is not beating it)."""
-    rows = [
-        ("embeddings", ap),
-        ("MFCC + DTW (the same pairs)", baseline["ap"]),
-        ("chance (share of same-word pairs)", baseline["chance"]),
-    ]
-    width = max(len(name) for name, _ in rows)
-    lines = [
-        f"same-different AP over {baseline['num_pairs']} pairs:",
-        f"{'what':<{width}}      AP",
-    ]
-    lines += [f"{name:<{width}}  {value:.4f}" for name, value in rows]
-    beat = "beat" if ap > baseline["ap"] else "do not beat"
-    lines.append(f"the embeddings {beat} MFCC + DTW (AP {_pair(ap, baseline['ap'])})")
-    return lines
-
-
 def dtw_table_ap(
     segments: str | os.PathLike[str],
     tokens: int | None = None,
@@ -660,12 +642,19 @@ def dtw_table_ap(
     (:func:`segment_features`), all pairs of every row, or of a seeded subset of ``tokens``
     rows. ``awe ap`` of the embeddings of the same table is the number to set beside it.
     ``norm``: the features' normalisation (``None``: as ``awe train`` would choose it for the
-    table, :func:`feature_norm_of`). Returns ``{"ap", "tokens", "num_pairs", "positives",
-    "normalisation"}``."""
-    rows = read_segments(segments)
+    table, :func:`feature_norm_of`). Rows shorter than :data:`MIN_FRAMES` are left out first,
+    as ``awe train`` and ``awe embed`` leave them out (:func:`long_enough`). Returns ``{"ap",
+    "tokens", "num_pairs", "positives", "normalisation", "left_out"}`` (``left_out``: how many
+    rows were left out and the first, or ``""``)."""
+    table = read_segments(segments)
+    kept, left_out = long_enough(table, segment_features(table, feature_dim), MIN_FRAMES)
+    rows = [table[i] for i in kept]
     n = len(rows) if tokens is None else min(tokens, len(rows))
     if n < 2:
-        raise ValueError(f"{segments}: the baseline needs at least 2 segments, got {n}")
+        raise ValueError(
+            f"{segments}: the baseline needs at least 2 segments, got {n}"
+            + (f" ({left_out})" if left_out else "")
+        )
     chosen = list(rows)
     if n < len(rows):
         picked = np.random.default_rng(seed).choice(len(rows), size=n, replace=False)
@@ -685,7 +674,7 @@ def dtw_table_ap(
         )
     with naming(segments):  # the warnings of a weak score name the table
         check_speakers([r.speaker for r in chosen], "speaker")
-        norm, normalisation = feature_norm_of(rows, norm)
+        norm, normalisation = feature_norm_of(table, norm)  # as awe train: every row's files
         base = rows_dtw_ap(chosen, labels, feature_dim, norm)
     return {
         "ap": base["ap"],
@@ -693,4 +682,5 @@ def dtw_table_ap(
         "num_pairs": base["num_pairs"],
         "positives": positives,
         "normalisation": normalisation,
+        "left_out": left_out,
     }
