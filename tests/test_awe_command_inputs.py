@@ -18,7 +18,12 @@ from audiorepro.cli import main
 from audiorepro.data.recordings import SEGMENT_COLUMNS, RecordingsError, read_segments
 from audiorepro.experiments.awe import recordings as awe
 from audiorepro.experiments.awe.real_speech import number_word_tables
-from audiorepro.experiments.awe.train import epochs_trained, numbered_from_one
+from audiorepro.experiments.awe.train import (
+    EPOCHS_FROM,
+    epochs_trained,
+    numbered_from_one,
+    reported_epochs,
+)
 from audiorepro.experiments.awe.views import length_batches
 from audiorepro.metrics.checks import ScoreError, check_no_repeats
 from audiorepro.models.awe import AWEModelConfig, MultiViewAWE, padding_mask
@@ -303,6 +308,43 @@ def test_train_reports_epochs_from_one(run, tables, tmp_path, capsys):
         out = capsys.readouterr().out
         assert "trained 2 epochs -> " in out
         assert "kept the weights of epoch 2 (select: final)" in out
+
+
+def old_record(info):
+    """``info`` (a run.json) as ``awe train`` wrote it before epochs were numbered from 1: the
+    loop's history (epochs from 0, ``final_epoch`` the whole epochs done) and, of
+    ``select: final``, that count as the kept epoch; no ``epochs_from``."""
+    steps_per_epoch = 4  # TRAIN: 4 steps an epoch
+    history = dict(info["history"], epochs=[e - 1 for e in info["history"]["epochs"]])
+    history["final_epoch"] = len(history["steps"]) // steps_per_epoch
+    kept = history["final_epoch"] if info["config"]["select"] == "final" else info["kept_epoch"]
+    old = {k: v for k, v in info.items() if k != EPOCHS_FROM}
+    return {**old, "history": history, "kept_epoch": kept}
+
+
+def test_a_reused_run_from_before_epochs_from_one_reports_them_from_one(
+    run, tables, tmp_path, capsys
+):
+    info = json.loads((run.path / "run.json").read_text())
+    assert info[EPOCHS_FROM] == 1
+    old = old_record(info)
+    assert old["history"]["epochs"] == [0, 0, 0, 0, 1, 1] and old["history"]["final_epoch"] == 1
+    history, kept = reported_epochs(old)
+    assert history == TrainResult.from_dict(info["history"]) and kept == info["kept_epoch"]
+    assert reported_epochs(info) == (TrainResult.from_dict(info["history"]), info["kept_epoch"])
+    # the command, reusing a folder whose run.json is of the old kind, says what a new run says
+    argv = ["awe", "train", "--segments", str(tables["train"]), "--dev", str(tables["dev"]),
+            "--lexicon", "characters", "--preset", "smoke", "--speeds", "1",
+            "--set", "train.max_steps=6", "--set", "select=final", "--out", str(tmp_path / "r")]  # fmt: skip
+    assert main(argv) == 0
+    new = capsys.readouterr().out
+    record = tmp_path / "r" / "run.json"
+    record.write_text(json.dumps(old_record(json.loads(record.read_text()))))
+    assert main(argv) == 0
+    reused = capsys.readouterr().out
+    assert "reusing it" in reused
+    for said in ("trained 2 epochs -> ", "kept the weights of epoch 2 (select: final)"):
+        assert said in new and said in reused
 
 
 # 6. rows too short to embed: awe embed and awe dtw leave them out as awe train does

@@ -512,14 +512,15 @@ def _awe_run(folder: str) -> Any:
     """What ``awe train`` prints of a run it reuses, read from the folder's ``run.json``."""
     from types import SimpleNamespace
 
+    from audiorepro.experiments.awe.train import reported_epochs
     from audiorepro.storage import read_run_info
-    from audiorepro.training.result import TrainResult
 
     info = read_run_info(folder, "run.json", "awe", "an AWE run", "awe train")
+    history, kept = reported_epochs(info)  # a run.json of epochs from 0 converted
     return SimpleNamespace(
-        history=TrainResult.from_dict(info["history"]),
+        history=history,
         path=Path(folder),
-        kept_epoch=info["kept_epoch"],
+        kept_epoch=kept,
         selected=info["config"]["select"],
         best_dev=info["best_dev"],
         development=info.get("development", ""),

@@ -32,6 +32,7 @@ from audiorepro.experiments.awe.data import model_config
 from audiorepro.experiments.awe.evaluate import dtw_ap
 from audiorepro.experiments.awe.frames import feature_norm_of, long_enough, segment_features
 from audiorepro.experiments.awe.train import (
+    EPOCHS_FROM,
     AWERun,
     fit,
     kept_epoch,
@@ -456,6 +457,7 @@ def train_on_segments(
                 "feature_norm": norm,
                 "normalisation": normalisation,
                 "history": result.to_dict(),
+                EPOCHS_FROM: 1,
                 "schedule": [list(h) for h in schedule.history],
             },
         )

@@ -107,6 +107,28 @@ def kept_epoch(result: TrainResult, events: Sequence[tuple[int, str]], select: s
     return int(result.epochs[result.steps.index(best[-1])]) + 1
 
 
+EPOCHS_FROM = "epochs_from"
+"""The key of an ``awe train`` ``run.json`` saying that its history and kept epoch number
+epochs from 1 (its value, 1). A record without it whose history holds an epoch 0 was written
+before they did (every optimizer step is recorded, the first in epoch 0):
+:func:`reported_epochs` converts it."""
+
+
+def reported_epochs(info: Mapping[str, Any]) -> tuple[TrainResult, int]:
+    """``(history, kept epoch)`` of an ``awe train`` ``run.json`` as a new run reports them:
+    epochs numbered from 1 (:func:`numbered_from_one`, :func:`kept_epoch`). A record of a run
+    from before they were (see :data:`EPOCHS_FROM`: epochs from 0, ``final_epoch`` the whole
+    epochs done, ``select: final`` keeping that) is converted as a new run's history is, so that
+    a reused run prints the numbers it would print trained today; any other is read as it
+    is."""
+    history = TrainResult.from_dict(info["history"])
+    if info.get(EPOCHS_FROM) == 1 or 0 not in history.epochs:
+        return history, int(info["kept_epoch"])
+    events = [(int(step), str(event)) for step, event in info["schedule"]]
+    kept = kept_epoch(history, events, str(info["config"]["select"]))
+    return numbered_from_one(history), kept
+
+
 def run_config(config: Config, data: Mapping[str, WordSegments]) -> dict[str, Any]:
     """What defines a trained model, the key of its run: the resolved encoders, the training
     section, the loss, the seed, the embedding batch (dev AP picks the best epoch) and the data
