@@ -758,9 +758,33 @@ def test_a_nan_loss_stops_training_naming_step_items_and_terms():
     batches = EpochBatchSampler(42, 4, seed=config.seed).batches(0)
     where = next(i for i, b in enumerate(batches) if 5 in b)
     message = str(info.value)
-    assert f"non-finite loss at step {where + 1} (epoch 0, micro-batch {where}" in message
+    said = f"non-finite loss at step {where + 1} (epoch 1, micro-batch {where + 1} of it, "
+    assert said + "each counted from 1; " in message  # as the user counts: the first epoch is 1
     assert f"dataset items {batches[where]}" in message
     assert "loss=nan" in message and "aux=1" in message
+
+
+def test_a_non_finite_loss_names_its_epoch_and_micro_batch_counted_from_one():
+    """The 14th micro-batch in groups of 2, 11 an epoch (BASE): the 3rd of the 2nd epoch, in
+    step 8 (6 steps an epoch); the loop's history keeps counting epochs from 0."""
+    calls = {"n": 0}
+
+    def nan_at_14(model, batch):
+        calls["n"] += 1
+        loss = ce_loss(model, batch)
+        return loss * math.nan if calls["n"] == 14 else loss
+
+    config = dataclasses.replace(BASE, num_epochs=2, max_grad_norm=None)
+    with pytest.raises(NonFiniteError) as info:
+        Trainer(make_mlp(), nan_at_14, Blobs(), config, progress="none").fit()
+    items = EpochBatchSampler(42, 4, seed=config.seed).batches(1)[2]
+    said = "non-finite loss at step 8 (epoch 2, micro-batch 3 of it, each counted from 1; "
+    assert said + f"dataset items {items}): loss=nan" in str(info.value)
+    skip = dataclasses.replace(config, on_nonfinite="skip")
+    calls["n"] = 0
+    result = Trainer(make_mlp(), nan_at_14, Blobs(), skip, progress="none").fit()
+    assert [(s["step"], s["epoch"]) for s in result.skipped_steps] == [(8, 1)]
+    assert said in result.skipped_steps[0]["why"]
 
 
 def test_a_nan_gradient_stops_training_even_with_a_finite_loss():
@@ -770,7 +794,8 @@ def test_a_nan_gradient_stops_training_even_with_a_finite_loss():
 
     config = dataclasses.replace(BASE, num_epochs=1, max_grad_norm=None, grad_accum_steps=1)
     model = make_mlp()
-    with pytest.raises(NonFiniteError, match=r"non-finite gradient norm \(nan\) at step 1 \("):
+    said = r"non-finite gradient norm \(nan\) at step 1 \(epoch 1, micro-batch 1 of it, each "
+    with pytest.raises(NonFiniteError, match=said + r"counted from 1\), dataset items"):
         Trainer(model, finite_loss_nan_grad, Blobs(), config, progress="none").fit()
     assert all(torch.isfinite(p).all() for p in model.parameters())
     # with clipping on, the clipped norm is what is checked

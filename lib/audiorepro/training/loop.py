@@ -526,6 +526,17 @@ class Trainer:
         batches = self.sampler.batches(run.epoch)
         return batches[index] if index < len(batches) else []
 
+    @staticmethod
+    def _position(run: RunState) -> str:
+        """``"step 7 (epoch 2, micro-batch 1 of it, each counted from 1"`` of the step being
+        taken, as the user counts (the step as ``TrainResult.steps`` numbers it; the epoch and
+        micro-batch one more than ``run.epoch`` and ``run.batch_in_epoch``, which count from
+        0); the caller closes the parenthesis."""
+        return (
+            f"step {run.step + 1} (epoch {run.epoch + 1}, micro-batch {run.batch_in_epoch + 1} "
+            "of it, each counted from 1"
+        )
+
     def _check_finite(self, run: RunState, terms: Mapping[str, torch.Tensor]) -> None:
         """Stop (or mark the step for skipping) when a loss term is NaN or infinite."""
         values = {k: float(v) for k, v in terms.items()}
@@ -534,8 +545,8 @@ class Trainer:
         items = self._batch_items(run)
         shown = ", ".join(f"{k}={v:.6g}" for k, v in values.items())
         where = (
-            f"step {run.step + 1} (epoch {run.epoch}, micro-batch {run.batch_in_epoch}, "
-            f"dataset items {items[:16]}{' ...' if len(items) > 16 else ''})"
+            f"{self._position(run)}; dataset items {items[:16]}"
+            f"{' ...' if len(items) > 16 else ''})"
         )
         if self.config.on_nonfinite == "stop":
             raise NonFiniteError(
@@ -561,7 +572,7 @@ class Trainer:
         norm = float(grad_norm)
         if math.isfinite(norm):
             return
-        where = f"step {run.step + 1} (epoch {run.epoch}, micro-batch {run.batch_in_epoch})"
+        where = f"{self._position(run)})"
         if self.config.on_nonfinite == "stop":
             raise NonFiniteError(
                 f"non-finite gradient norm ({norm}) at {where}, dataset items "
