@@ -97,9 +97,11 @@ def test_the_chapter_runs_the_commands_path_on_the_shipped_speech(tmp_path, caps
     capsys.readouterr()
     assert main(["abx", "score", str(cli / "numbers.item"), str(cli / "units")]) == 0
     printed = capsys.readouterr().out.splitlines()
-    assert printed == run.lines[3:]  # the table and the verdict, number for number
+    assert printed == run.lines[4:]  # the table and the verdict, number for number
     assert run.lines[1].startswith("feature normalisation: speaker, for recordings of 2 ")
-    assert "the preset's train.max_steps" in run.lines[2]
+    assert run.lines[2].startswith("training pairs: nearest, for recordings of 2 speakers")
+    assert "\npairs: " in run.lines[2] and "mutual DTW nearest neighbours" in run.lines[2]
+    assert "train.max_steps" in run.lines[3]
     assert [r.what for r in run.rows] == ["vectors", "kmeans", "frames"]
     assert all(0 <= r.error <= 100 for r in run.rows)
     assert run.error("vectors") == run.rows[0].error
@@ -156,9 +158,11 @@ def test_units_train_trains_for_its_step_budget_whatever_the_amount_of_audio(tmp
     base = ["units", "train", "--audio", str(few), "--speaker-of", "parent", "--preset",
             "smoke"]  # fmt: skip
     assert main([*base, "--out", str(tmp_path / "budget")]) == 0  # smoke: 1 epoch, 3 steps
-    assert "3 steps: the preset's train.max_steps, the step budget" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "6 steps: train.max_steps, the step budget" in printed  # smoke's 3, twice: pairs
+    assert "for 6 steps (2 x the preset's)" in printed
     recorded = json.loads((tmp_path / "budget" / "run.json").read_text())["config"]["train"]
-    assert recorded["num_epochs"] == recorded["max_steps"] == 3  # the epochs lifted, recorded
+    assert recorded["num_epochs"] == recorded["max_steps"] == 6  # the epochs lifted, recorded
     sets = ["--set", "train.num_epochs=1", "--set", "train.max_steps=1000"]
     assert main([*base, *sets, "--out", str(tmp_path / "epochs")]) == 0
     out = capsys.readouterr().out

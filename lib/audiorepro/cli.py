@@ -601,6 +601,7 @@ def _run(args: argparse.Namespace) -> None:
         print(f"trained on {len(run.speakers)} speakers, {run.note}")
         print(f"{len(steps)} logged steps (last {steps[-1] if steps else 0}) -> {run.path}")
         print(run.normalisation)
+        print(run.pairing)
         print(run.budget)
         print(f"final loss {losses[-1] if losses else float('nan'):.4f}")
     elif command == ("units", "encode"):

@@ -494,10 +494,20 @@ class VQVAE(nn.Module):
         return codes, e, code_lengths
 
     def forward(
-        self, feats: torch.Tensor, lengths: torch.Tensor, speakers: torch.Tensor
+        self,
+        feats: torch.Tensor,
+        lengths: torch.Tensor,
+        speakers: torch.Tensor,
+        target: torch.Tensor | None = None,
     ) -> VQVAEOutput:
-        """feats (B, T, F) raw features, lengths (B,), speakers (B,) → :class:`VQVAEOutput`."""
+        """feats (B, T, F) raw features, lengths (B,), speakers (B,) → :class:`VQVAEOutput`.
+
+        ``target`` (B, T, F), raw features like ``feats``: what the decoder reconstructs, in
+        the voice of ``speakers``, instead of ``feats`` (a paired file's frames aligned to
+        ``feats``: correspondence training); normalised as the input is."""
         x, z, codes, e, code_lengths = self.quantize(feats, lengths)
+        if target is not None:
+            x = (target - self.feat_mean) / self.feat_std
         zq = z + (e - z).detach()  # straight-through: value e, gradient to z
         if self.training and self.cfg.jitter > 0:
             zq = temporal_jitter(zq, code_lengths, self.cfg.jitter)

@@ -6,6 +6,8 @@ in the order of :data:`FILES`, each importing only the files before it:
 - ``config``: the preset's :class:`Config` (:func:`load_config`) and the run store;
 - ``data``: the language folders (:func:`language_dir`), their features (:func:`load_features`)
   and the training speech (:func:`load_data`);
+- ``pairs``: files of different speakers paired by DTW for correspondence training
+  (``units train`` on several speakers);
 - ``train``: the VQ-VAE, trained or loaded from the run store (:func:`train_vqvae`);
 - ``evaluate``: units (:func:`encode_files`), their ABX error and bitrate (:func:`evaluate`),
   the k-means baseline of the same K (:func:`kmeans_baseline`);
@@ -71,6 +73,7 @@ from audiorepro.metrics.abx import abx
 FILES = (
     "config",
     "data",
+    "pairs",
     "train",
     "evaluate",
     "tables",

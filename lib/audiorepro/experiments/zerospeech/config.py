@@ -21,6 +21,11 @@ PRESETS = repo_root() / "book" / CHAPTER / "presets"
 RUNS_VERSION = 4  # 3: padding frames zeroed before the encoder convolutions; 4: in the decoder too
 INVERTER_VERSION = 1  # inverter runs only; 1: padding zeroed before the inverter's convolutions
 
+PAIRINGS = ("none", "nearest")
+"""``train.pairs``: ``none``, each file reconstructs itself (the paper); ``nearest``, files of
+different speakers that are mutual DTW nearest neighbours reconstruct each other
+(:mod:`audiorepro.experiments.zerospeech.pairs`)."""
+
 
 @dataclass(frozen=True)
 class TrainSection:
@@ -33,6 +38,16 @@ class TrainSection:
     segment_frames: int = field(
         128, help="training segment length in input frames (feature frames; codes: inverter)"
     )
+    pairs: str = field(
+        "none",
+        help="VQ-VAE only: none (each file reconstructs itself, the paper) | nearest (files of "
+        "different speakers that are mutual DTW nearest neighbours reconstruct each other; "
+        "`units train`'s default for two or more speakers)",
+    )
+
+    def __post_init__(self) -> None:
+        if self.pairs not in PAIRINGS:
+            raise ValueError(f"train.pairs must be one of {PAIRINGS}, got {self.pairs!r}")
 
     def loop(self, seed: int) -> TrainConfig:
         """The :class:`~audiorepro.training.TrainConfig` of one seed (no weight decay)."""

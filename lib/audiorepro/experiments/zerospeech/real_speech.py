@@ -96,7 +96,7 @@ def units_on_real_speech(preset: str, seed: int, out: str | Path | None = None) 
     encoding = Encoding(run_dir, folder / "numbers", SPEAKER_OF, "vectors")
     rows = side_by_side(encoding, error, item, distance="angular", mode="across")
     table = score_table(rows, "across", "angular")
-    lines = [run.note, run.normalisation, run.budget, *table, verdict(rows)]
+    lines = [run.note, run.normalisation, run.pairing, run.budget, *table, verdict(rows)]
     return RealSpeechRun(seed, rows, lines)
 
 

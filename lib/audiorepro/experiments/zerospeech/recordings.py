@@ -52,6 +52,7 @@ from audiorepro.experiments.zerospeech.inverter import (
     inverter_pairs,
     resynthesize,
 )
+from audiorepro.experiments.zerospeech.pairs import Pairing, find_pairs, pairs_default
 from audiorepro.experiments.zerospeech.submission import int_lines, vector_lines
 from audiorepro.experiments.zerospeech.train import fit_vqvae
 from audiorepro.features import audio_info, save_audio, spectral_convergence
@@ -98,6 +99,10 @@ class UnitsRun:
     normalisation: str = ""
     """Which feature normalisation the run chose and why (:func:`feature_norm_default`): what
     ``units train`` prints."""
+    pairing: str = ""
+    """Whether the run trained on pairs of files of different speakers, how many, and why
+    (:func:`~audiorepro.experiments.zerospeech.pairs.pairs_default`): two lines ``units train``
+    prints."""
 
     @property
     def budget(self) -> str:
@@ -108,7 +113,7 @@ class UnitsRun:
         if train.max_steps is not None and steps >= train.max_steps:
             if train.num_epochs >= train.max_steps:
                 return (
-                    f"{steps} steps: the preset's train.max_steps, the step budget of `units "
+                    f"{steps} steps: train.max_steps, the step budget of `units "
                     "train` whatever the amount of audio (--set train.num_epochs=N stops after "
                     "N epochs if sooner)"
                 )
@@ -190,13 +195,14 @@ def train_units(
     config, normalisation = feature_norm_default(
         config, overrides, speakers, {n: len(feats[n]) for n in names}, speaker_of
     )
+    config, pairing = pairs_default(config, overrides, len(set(speakers.values())))
+    files, voices = [feats[n] for n in names], [speakers[n] for n in names]
+    found = Pairing((), 0, "train.pairs is none")
+    if config.train.pairs == "nearest":
+        found = find_pairs(normalize_features(files, config.model.feature_norm, voices), voices)
+    pairing = f"{pairing}\n{found.line()}"
     model, history = fit_vqvae(
-        config.train,
-        config.model,
-        [feats[n] for n in names],
-        [speakers[n] for n in names],
-        config.seed,
-        progress=progress,
+        config.train, config.model, files, voices, config.seed, progress, pairs=found.pairs
     )
     out = Path(out)
     spk = sorted(set(speakers.values()))
@@ -216,6 +222,7 @@ def train_units(
                 "audio": str(Path(audio).resolve()),
                 "speaker_of": rule,
                 "normalisation": normalisation,
+                "pairing": pairing,
                 "files": len(names),
                 "note": note,
                 "history": history,
@@ -223,8 +230,9 @@ def train_units(
             },
         )
     return UnitsRun(
-        model, config, spk, feature, history, out, baseline, preset, rule, note, normalisation
-    )
+        model, config, spk, feature, history, out, baseline, preset, rule, note, normalisation,
+        pairing,
+    )  # fmt: skip
 
 
 def feature_norm_default(
@@ -350,6 +358,7 @@ def load_units(run: str | os.PathLike[str]) -> UnitsRun:
         info.get("preset", "embedded"),
         info.get("speaker_of", "prefix"),
         note=info.get("note", f"{info.get('files', '?')} files"),
+        pairing=info.get("pairing", "training pairs: none"),
         normalisation=info.get(
             "normalisation", f"feature normalisation: {config.model.feature_norm}"
         ),

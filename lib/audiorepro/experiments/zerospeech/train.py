@@ -23,6 +23,7 @@ from audiorepro.data.speech_segments import (
 )
 from audiorepro.experiments.zerospeech.config import RUNS_VERSION, Config, TrainSection, store
 from audiorepro.experiments.zerospeech.data import load_data
+from audiorepro.experiments.zerospeech.pairs import PairedSegments, collate_paired
 from audiorepro.models.vqvae import VQVAE, VQVAEConfig, input_statistics
 from audiorepro.repro import seed_everything, single_thread
 from audiorepro.storage import load_model_weights, read_json, save_model_weights, write_json
@@ -56,8 +57,8 @@ class TrainedVQVAE:
 
 
 def _vqvae_step(model: VQVAE, batch: Any) -> dict[str, torch.Tensor]:
-    feats, lengths, speakers = batch
-    out = model(feats, lengths, speakers)
+    feats, lengths, speakers, *target = batch  # a fourth part: the targets of paired files
+    out = model(feats, lengths, speakers, *target)
     valid = out.codes[torch.arange(out.codes.shape[1])[None, :] < out.code_lengths[:, None]]
     z = out.z.detach().float()
     return {
@@ -90,6 +91,11 @@ def train_vqvae(
     after a kill, it continues from the last checkpoint and ends with the weights of an
     uninterrupted run. ``callbacks`` are further Trainer callbacks (progress hooks, tests).
     """
+    if config.train.pairs != "none":
+        raise ValueError(
+            f"train.pairs = {config.train.pairs!r}: the chapter's runs train as the paper does "
+            "(none); pairs are for `units train` on recordings of several speakers"
+        )
     data = load_data(config, language, feature_of(model_cfg.input_dim))
     speakers = sorted(set(data.speakers))
     train_cfg = config.train.loop(seed)
@@ -167,6 +173,7 @@ def fit_vqvae(
     progress: str = "none",
     out_dir: str | os.PathLike[str] | None = None,
     callbacks: Sequence[Any] = (),
+    pairs: Sequence[tuple[int, int]] = (),
 ) -> tuple[VQVAE, dict[str, Any]]:
     """Train a new VQ-VAE on utterances ``feats`` (each (T, F)) spoken by ``speakers``.
 
@@ -181,6 +188,11 @@ def fit_vqvae(
     :data:`CHECKPOINT_STEPS` steps, and continues from the newest checkpoint it finds there
     (a run killed midway ends with the weights of an uninterrupted one). ``callbacks`` are
     further Trainer callbacks (progress hooks, tests).
+
+    With ``pairs`` (indices ``(i, j)`` of utterances of different speakers that say the same
+    thing, :func:`~audiorepro.experiments.zerospeech.pairs.find_pairs`), the model trains on
+    the pairs only, both ways: each utterance's units reconstruct its partner's frames, aligned
+    to it by DTW, with the partner's speaker embedding (:class:`PairedSegments`).
     """
     if not feats:
         raise ValueError("fit_vqvae: no training utterance")
@@ -190,16 +202,19 @@ def fit_vqvae(
     feats = normalize_features(feats, model_cfg.feature_norm, speakers)
     stacked = np.concatenate(feats)
     model.set_normalization(*input_statistics(stacked, model_cfg.input_scale))
-    index = {s: i for i, s in enumerate(names)}
-    dataset = SegmentDataset(feats, [index[s] for s in speakers], train.segment_frames)
+    index = [{s: i for i, s in enumerate(names)}[s] for s in speakers]
+    if pairs:
+        dataset: Any = PairedSegments(feats, index, pairs, train.segment_frames)
+        collate: Callable[..., Any] = collate_paired
+    else:
+        dataset, collate = SegmentDataset(feats, index, train.segment_frames), collate_segments
     if len(dataset) == 0:
         raise ValueError(
             "fit_vqvae: every utterance is shorter than the shortest training segment (8 frames)"
         )
     trainer, result = fit_one_thread(
-        model, _vqvae_step, dataset, train.loop(seed), collate_segments, out_dir,
-        callbacks, progress,
-    )  # fmt: skip
+        model, _vqvae_step, dataset, train.loop(seed), collate, out_dir, callbacks, progress
+    )
     history = {
         "step": result.steps,
         "loss": result.losses,
