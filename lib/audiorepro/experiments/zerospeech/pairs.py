@@ -171,7 +171,7 @@ def collate_paired(
 PAIRED_STEPS = 2
 """With pairs, ``units train`` trains for this many times the preset's ``train.max_steps``
 unless the user set it: reconstructing another voice is learned more slowly than one's own
-(``book/reference/recordings.md``: on the Italian prompts, 3.58 % ABX at 1,200 steps, 0.83 % at
+(``book/reference/recordings.md``: on the Italian prompts, 3.58 % ABX at 1,200 steps, 0.88 % at
 2,400, seed 0)."""
 
 
@@ -186,7 +186,7 @@ def pairs_default(
 
     Measured on real speech (``book/reference/recordings.md``: the Italian prompts of two
     speakers, per-speaker normalisation, held-out number words, word ABX across speakers,
-    seeds 0-2): the units went from 6.51 ± 0.60 % to 1.24 ± 0.33 %, against 2.19 ± 0.16 % for
+    seeds 0-2): the units went from 6.51 ± 0.60 % to 1.01 ± 0.21 %, against 2.19 ± 0.16 % for
     the k-means units of the same frames and 2.00 % for the frames."""
     given = merge({}, {k: v for k, v in (overrides or {}).items() if v is not None})
     train = given.get("train") if isinstance(given.get("train"), Mapping) else {}

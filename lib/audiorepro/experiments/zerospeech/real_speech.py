@@ -4,9 +4,10 @@ book ships (:mod:`audiorepro.data.recipes.asterisk`)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import soundfile as sf
@@ -70,7 +71,12 @@ def real_speech_folder(preset: str) -> Path:
     return data_dir() / "real_speech" / "03_zerospeech" / preset
 
 
-def units_on_real_speech(preset: str, seed: int, out: str | Path | None = None) -> RealSpeechRun:
+def units_on_real_speech(
+    preset: str,
+    seed: int,
+    out: str | Path | None = None,
+    sets: Mapping[str, Any] | None = None,
+) -> RealSpeechRun:
     """``units train`` on the shipped prompts (the preset's model and training, ``seed``), then
     ``abx items`` from the number words' table, ``units encode`` of the number words and
     ``abx score`` across speakers beside the baselines, as a user would run them::
@@ -80,6 +86,7 @@ def units_on_real_speech(preset: str, seed: int, out: str | Path | None = None) 
         audiorepro units encode RUN --audio numbers --speaker-of parent --out UNITS
         audiorepro abx score numbers.item UNITS --mode across
 
+    ``sets`` are further ``--set`` overrides of ``units train`` (``{"train.max_steps": 1200}``).
     Everything is written under ``out`` (default ``<data>/real_speech/03_zerospeech/<preset>``),
     replacing the files of an earlier call."""
     folder = italian_folder()
@@ -89,7 +96,7 @@ def units_on_real_speech(preset: str, seed: int, out: str | Path | None = None) 
     run_dir, units = out / f"units-seed{seed}", out / f"numbers-seed{seed}"
     run = train_units(
         folder / "prompts", run_dir, speaker_of=SPEAKER_OF, preset=preset,
-        overrides={"seed": seed},
+        overrides={**(sets or {}), "seed": seed},
     )  # fmt: skip
     encode_units(run, folder / "numbers", units, "vectors", SPEAKER_OF)
     error = abx_error(units, item, distance="angular", mode="across")
@@ -100,16 +107,20 @@ def units_on_real_speech(preset: str, seed: int, out: str | Path | None = None) 
     return RealSpeechRun(seed, rows, lines)
 
 
-def _one_seed(preset: str, seed: int) -> RealSpeechRun:
-    return units_on_real_speech(preset, seed)
+def _one_seed(shared: tuple[str, Mapping[str, Any] | None], seed: int) -> RealSpeechRun:
+    preset, sets = shared
+    return units_on_real_speech(preset, seed, sets=sets)
 
 
 def units_on_real_speech_seeds(
-    preset: str, seeds: Sequence[int], workers: int | None = None
+    preset: str,
+    seeds: Sequence[int],
+    workers: int | None = None,
+    sets: Mapping[str, Any] | None = None,
 ) -> dict[int, RealSpeechRun]:
-    """:func:`units_on_real_speech` of every seed, ``{seed: run}``, up to ``workers`` at once
-    (None: one per usable core). Each run trains on one thread, so the numbers are those of one
-    run after another."""
+    """:func:`units_on_real_speech` of every seed (with the same ``sets``), ``{seed: run}``,
+    up to ``workers`` at once (None: one per usable core). Each run trains on one thread, so the
+    numbers are those of one run after another."""
     workers = usable_cores() if workers is None else workers
-    runs = map_processes(_one_seed, list(seeds), shared=preset, workers=workers)
+    runs = map_processes(_one_seed, list(seeds), shared=(preset, sets), workers=workers)
     return dict(zip(seeds, runs, strict=True))
