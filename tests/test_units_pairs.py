@@ -69,16 +69,22 @@ def test_files_of_very_different_lengths_are_not_compared():
     frames = [_word(rng, 10), _word(rng, 21), _word(rng, 20)]
     found = find_pairs(frames, ["a", "b", "b"])
     assert found.compared == 1 and found.pairs == ((0, 2),)  # 21 > 2 x 10: never compared
-    assert find_pairs(frames[:2], ["a", "b"]).pairs == ()
+    none = find_pairs(frames[:2], ["a", "b"])
+    assert none.pairs == () and none.compared == 0
+    assert none.line() == (
+        "pairs: none, no two files of different speakers are within 2x of each other's "
+        "length: trained as the paper does"
+    )
 
 
 def test_no_pairs_for_one_speaker_or_too_much_audio_and_it_says_why():
     rng = np.random.default_rng(3)
     frames = [_word(rng, 40), _word(rng, 40)]
     one = find_pairs(frames, ["a", "a"])
-    assert one.pairs == () and one.line() == "pairs: none, the files are one speaker's"
+    assert one.pairs == ()
+    assert one.line() == "pairs: none, the files are one speaker's: trained as the paper does"
     big = find_pairs(frames, ["a", "b"], max_cells=1000)
-    assert big.pairs == () and "1.6e+03 DTW cells, more than 1e+03" in big.line()
+    assert big.pairs == () and "would take over 1e+03 DTW cells" in big.line()
     with pytest.raises(ValueError, match="3 files but 2 speakers"):
         find_pairs([*frames, frames[0]], ["a", "b"])
 
@@ -162,3 +168,29 @@ def test_the_chapter_refuses_pairs_it_would_not_use(tmp_path, monkeypatch):
     cfg = zs.load_config("smoke", {"train.pairs": "nearest"})
     with pytest.raises(ValueError, match="pairs are for `units train`"):
         zs.train_vqvae(cfg, cfg.model, seed=0)
+
+
+def test_units_train_without_a_pair_trains_as_the_paper_does_and_says_so(tmp_path, capsys):
+    """Two speakers whose files differ threefold in length: no pair, so neither pairs nor
+    their doubled budget; the run records the paper's training."""
+    import json
+
+    import soundfile as sf
+
+    from audiorepro.cli import main
+
+    rng = np.random.default_rng(0)
+    for speaker, seconds in (("a", 1.0), ("b", 3.0)):
+        (tmp_path / "audio" / speaker).mkdir(parents=True)
+        for k in range(2):
+            noise = 0.1 * rng.standard_normal(int(16000 * seconds)).astype(np.float32)
+            sf.write(tmp_path / "audio" / speaker / f"{k}.wav", noise, 16000)
+    argv = ["units", "train", "--audio", str(tmp_path / "audio"), "--speaker-of", "parent",
+            "--preset", "smoke", "--out", str(tmp_path / "run")]  # fmt: skip
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "training pairs: nearest, for recordings of 2 speakers, for 6 steps" in out
+    assert "pairs: none, no two files of different speakers are within 2x" in out
+    assert "3 steps: train.max_steps" in out  # the preset's budget: no pair, no doubling
+    train = json.loads((tmp_path / "run" / "run.json").read_text())["config"]["train"]
+    assert train["pairs"] == "none" and train["max_steps"] == 3

@@ -49,7 +49,12 @@ class Pairing:
     def line(self) -> str:
         """One line for the command's output."""
         if self.skipped:
-            return f"pairs: none, {self.skipped}"
+            return f"pairs: none, {self.skipped}: trained as the paper does"
+        if not self.pairs:
+            return (
+                f"pairs: none, no two files of different speakers are within "
+                f"{MAX_LENGTH_RATIO:g}x of each other's length: trained as the paper does"
+            )
         return (
             f"pairs: {len(self.pairs)} pairs of files of different speakers, mutual DTW "
             f"nearest neighbours among {self.compared:,} compared"
@@ -88,10 +93,14 @@ def find_pairs(
             ok = longer <= max_ratio * np.minimum(lengths[i], lengths[j])
             cells += float((lengths[i] * lengths[j])[ok].sum())
             blocks.append((s, t, ok))
+            if cells > max_cells:  # said before more speakers' blocks take memory
+                break
+        if cells > max_cells:
+            break
     if cells > max_cells:
         return Pairing(
             (), 0,
-            f"finding them would take {cells:.1e} DTW cells, more than {max_cells:.0e} "
+            f"finding them would take over {max_cells:.0e} DTW cells "
             "(long recordings: pairs are whole files of word or prompt length)",
         )  # fmt: skip
     stacked = np.concatenate([np.asarray(x, dtype=np.float32) for x in frames])

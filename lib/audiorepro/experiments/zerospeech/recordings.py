@@ -195,12 +195,12 @@ def train_units(
     config, normalisation = feature_norm_default(
         config, overrides, speakers, {n: len(feats[n]) for n in names}, speaker_of
     )
-    config, pairing = pairs_default(config, overrides, len(set(speakers.values())))
+    paired, pairing = pairs_default(config, overrides, len(set(speakers.values())))
     files, voices = [feats[n] for n in names], [speakers[n] for n in names]
     found = Pairing((), 0, "train.pairs is none")
-    if config.train.pairs == "nearest":
+    if paired.train.pairs == "nearest":
         found = find_pairs(normalize_features(files, config.model.feature_norm, voices), voices)
-    pairing = f"{pairing}\n{found.line()}"
+    config, pairing = (paired if found.pairs else config), f"{pairing}\n{found.line()}"
     model, history = fit_vqvae(
         config.train, config.model, files, voices, config.seed, progress, pairs=found.pairs
     )
