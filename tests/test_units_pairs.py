@@ -102,21 +102,27 @@ def test_aligned_to_puts_the_partner_on_the_files_time_axis():
     np.testing.assert_allclose(out[-1], fast[-1], rtol=1e-6)
 
 
-def test_paired_segments_go_both_ways_in_the_partners_voice():
+def test_paired_segments_go_both_ways_in_the_partners_voice_beside_every_file_itself():
     rng = np.random.default_rng(5)
     frames = [_word(rng, 20), _word(rng, 12), _word(rng, 18)]
     data = PairedSegments(frames, [0, 0, 1], [(0, 2)], segment_frames=16)
-    # file 0 (20 frames) cut at 16: 16 + 4 (dropped, under 8); file 2 (18): 16 + 2 (dropped)
-    assert len(data) == 2
+    # cut at 16 frames, pieces under 8 dropped: file 0 (20) and file 2 (18) give one segment
+    # each, file 1 (12) one of 12; the pair both ways, then every file itself
+    assert len(data) == 2 + 3
     (x0, t0, s0), (x2, t2, s2) = data[0], data[1]
     np.testing.assert_array_equal(x0, frames[0][:16])
     np.testing.assert_allclose(t0, aligned_to(frames[0], frames[2])[:16])
     np.testing.assert_array_equal(x2, frames[2][:16])
     np.testing.assert_allclose(t2, aligned_to(frames[2], frames[0])[:16])
     assert (s0, s2) == (1, 0)  # the target's speaker
-    inputs, lengths, speakers, targets = collate_paired([data[0], data[1]])
+    for k, (x, target, speaker) in enumerate(data.items[2:]):
+        np.testing.assert_array_equal(x, frames[k][:16])
+        np.testing.assert_array_equal(target, x)
+        assert speaker == [0, 0, 1][k]
+    inputs, lengths, speakers, targets = collate_paired([data[0], data[3]])
     assert inputs.shape == targets.shape == (2, 16, 6)
-    assert lengths.tolist() == [16, 16] and speakers.tolist() == [1, 0]
+    assert lengths.tolist() == [16, 12] and speakers.tolist() == [1, 0]
+    assert torch.equal(targets[1, :12], inputs[1, :12]) and not targets[1, 12:].any()
 
 
 def test_the_vqvae_reconstructs_the_target_it_is_given():

@@ -5,8 +5,8 @@ to reconstruct each file's partner, in the partner's voice, from the file's own 
 The idea is the correspondence autoencoder of Kamper, Elsner, Jansen & Goldwater (2015), where
 pairs from unsupervised term discovery teach a frame network what two speakers share; here the
 pairs are whole files (word- or prompt-length recordings) and the network is the chapter's
-VQ-VAE, whose decoder already takes the speaker. Nothing is labelled: the pairs come from the
-frames alone. ``audiorepro units train`` uses it on recordings of two or more speakers
+VQ-VAE, whose decoder already takes the speaker, trained on the pairs beside every file's own
+reconstruction. Nothing is labelled: the pairs come from the frames alone. ``audiorepro units train`` uses it on recordings of two or more speakers
 (:func:`correspondence_default` in ``recordings``); the chapter's pages keep the paper's
 reconstruction (``train.pairs = none``).
 """
@@ -135,9 +135,17 @@ def aligned_to(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 class PairedSegments(Dataset):
-    """Both directions of every pair, cut into segments of ``segment_frames`` at the same
-    places in the input and its aligned target: items ``(input (T, F), target (T, F), the
-    target's speaker index)``. Segments shorter than ``min_frames`` are dropped."""
+    """Every file reconstructing itself (the paper's items) and both directions of every
+    pair, cut into segments of ``segment_frames`` at the same places in the input and its
+    target (the file's own frames, or its partner's aligned to it): items ``(input (T, F),
+    target (T, F), the target's speaker index)``, the pairs' first. Segments shorter than
+    ``min_frames`` are dropped.
+
+    The files' own items keep what the paper's objective teaches where pairs are few or some
+    are wrong: on two Spanish and two French voices (``book/reference/recordings.md``, 66 and
+    83 pairs, about 70 % of them the same prompt) the pairs alone made the units far worse
+    than the paper's training (22.4 and 32.8 % ABX against 12.0 and 17.3 %), with the files'
+    own items better (7.6 and 14.6 %)."""
 
     def __init__(
         self,
@@ -148,9 +156,11 @@ class PairedSegments(Dataset):
         min_frames: int = 8,
     ) -> None:
         self.items: list[tuple[np.ndarray, np.ndarray, int]] = []
-        for i, j in pairs:
-            for src, dst in ((i, j), (j, i)):
-                x, target = frames[src], aligned_to(frames[src], frames[dst])
+        own = [(i, i) for i in range(len(frames))]
+        for i, j in [*pairs, *own]:
+            for src, dst in ((i, j), (j, i))[: 1 if i == j else 2]:
+                target = frames[src] if src == dst else aligned_to(frames[src], frames[dst])
+                x = frames[src]
                 for start in range(0, len(x), segment_frames):
                     end = start + segment_frames
                     if len(x[start:end]) >= min_frames:
@@ -180,8 +190,9 @@ def collate_paired(
 PAIRED_STEPS = 2
 """With pairs, ``units train`` trains for this many times the preset's ``train.max_steps``
 unless the user set it: reconstructing another voice is learned more slowly than one's own
-(``book/reference/recordings.md``: on the Italian prompts, 3.58 % ABX at 1,200 steps, 0.88 % at
-2,400, seed 0)."""
+(``book/reference/recordings.md``: on the Italian prompts, the pairs alone, 3.58 % ABX at 1,200
+steps and 0.88 % at 2,400, seed 0; on two Spanish voices, beside the files' own, 8.35 and
+7.55 %)."""
 
 
 def pairs_default(
@@ -195,8 +206,10 @@ def pairs_default(
 
     Measured on real speech (``book/reference/recordings.md``: the Italian prompts of two
     speakers, per-speaker normalisation, held-out number words, word ABX across speakers,
-    seeds 0-2): the units went from 6.51 ± 0.60 % to 1.01 ± 0.21 %, against 2.19 ± 0.16 % for
-    the k-means units of the same frames and 2.00 % for the frames."""
+    seeds 0-2): the units went from 6.51 ± 0.60 % to 1.17 ± 0.30 %, against 2.19 ± 0.16 % for
+    the k-means units of the same frames and 2.00 % for the frames; on two French and two
+    Spanish voices (seed 0) from 17.25 to 14.56 % (k-means 14.95 %) and from 12.05 to 7.55 %
+    (k-means 5.51 %)."""
     given = merge({}, {k: v for k, v in (overrides or {}).items() if v is not None})
     train = given.get("train") if isinstance(given.get("train"), Mapping) else {}
     if "pairs" in train:
@@ -214,7 +227,8 @@ def pairs_default(
         config = replace(config, **more)
         budget = f", for {PAIRED_STEPS * steps} steps ({PAIRED_STEPS} x the preset's)"
     return replace(config, **{"train.pairs": "nearest"}), (
-        f"training pairs: nearest, for recordings of {speakers} speakers{budget}: files of "
-        "different speakers that are each other's nearest by DTW reconstruct each other, in "
-        "the other's voice (--set train.pairs=none for the paper's reconstruction)"
+        f"training pairs: nearest, for recordings of {speakers} speakers{budget}: beside "
+        "each file's own reconstruction, files of different speakers that are each other's "
+        "nearest by DTW reconstruct each other, in the other's voice (--set train.pairs=none "
+        "for the paper's reconstruction alone)"
     )

@@ -190,9 +190,10 @@ def fit_vqvae(
     further Trainer callbacks (progress hooks, tests).
 
     With ``pairs`` (indices ``(i, j)`` of utterances of different speakers that say the same
-    thing, :func:`~audiorepro.experiments.zerospeech.pairs.find_pairs`), the model trains on
-    the pairs only, both ways: each utterance's units reconstruct its partner's frames, aligned
-    to it by DTW, with the partner's speaker embedding (:class:`PairedSegments`).
+    thing, :func:`~audiorepro.experiments.zerospeech.pairs.find_pairs`), the model also trains
+    on the pairs, both ways: each utterance's units reconstruct its partner's frames, aligned
+    to it by DTW, with the partner's speaker embedding, beside every utterance reconstructing
+    itself (:class:`PairedSegments`).
     """
     if not feats:
         raise ValueError("fit_vqvae: no training utterance")
