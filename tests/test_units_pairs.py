@@ -195,8 +195,8 @@ def test_units_train_without_a_pair_trains_as_the_paper_does_and_says_so(tmp_pat
             "--preset", "smoke", "--out", str(tmp_path / "run")]  # fmt: skip
     assert main(argv) == 0
     out = capsys.readouterr().out
-    assert "training pairs: nearest, for recordings of 2 speakers, for 6 steps" in out
-    assert "pairs: none, no two files of different speakers are within 2x" in out
+    assert "training pairs:" not in out  # sought by default, none found: one line says so
+    assert "\npairs: none, no two files of different speakers are within 2x" in out
     assert "3 steps: train.max_steps" in out  # the preset's budget: no pair, no doubling
     train = json.loads((tmp_path / "run" / "run.json").read_text())["config"]["train"]
     assert train["pairs"] == "none" and train["max_steps"] == 3

@@ -200,7 +200,8 @@ def train_units(
     found = Pairing((), 0, "train.pairs is none")
     if paired.train.pairs == "nearest":
         found = find_pairs(normalize_features(files, config.model.feature_norm, voices), voices)
-    config, pairing = (paired if found.pairs else config), f"{pairing}\n{found.line()}"
+    lines = [pairing] if found.pairs or paired is config else []  # none found: one line
+    config, pairing = (paired if found.pairs else config), "\n".join([*lines, found.line()])
     model, history = fit_vqvae(
         config.train, config.model, files, voices, config.seed, progress, pairs=found.pairs
     )
