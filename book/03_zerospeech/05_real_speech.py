@@ -25,7 +25,7 @@
 from typing import Optional
 
 preset: str = "embedded"  # smoke | embedded | paper
-workers: Optional[int] = None  # seeds trained at once; None: one per core
+workers: Optional[int] = None  # seeds trained at once; None: every seed
 
 # %%
 import numpy as np
@@ -79,7 +79,7 @@ for speaker in ("carlo", "menardi"):
 # commands call: a VQ-VAE of this chapter's preset trained on the prompts (speakers told apart
 # by their folders), with the k-means baseline `units train` fits beside it; the number words
 # encoded; the units scored, and the two baselines on the same items, with the sentence
-# `abx score` prints under its table. The seeds train side by side, one per core, each on one
+# `abx score` prints under its table. The seeds train side by side, all at once, each on one
 # thread: the numbers are those of one run after another.
 #
 # Each run's second line says how `units train` normalised the features. On recordings of two

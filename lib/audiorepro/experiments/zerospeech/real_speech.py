@@ -23,7 +23,7 @@ from audiorepro.experiments.zerospeech.baselines import (
 )
 from audiorepro.experiments.zerospeech.recordings import abx_items, encode_units, train_units
 from audiorepro.metrics.abx import abx_error
-from audiorepro.parallel import map_processes, usable_cores
+from audiorepro.parallel import map_processes
 from audiorepro.paths import data_dir
 
 ABX_CHANCE = CHANCE
@@ -119,8 +119,9 @@ def units_on_real_speech_seeds(
     sets: Mapping[str, Any] | None = None,
 ) -> dict[int, RealSpeechRun]:
     """:func:`units_on_real_speech` of every seed (with the same ``sets``), ``{seed: run}``,
-    up to ``workers`` at once (None: one per usable core). Each run trains on one thread, so the
-    numbers are those of one run after another."""
-    workers = usable_cores() if workers is None else workers
+    up to ``workers`` at once (None: every seed at once; on two cores three seeds side by side
+    end sooner than two and then one). Each run trains on one thread, so the numbers are those
+    of one run after another."""
+    workers = len(seeds) if workers is None else workers
     runs = map_processes(_one_seed, list(seeds), shared=(preset, sets), workers=workers)
     return dict(zip(seeds, runs, strict=True))
