@@ -31,6 +31,21 @@ def _share_cores_between_workers() -> None:
 _share_cores_between_workers()
 
 
+def subprocess_timeout(seconds: float) -> float:
+    """How long a test waits for a process it started before calling it hung: ``seconds`` on
+    a machine the tests have to themselves, times ``AUDIOREPRO_TEST_TIMEOUT_SCALE`` where they
+    share it. CI's second run of the unit tests runs at ``nice 19`` beside the book, which takes
+    both cores: there a two-process training that takes 18 s alone timed out at 300 s."""
+    scale = os.environ.get("AUDIOREPRO_TEST_TIMEOUT_SCALE", "1")
+    try:
+        factor = float(scale)
+    except ValueError:
+        raise ValueError(f"AUDIOREPRO_TEST_TIMEOUT_SCALE={scale!r}: expected a number") from None
+    if not factor > 0:
+        raise ValueError(f"AUDIOREPRO_TEST_TIMEOUT_SCALE={scale!r}: expected a number above 0")
+    return seconds * factor
+
+
 @pytest.fixture(scope="session")
 def session_data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One data folder per test session, so smoke corpora are generated once and reused."""

@@ -13,7 +13,7 @@ import yaml
 from audiorepro import book_assets
 from audiorepro.book_assets import BookAssetError, remote_resources, stage_mathjax
 from audiorepro.pages import PageError, stage_book
-from conftest import REPO
+from conftest import REPO, subprocess_timeout
 
 JUPYTER_BOOK = Path(sys.executable).parent / "jupyter-book"
 
@@ -49,7 +49,7 @@ def test_built_book_loads_nothing_from_another_host(tmp_path):
         [str(JUPYTER_BOOK), "build", str(stage), "--path-output", str(tmp_path), "-W", "-n"],
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=subprocess_timeout(300),
     )
     assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
     html = tmp_path / "_build" / "html"

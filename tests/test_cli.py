@@ -19,7 +19,7 @@ import torch
 from audiorepro.cli import main, parse_sets
 from audiorepro.config import ConfigError
 from audiorepro.training.loop import TrainResult
-from conftest import espeak_word_files
+from conftest import espeak_word_files, subprocess_timeout
 
 WORDS = ("garden", "yellow", "window")
 HEADER = "path\tword\tspeaker\tstart\tend\n"
@@ -371,14 +371,14 @@ def test_python_dash_m_runs_the_same_command(corpus, tmp_path):
     done = subprocess.run(
         [sys.executable, "-m", "audiorepro", "abx", "items", "--segments", str(corpus / "seg.tsv"),
          "--out", str(items)],
-        capture_output=True, text=True, env=env, timeout=120,
+        capture_output=True, text=True, env=env, timeout=subprocess_timeout(120),
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert items.read_text().splitlines()[1] == "S001_garden0 0.0000000 1.0000000 garden - - S001"
     bad = subprocess.run(
         [sys.executable, "-m", "audiorepro", "abx", "items", "--segments", str(tmp_path / "no"),
          "--out", str(items)],
-        capture_output=True, text=True, env=env, timeout=120,
+        capture_output=True, text=True, env=env, timeout=subprocess_timeout(120),
     )  # fmt: skip
     assert bad.returncode == 1 and "no:" in bad.stderr and "file not found" in bad.stderr
 

@@ -18,6 +18,7 @@ from audiorepro.data.manifests import (
     write_manifest,
 )
 from audiorepro.data.sources import checksum, load_sources
+from conftest import subprocess_timeout
 
 SR = 16000
 NUM_SAMPLES = 4000  # 0.25 s
@@ -101,7 +102,7 @@ def test_every_problem_is_reported_with_its_line(corpus):
         + ["--sources", str(sources), "--checksums"],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=subprocess_timeout(120),
     )
     assert result.returncode == 1, result.stderr
     lines = result.stdout.splitlines()

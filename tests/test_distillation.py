@@ -30,6 +30,7 @@ from audiorepro.distillation import (
     top_matches_dense,
 )
 from audiorepro.metrics.retrieval import retrieval_metrics
+from conftest import subprocess_timeout
 
 PREP = "lower,strip_punctuation"
 
@@ -289,7 +290,7 @@ def test_two_processes_look_up_the_global_batch(tmp_path):
         for rank in range(2)
     ]
     for proc in procs:
-        _, err = proc.communicate(timeout=120)
+        _, err = proc.communicate(timeout=subprocess_timeout(120))
         assert proc.returncode == 0, err
     ensemble = TeacherEnsemble.load([tmp_path / "passt", tmp_path / "atst"])
     single = batch_targets(

@@ -36,7 +36,7 @@ from audiorepro.experiments.retrieval.train import train_dual_encoder
 from audiorepro.models.atst import ATST_SILENCE
 from audiorepro.models.dual_encoder import DualEncoderConfig
 from audiorepro.training.checkpoint import checkpoint_name, list_checkpoints
-from conftest import REPO, KillAt, Killed
+from conftest import REPO, KillAt, Killed, subprocess_timeout
 
 CAPTIONS = [
     "a dog barks twice", "rain falls on a tin roof", "a car passes by quickly",
@@ -327,7 +327,7 @@ def test_two_processes_train_as_one_process_on_the_global_batch(tmp_path):
             cmd = [sys.executable, "-c", WORKER, str(tmp_path), tests_dir, str(batch)]
             procs.append(subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE, text=True))
         for proc in procs:
-            _, err = proc.communicate(timeout=300)
+            _, err = proc.communicate(timeout=subprocess_timeout(300))
             assert proc.returncode == 0, err[-3000:]
 
     run(1, 8)  # one process, global batch 8

@@ -14,6 +14,7 @@ import pytest
 from audiorepro import storage
 from audiorepro.reporting import read_ledger
 from audiorepro.storage import RunStore
+from conftest import subprocess_timeout
 
 # An experiments-level script: chapter 04's smallest training run under preset smoke, its two
 # seeds trained, evaluated and recorded, as a page does.
@@ -64,7 +65,7 @@ def test_two_processes_write_one_ledger_row_and_one_run_each(tmp_path, session_d
         [str(_launcher()), "launch", "--multi_gpu", "--num_processes", "2",
          "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
          "--main_process_port", "29517", str(script)],
-        capture_output=True, text=True, env=env, timeout=300,
+        capture_output=True, text=True, env=env, timeout=subprocess_timeout(300),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     lines = [json.loads(path.read_text()) for path in sorted(results.glob("*.json"))]

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from audiorepro.storage import RunStore
-from conftest import REPO
+from conftest import REPO, subprocess_timeout
 
 
 @pytest.mark.slow
@@ -20,7 +20,7 @@ def test_paper_presets_of_chapters_03_and_04_run_end_to_end(tmp_path):
     proc = subprocess.run(
         [sys.executable, str(REPO / "bench/paper_dry_run.py"), "--out", str(tmp_path),
          "--chapters", "03_zerospeech,04_awe", "--keep-runs"],
-        capture_output=True, text=True, env=env, timeout=600,
+        capture_output=True, text=True, env=env, timeout=subprocess_timeout(600),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "03_zerospeech: ok" in proc.stdout and "04_awe: ok" in proc.stdout

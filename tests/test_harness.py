@@ -1,0 +1,35 @@
+"""The tests' own machinery: how long a test waits for the processes it starts."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import REPO, subprocess_timeout
+
+
+def test_waits_scale_with_the_environment(monkeypatch):
+    monkeypatch.delenv("AUDIOREPRO_TEST_TIMEOUT_SCALE", raising=False)
+    assert subprocess_timeout(120) == 120
+    monkeypatch.setenv("AUDIOREPRO_TEST_TIMEOUT_SCALE", "2.5")
+    assert subprocess_timeout(120) == 300
+    for bad in ("ten", "0", "-1", "nan"):
+        monkeypatch.setenv("AUDIOREPRO_TEST_TIMEOUT_SCALE", bad)
+        with pytest.raises(ValueError, match=f"AUDIOREPRO_TEST_TIMEOUT_SCALE='{bad}'"):
+            subprocess_timeout(120)
+
+
+def test_ci_gives_the_niced_background_tests_longer_waits():
+    script = (REPO / ".ci" / "run").read_text()
+    background = script[script.index("AUDIOREPRO_TEST_TIMEOUT_SCALE=") :]
+    assert background.split("\n", 1)[0].startswith("AUDIOREPRO_TEST_TIMEOUT_SCALE=10 ")
+    assert "nice -n 19" in background.split("make test", 1)[0]
+
+
+def test_every_wait_for_a_process_goes_through_the_scale():
+    raw = [
+        f"{path.name}:{number}"
+        for path in sorted((REPO / "tests").glob("*.py"))
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if "timeout=" in line and "timeout=subprocess_timeout(" not in line
+    ]
+    assert raw == []
