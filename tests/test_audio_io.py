@@ -111,6 +111,33 @@ def test_mono_wav_round_trip_and_info(tmp_path):
     np.testing.assert_allclose(out, wav, atol=1.0 / 32768 + 1e-7)  # 16-bit quantisation
 
 
+def test_a_failed_write_names_the_file_and_the_space_left(tmp_path, monkeypatch):
+    """libsndfile reports a full disk as 'System error.' alone: the error names the file, that
+    error and the free space, and leaves neither the file nor its temporary copy behind."""
+    import shutil
+
+    from audiorepro import paths
+    from audiorepro.data.embedded import audio_caption
+    from audiorepro.features import audio
+
+    def full(*args, **kwargs):
+        raise sf.LibsndfileError(2)
+
+    monkeypatch.setattr(audio.sf, "write", full)
+    usage = shutil.disk_usage(tmp_path)
+    monkeypatch.setattr(paths.shutil, "disk_usage", lambda p: usage._replace(free=3_100_000))
+    path = tmp_path / "out" / "tone.wav"
+    with pytest.raises(
+        AudioError,
+        match=r"out/tone\.wav: could not write \(LibsndfileError: System error\.\); 3\.1 MB "
+        r"free on that disk$",
+    ):
+        save_audio(path, sine(440, 0.1, 8000), 8000)
+    assert list((tmp_path / "out").iterdir()) == []
+    with pytest.raises(AudioError, match=r"clip\.flac: could not write .*; 3\.1 MB free"):
+        audio_caption._write_flac(tmp_path / "clip.flac", sine(440, 0.1, 8000), 8000)
+
+
 def test_stereo_is_downmixed(tmp_path):
     path = tmp_path / "stereo.wav"
     left, right = sine(300, 0.2, 8000), sine(1000, 0.2, 8000, amp=0.25)
@@ -202,7 +229,7 @@ def test_save_audio_is_atomic(tmp_path, monkeypatch):
         raise OSError("disk full")
 
     monkeypatch.setattr(audio_module.sf, "write", failing_write)
-    with pytest.raises(OSError, match="disk full"):
+    with pytest.raises(AudioError, match=r"keep\.wav: could not write \(OSError: disk full\)"):
         save_audio(path, sine(880, 0.1, 16000), 16000)
     assert path.read_bytes() == before  # the old file is untouched
     assert sorted(p.name for p in tmp_path.iterdir()) == ["keep.wav"]  # no temp file left

@@ -16,6 +16,7 @@ otherwise the current working directory.
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 
@@ -53,3 +54,23 @@ def checkpoints_dir() -> Path:
     ``$AUDIOREPRO_CHECKPOINTS`` or ``<data dir>/checkpoints``."""
     env = os.environ.get("AUDIOREPRO_CHECKPOINTS")
     return Path(env).expanduser() if env else data_dir() / "checkpoints"
+
+
+def _size(num_bytes: float) -> str:
+    for unit in ("bytes", "KB", "MB", "GB"):
+        if num_bytes < 1000 or unit == "GB":
+            return f"{num_bytes:.0f} {unit}" if unit == "bytes" else f"{num_bytes:.1f} {unit}"
+        num_bytes /= 1000
+    raise AssertionError  # pragma: no cover
+
+
+def free_space(path: str | Path) -> str:
+    """The space left on the file system that holds ``path`` (or its nearest existing folder),
+    for a message: ``"1.2 GB free"``."""
+    folder = Path(path).absolute()
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    try:
+        return f"{_size(shutil.disk_usage(folder).free)} free"
+    except OSError:
+        return "free space unknown"

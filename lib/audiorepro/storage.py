@@ -56,7 +56,7 @@ from typing import Any, TypeVar
 import numpy as np
 import torch
 
-from audiorepro.paths import runs_dir
+from audiorepro.paths import free_space, runs_dir
 
 try:
     import fcntl
@@ -104,26 +104,6 @@ def is_write_fault(err: BaseException) -> bool:
     return (
         isinstance(err, OSError) and not isinstance(err, WriteError) and err.errno in WRITE_FAULTS
     )
-
-
-def _size(num_bytes: float) -> str:
-    for unit in ("bytes", "KB", "MB", "GB"):
-        if num_bytes < 1000 or unit == "GB":
-            return f"{num_bytes:.0f} {unit}" if unit == "bytes" else f"{num_bytes:.1f} {unit}"
-        num_bytes /= 1000
-    raise AssertionError  # pragma: no cover
-
-
-def free_space(path: str | Path) -> str:
-    """The space left on the file system that holds ``path`` (or its nearest existing folder),
-    for a message: ``"1.2 GB free"``."""
-    folder = Path(path).absolute()
-    while not folder.exists() and folder != folder.parent:
-        folder = folder.parent
-    try:
-        return f"{_size(shutil.disk_usage(folder).free)} free"
-    except OSError:
-        return "free space unknown"
 
 
 def write_fault(err: OSError, path: str | Path, kept: str, todo: str = "") -> WriteError:

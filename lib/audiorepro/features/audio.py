@@ -21,6 +21,8 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
+from audiorepro.paths import free_space
+
 __all__ = [
     "AudioError",
     "CANCEL_DB",
@@ -68,6 +70,15 @@ def _describe(err: BaseException) -> str:
     if type(err).__name__ == "NoBackendError" and not text:
         text = "no installed backend (e.g. ffmpeg) could decode the file"
     return f"{type(err).__name__}: {text}" if text else type(err).__name__
+
+
+def write_error(path: Path, err: BaseException) -> AudioError:
+    """An :class:`AudioError` for a write of ``path`` that failed with ``err``, naming the file,
+    the error and the space left where it was written: libsndfile reports a full disk as
+    ``System error.`` and nothing more."""
+    return AudioError(
+        f"{path}: could not write ({_describe(err)}); {free_space(path)} on that disk"
+    )
 
 
 def _check_exists(path: Path) -> None:
@@ -247,6 +258,8 @@ def save_audio(path: str | os.PathLike, wav: np.ndarray, sr: int) -> Path:
     Raises:
         ValueError: ``wav`` has the wrong shape, no samples or non-finite values, or ``sr`` is
             not a positive integer. The message names the destination file.
+        AudioError: the file could not be written (a full disk, no permission): the message
+            names it, the error, and the space left on its file system.
     """
     path = Path(path)
     wav = np.asarray(wav)
@@ -265,6 +278,9 @@ def save_audio(path: str | os.PathLike, wav: np.ndarray, sr: int) -> Path:
     try:
         sf.write(tmp, data, int(sr), subtype="PCM_16", format="WAV")
         os.replace(tmp, path)
+    except (sf.LibsndfileError, OSError) as err:
+        Path(tmp).unlink(missing_ok=True)
+        raise write_error(path, err) from err
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

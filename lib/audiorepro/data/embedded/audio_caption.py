@@ -72,7 +72,7 @@ from audiorepro.data.embedded.scenes import (
 from audiorepro.data.embedded.sound_events import SAMPLE_RATE
 from audiorepro.data.recipes import prepare_audiocaps, prepare_clotho, prepare_wavcaps
 from audiorepro.data.sources import write_sources_yaml
-from audiorepro.features.audio import save_audio
+from audiorepro.features.audio import save_audio, write_error
 from audiorepro.parallel import ProcessStream
 
 CLOTHO_SPLITS = ("development", "validation", "evaluation")
@@ -342,7 +342,10 @@ def _write_flac(path: Path, wav: np.ndarray, sr: int) -> None:
     """16-bit FLAC; int16 samples are stored as they are, floats are clipped to [-1, 1]."""
     path.parent.mkdir(parents=True, exist_ok=True)
     data = wav if wav.dtype == np.int16 else np.clip(wav, -1.0, 1.0)
-    sf.write(str(path), data, sr, subtype="PCM_16", format="FLAC")
+    try:
+        sf.write(str(path), data, sr, subtype="PCM_16", format="FLAC")
+    except (sf.LibsndfileError, OSError) as err:
+        raise write_error(path, err) from err
 
 
 def _unique_ids(rng: np.random.Generator, count: int, low: int, high: int) -> list[int]:
