@@ -900,3 +900,18 @@ def test_the_loop_hands_on_the_names_its_leaf_modules_now_define():
     assert config.steps_to_run(cfg, 3) == 5
     groups = [config.accumulation_group(cfg, b, 7) for b in range(7)]
     assert groups == [(3, False), (3, False), (3, True)] * 2 + [(1, True)]
+
+
+def test_accumulation_out_of_step_names_the_position_counted_from_1(monkeypatch):
+    """An internal check: were the trainer's groups to disagree with accelerate's, the error
+    says where as the other messages do (the first step is step 1 of epoch 1)."""
+    from audiorepro.training import loop
+
+    def never_ends(config, batch_in_epoch, batches):
+        return config.grad_accum_steps, False
+
+    monkeypatch.setattr(loop, "accumulation_group", never_ends)
+    config = dataclasses.replace(BASE, num_epochs=1, grad_accum_steps=1)
+    said = r"out of step with accelerate at step 1 \(epoch 1, micro-batch 1 of it, each counted"
+    with pytest.raises(RuntimeError, match=said + r" from 1\)$"):
+        Trainer(make_mlp(), ce_loss, Blobs(), config, progress="none").fit()

@@ -480,8 +480,8 @@ class Trainer:
             self._check_finite(run, terms)
             if acc.sync_gradients != ends_group:
                 raise RuntimeError(
-                    "gradient accumulation went out of step with accelerate at epoch "
-                    f"{run.epoch}, batch {run.batch_in_epoch}"
+                    "gradient accumulation went out of step with accelerate at "
+                    f"{self._position(run)})"
                 )
             lr = float(self.optimizer.param_groups[0]["lr"])
             if ends_group:
