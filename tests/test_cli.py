@@ -788,8 +788,10 @@ def test_awe_train_counts_and_prints_the_rows_too_short_to_embed(corpus, tmp_pat
     assert code == 0, err
     info = json.loads((tmp_path / "run/run.json").read_text())
     assert sum(info["left_out_short"].values()) == 1
-    split = next(s for s, n in info["left_out_short"].items() if n)
-    assert "left out 1 rows shorter than 2 frames of 10 ms" in out and f"{split} 1" in out
+    splits = ", ".join(f"{s} {n}" for s, n in info["left_out_short"].items())
+    first = f"{table}:{len(rows) + 2}, 1 frame"  # the header is line 1, the short row the last
+    assert f"left out 1 rows shorter than 2 frames of 10 ms ({splits}; first: {first})" in out
+    assert info["first_short"] == first
     code, out, _ = run_cli(
         capsys,
         "awe", "train", "--segments", corpus / "seg.tsv", "--preset", "smoke",

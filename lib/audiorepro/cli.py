@@ -527,6 +527,7 @@ def _awe_run(folder: str) -> Any:
         augmentation=info.get("augmentation", ""),
         normalisation=info.get("normalisation", "feature normalisation: per file"),
         left_out=info.get("left_out_short", {}),
+        first_short=info.get("first_short", ""),
     )
 
 
@@ -695,6 +696,7 @@ def _run(args: argparse.Namespace) -> None:
         print(run.normalisation)
         if sum(run.left_out.values()):
             splits = ", ".join(f"{split} {n}" for split, n in run.left_out.items())
+            splits += f"; first: {run.first_short}" if run.first_short else ""
             print(
                 f"left out {sum(run.left_out.values())} rows shorter than "
                 f"{_loader(args)(args.preset, overrides).min_frames} frames of 10 ms ({splits})"

@@ -51,6 +51,8 @@ class WordSegments:
         word_phones: word -> its phone-id sequence (one entry per kept word type).
         num_phones: the largest phone id in use (the model's vocabulary size).
         dropped: ``{"short": n, "out_of_vocabulary": n}`` tokens dropped by the selection.
+        first_short: where the first token dropped as short was and its length
+            (``"SEG.tsv:82, 1 frame"``), where the selection knows it; else ``""``.
     """
 
     split: str
@@ -62,6 +64,7 @@ class WordSegments:
     word_phones: dict[str, np.ndarray]
     num_phones: int
     dropped: dict[str, int]
+    first_short: str = ""
 
     def __len__(self) -> int:
         return len(self.keys)

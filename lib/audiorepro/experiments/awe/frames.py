@@ -89,13 +89,20 @@ def long_enough(
     kept = [i for i, f in enumerate(feats) if f.shape[0] >= min_frames]
     if len(kept) == len(rows):
         return kept, ""
-    first = next(i for i, f in enumerate(feats) if f.shape[0] < min_frames)
-    frames = feats[first].shape[0]
     return kept, (
         f"left out {len(rows) - len(kept)} of {len(rows)} rows shorter than {min_frames} "
-        f"frames of 10 ms, as awe train does (first: {rows[first].where}, {frames} "
-        f"frame{'' if frames == 1 else 's'})"
+        f"frames of 10 ms, as awe train does (first: {first_short(rows, feats, min_frames)})"
     )
+
+
+def first_short(rows: Sequence[Segment], feats: Sequence[np.ndarray], min_frames: int) -> str:
+    """``"SEG.tsv:82, 1 frame"``: where the first row shorter than ``min_frames`` frames is and
+    how many it has (``""`` when none is), for :func:`long_enough`'s line and ``awe train``'s."""
+    first = next((i for i, f in enumerate(feats) if f.shape[0] < min_frames), None)
+    if first is None:
+        return ""
+    frames = feats[first].shape[0]
+    return f"{rows[first].where}, {frames} frame{'' if frames == 1 else 's'}"
 
 
 def audio_seconds(path: Path) -> float:

@@ -30,7 +30,12 @@ from audiorepro.data.recordings import (
 from audiorepro.experiments.awe.config import MIN_FRAMES, Config, load_config
 from audiorepro.experiments.awe.data import model_config
 from audiorepro.experiments.awe.evaluate import dtw_ap
-from audiorepro.experiments.awe.frames import feature_norm_of, long_enough, segment_features
+from audiorepro.experiments.awe.frames import (
+    feature_norm_of,
+    first_short,
+    long_enough,
+    segment_features,
+)
 from audiorepro.experiments.awe.train import (
     EPOCHS_FROM,
     AWERun,
@@ -187,6 +192,7 @@ def segments_data(
         word_phones=word_phones,
         num_phones=max(phone_ids.values()),
         dropped={"short": len(rows) - len(keep), "out_of_vocabulary": 0},
+        first_short=first_short(rows, feats, min_frames),
     )
 
 
@@ -411,6 +417,7 @@ def train_on_segments(
         for split, split_rows in (("train", train_rows), ("dev", dev_rows))
     }
     left_out = {split: int(d.dropped["short"]) for split, d in data.items()}
+    first = next((d.first_short for d in data.values() if d.first_short), "")
     rows_kept = len(data["train"].words)
     if speeds:
         data["train"] = with_speed_copies(
@@ -451,6 +458,7 @@ def train_on_segments(
                 "best_dev": best_dev,
                 "kept_epoch": kept,
                 "left_out_short": left_out,
+                "first_short": first,
                 "development": dev_note,
                 "speeds": speeds,
                 "augmentation": augmentation,
@@ -474,6 +482,7 @@ def train_on_segments(
         selected=config.select,
         kept_epoch=kept,
         left_out=left_out,
+        first_short=first,
         development=dev_note,
         augmentation=augmentation,
         normalisation=normalisation,

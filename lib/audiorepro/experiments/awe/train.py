@@ -52,6 +52,8 @@ class AWERun:
             :func:`~audiorepro.experiments.awe.recordings.train_on_segments`).
         left_out: rows of each split left out as shorter than ``min_frames`` (runs of
             :func:`~audiorepro.experiments.awe.recordings.train_on_segments`).
+        first_short: where the first of them was and its length, ``"SEG.tsv:82, 1 frame"``
+            (``""``: none, or a run recorded before it was kept).
         development: how the development rows were chosen, one line (runs of
             :func:`~audiorepro.experiments.awe.recordings.train_on_segments`).
         augmentation: the training rows and their speed-perturbed copies, one line (idem).
@@ -68,6 +70,7 @@ class AWERun:
     selected: str = "best"
     kept_epoch: int | None = None
     left_out: dict[str, int] = dataclasses.field(default_factory=dict)
+    first_short: str = ""
     development: str = ""
     augmentation: str = ""
     normalisation: str = ""
