@@ -28,7 +28,7 @@ import torch
 from audiorepro.data.recordings import scan_folder, speakers_of
 from audiorepro.data.speech_segments import feature_of, load_wav_features, normalize_features
 from audiorepro.experiments.zerospeech.config import load_config, store
-from audiorepro.experiments.zerospeech.data import training_files
+from audiorepro.experiments.zerospeech.data import MIN_TRAIN_FRAMES, training_files
 from audiorepro.experiments.zerospeech.evaluate import encode_files
 from audiorepro.experiments.zerospeech.pairs import find_pairs
 from audiorepro.experiments.zerospeech.train import fit_vqvae
@@ -57,7 +57,7 @@ def main() -> None:
     config = load_config("embedded", {**overrides, "train.max_steps": args.steps})
     feature = feature_of(config.model.input_dim)
     feats, speakers = folder_features(args.train, feature)
-    names = [n for n in sorted(feats) if len(feats[n]) >= 8]  # MIN_TRAIN_FRAMES
+    names = [n for n in sorted(feats) if len(feats[n]) >= MIN_TRAIN_FRAMES]
     voices = [speakers[n] for n in names]
     found = find_pairs(normalize_features([feats[n] for n in names], "speaker", voices), voices)
     print(found.line(), flush=True)

@@ -278,11 +278,10 @@ def save_audio(path: str | os.PathLike, wav: np.ndarray, sr: int) -> Path:
     try:
         sf.write(tmp, data, int(sr), subtype="PCM_16", format="WAV")
         os.replace(tmp, path)
-    except (sf.LibsndfileError, OSError) as err:
+    except BaseException as err:
         Path(tmp).unlink(missing_ok=True)
-        raise write_error(path, err) from err
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        if isinstance(err, sf.LibsndfileError | OSError):
+            raise write_error(path, err) from err
         raise
     return path
 
