@@ -25,6 +25,11 @@ def test_ci_runs_the_background_tests_at_the_lowest_priority_with_longer_waits()
     assert "set -m" not in run  # job control would make setsid fork, and $! the wrong process
     script = (REPO / ".ci" / "background_tests").read_text()
     assert "echo 19 2> /dev/null > /proc/self/autogroup" in script
+    # the second environment installs first, at the normal priority (a 5 GB download on a
+    # fresh machine must not wait for the book's idle cores)
+    install = script.index('make install PYTHON="$second"')
+    assert install < script.index("> /proc/self/autogroup")
+    assert "nice" not in script[script.rindex("\n", 0, install) : install]
     tests = script[script.index("AUDIOREPRO_TEST_TIMEOUT_SCALE=") :]
     assert tests.startswith("AUDIOREPRO_TEST_TIMEOUT_SCALE=10 ")
     assert "nice -n 19" in tests.split("make test", 1)[0]
