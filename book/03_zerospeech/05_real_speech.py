@@ -210,8 +210,8 @@ print(finding.sentence)
 #   below their k-means baseline (3.32 ± 0.42 %) on every seed, still above the frames. On
 #   the full packages (267 pairs among 408 prompts a speaker, the command's 2,400 steps) they
 #   score 1.17 ± 0.30 % against 2.19 ± 0.16 % and 2.00 %: they beat both. On two Spanish and
-#   two French voices that share fewer of their sentences, the pairs help less: level with
-#   k-means (French) or still above it (Spanish); the Reference gives the numbers.
+#   two French voices that share fewer of their sentences, the pairs help less: over three
+#   seeds the units stay above their k-means baseline; the Reference gives the numbers.
 #
 # So a comparison against the unnormalised baseline would have said "the units beat
 # k-means", while a baseline that costs one normalisation more has half their error; and
