@@ -52,6 +52,11 @@ class AdversaryVQVAE(VQVAE):
     """The VQ-VAE with a speaker classifier on its code frames (saved with it)."""
 
     def __init__(self, cfg, n_speakers: int, **kwargs) -> None:
+        if n_speakers < 2:
+            raise SystemExit(
+                f"study_units_adversary: {n_speakers} speaker: an adversary that tells "
+                "speakers apart needs recordings of two or more (--speaker-of parent)"
+            )
         super().__init__(cfg, n_speakers=n_speakers, **kwargs)
         self.adversary = nn.Sequential(
             nn.Linear(cfg.code_dim, 64), nn.ReLU(), nn.Linear(64, n_speakers)
