@@ -466,3 +466,28 @@ def test_map_lines_that_name_no_file_are_named(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert labels_of(wavs, str(words), root, "word") == {"a": "x", "b": "y", "c": "z"}
+
+
+def test_numbers_in_digits_are_said_as_english_words():
+    from audiorepro.data.recordings import spoken_number
+
+    said = {
+        "0": "zero", "7": "seven", "13": "thirteen", "20": "twenty", "42": "forty two",
+        "100": "one hundred", "105": "one hundred five", "310": "three hundred ten",
+        "1000": "one thousand", "2024": "two thousand twenty four",
+        "999999": "nine hundred ninety nine thousand nine hundred ninety nine",
+        "07": "zero seven", "00": "zero zero",
+    }  # fmt: skip
+    for word, words in said.items():
+        assert spoken_number(word) == tuple(words.split()), word
+    for word in ("1000000", "x7", "7b", "-3", "4.5", "", "\u0663"):  # ٣: not an ASCII digit
+        assert spoken_number(word) is None, word
+
+
+def test_the_cmu_lexicon_reads_digit_labels_as_the_words_a_digits_corpus_says():
+    from audiorepro.data.recordings import cmudict_lexicon
+
+    lexicon = cmudict_lexicon(["7", "Seven", "42", "forty", "two", "zz9q"])
+    assert lexicon["7"] == lexicon["seven"] == ("S", "EH", "V", "AH", "N")
+    assert lexicon["42"] == lexicon["forty"] + lexicon["two"]
+    assert "zz9q" not in lexicon  # the caller names the line

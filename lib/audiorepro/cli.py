@@ -253,7 +253,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--lexicon",
         default="cmudict",
-        help="cmudict, characters (the spelling: any language) or a 'WORD PH1 PH2 ...' file",
+        help="cmudict (a number in digits is said in English: 7 = seven), characters (the "
+        "spelling: any language) or a 'WORD PH1 PH2 ...' file",
     )
     p.add_argument("--dev", default=None, help="SEG.tsv of development words (default: 10%%)")
     p.add_argument(

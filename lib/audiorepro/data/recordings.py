@@ -64,6 +64,7 @@ __all__ = [
     "scan_folder",
     "speaker_rule",
     "speakers_of",
+    "spoken_number",
     "word_label",
     "write_folder_segments",
 ]
@@ -889,10 +890,54 @@ def read_lexicon(path: str | os.PathLike[str]) -> dict[str, tuple[str, ...]]:
     return out
 
 
+_ONES = (
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
+    "fifteen sixteen seventeen eighteen nineteen"
+).split()
+_TENS = "_ _ twenty thirty forty fifty sixty seventy eighty ninety".split()
+
+
+def spoken_number(word: str) -> tuple[str, ...] | None:
+    """The English words a number written in digits is said as, or ``None`` for any other word:
+    ``"7"`` -> ``("seven",)``, ``"42"`` -> ``("forty", "two")``, ``"1000"`` -> ``("one",
+    "thousand")``, up to 999,999; with a leading zero (``"07"``, ``"00"``) digit by digit, as a
+    code is read. Corpora of spoken digits name their words so (``7_jackson_32.wav``)."""
+    if not (word.isascii() and word.isdigit()):
+        return None
+    if len(word) > 1 and word[0] == "0":
+        return tuple(_ONES[int(c)] for c in word)
+    number = int(word)
+    if number >= 1_000_000:
+        return None
+
+    def below_thousand(n: int) -> list[str]:
+        said = [_ONES[n // 100], "hundred"] if n >= 100 else []
+        n %= 100
+        if n >= 20:
+            said += [_TENS[n // 10]] + ([_ONES[n % 10]] if n % 10 else [])
+        elif n or not said:
+            said.append(_ONES[n])
+        return said
+
+    if number < 1000:
+        return tuple(below_thousand(number))
+    rest = number % 1000
+    return tuple(
+        below_thousand(number // 1000) + ["thousand"] + (below_thousand(rest) if rest else [])
+    )
+
+
 def cmudict_lexicon(words: Iterable[str]) -> dict[str, tuple[str, ...]]:
-    """First CMU dictionary pronunciations (stress removed) of ``words``, lower-cased; words
-    missing from the dictionary are left out (the caller names them)."""
+    """First CMU dictionary pronunciations (stress removed) of ``words``, lower-cased; a number
+    written in digits that the dictionary lacks is said as its English words
+    (:func:`spoken_number`: ``"7"`` as ``seven``); other words missing from the dictionary are
+    left out (the caller names them)."""
     from audiorepro.data.embedded.lexicon import cmu_dictionary, strip_stress
 
     cmu = cmu_dictionary()
-    return {w.lower(): strip_stress(cmu[w.lower()][0]) for w in words if cmu.get(w.lower())}
+    out = {}
+    for word in (w.lower() for w in words):
+        said = (word,) if cmu.get(word) else spoken_number(word)
+        if said is not None:
+            out[word] = tuple(p for w in said for p in strip_stress(cmu[w][0]))
+    return out

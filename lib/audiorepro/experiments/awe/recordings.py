@@ -69,8 +69,9 @@ def lexicon_ids(
     """Pronunciations of the words of ``rows`` and the phone ids: ``({word: phones},
     {phone: id >= 1})``.
 
-    ``lexicon``: ``"cmudict"`` (the bundled CMU dictionary, stress removed; ids of the chapter's
-    45-symbol Switchboard-like set), ``"characters"`` (the written view is the word's spelling,
+    ``lexicon``: ``"cmudict"`` (the bundled CMU dictionary, stress removed, a number in digits
+    said as its English words: :func:`~audiorepro.data.recordings.spoken_number`; ids of the
+    chapter's 45-symbol Switchboard-like set), ``"characters"`` (the written view is the word's spelling,
     lower-cased, one symbol per character, as in the first multi-view embeddings, which the
     paper cites: any word of any language, no dictionary) or the path of a
     ``WORD PH1 PH2 ...`` file (ids of its phones, sorted; a file named ``characters`` is given
