@@ -112,6 +112,13 @@ def test_modes_lambda_zero_one_two_and_dist_only():
     (expected,) = torch.autograd.grad(sup, s, retain_graph=True)
     torch.testing.assert_close(grad_sup, expected)
 
+    no_teacher = distillation_objective(s, None, None, supervised=sup, lam=0.0)
+    assert set(no_teacher) == {"loss", "loss_sup"}  # plain fine-tuning: no target to log
+    torch.testing.assert_close(no_teacher["loss"], only_sup["loss"])
+    for lam, dist_only in ((1.0, False), (0.0, True), (1e-6, False)):
+        with pytest.raises(ValueError, match="L_dist needs the targets"):
+            distillation_objective(s, None, None, supervised=sup, lam=lam, dist_only=dist_only)
+
     only_dist = distillation_objective(s, p_a, p_c, dist_only=True)
     torch.testing.assert_close(only_dist["loss"], dist)
     assert "loss_sup" not in only_dist

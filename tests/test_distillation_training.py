@@ -216,6 +216,21 @@ def test_lambda_zero_is_chapter_01_fine_tuning_exactly():
     dist = result.step_metrics["loss_dist"]
     assert len(dist) == len(result.losses) == 6 and all(v > 0 for v in dist)
     assert result.step_metrics["loss_sup"] == pytest.approx(result.losses)
+    # without teachers (what distill runs at λ = 0): the same weights, no L_dist
+    alone = build_dual_encoder(cfg, 0)
+    result = train_distilled(
+        alone, items, features, cfg, None, seed=5, num_epochs=2, lr=1e-3, lam=0.0,
+        progress="none",
+    )  # fmt: skip
+    for key, value in params(plain).items():
+        assert torch.equal(value, alone.state_dict()[key]), key
+    assert "loss_dist" not in result.step_metrics and len(result.losses) == 6
+    for lam, dist_only in ((1.0, False), (0.0, True), (0.5, False)):
+        with pytest.raises(ValueError, match="needs the teachers' ensemble"):
+            train_distilled(
+                build_dual_encoder(cfg, 0), items, features, cfg, None, seed=5, num_epochs=1,
+                lr=1e-3, lam=lam, dist_only=dist_only, progress="none",
+            )  # fmt: skip
 
 
 def test_distillation_changes_the_update_and_dist_only_ignores_the_labels():

@@ -152,6 +152,50 @@ def test_chapter_02_trains_its_runs_ahead_and_the_pages_only_reload_them(tmp_pat
     dist_plan.evaluate_sweep(config, data, preset="smoke", page="p")
 
 
+def test_chapter_02_fine_tunes_without_teachers_as_soon_as_its_own_stage_1_exists(
+    tmp_path, monkeypatch
+):
+    """On an empty run store (no training): a student at λ = 0 waits for its own stage-1 run
+    only, and its key reads no other teacher; a student at λ > 0 waits for the stores."""
+    from audiorepro.experiments.distillation import config as dist_config
+    from audiorepro.experiments.distillation import plan as dist_plan
+    from audiorepro.experiments.distillation import train as dist_train
+
+    config = dist_config.load_config(
+        "smoke",
+        {f"retrieval.{k}": v for k, v in ONE_THREAD.items()}
+        | {"seeds": [0, 1], "lambdas": [0.0, 1.0]},
+    )
+    monkeypatch.setenv("AUDIOREPRO_RUNS", str(tmp_path / "runs"))
+    data = retrieval_data.load_data(config.retrieval)
+    tasks = dist_plan.chapter_tasks(config, data, "chapter")
+    students = {k: t.after for k, t in tasks.items() if k[0] == "distill"}
+    plain = {k: after for k, after in students.items() if k[2] == 0.0}
+    assert {k[1] for k in plain} == set(config.sweep_models) and len(plain) == 2 * len(
+        config.sweep_models
+    )
+    for (_, name, _, seed), after in plain.items():
+        own = ("stage1", name, seed)
+        assert after == ((own,) if own in tasks else ()), (name, seed, after)
+    for (_, name, lam, seed), after in students.items():
+        if lam > 0:
+            assert after == (("stores", seed),), (name, lam, seed)
+    read = []
+
+    class Stage1:  # a stage-1 entry of teacher n, known without training it
+        def __init__(self, n):
+            read.append(n)
+            self.key = f"stage1-{n}"
+
+    monkeypatch.setattr(dist_train, "stage1_entry", lambda c, n, *a, **k: Stage1(n))
+    name = config.sweep_models[0]
+    plain = dist_train.distill_entry(config, name, 0, data, lam=0.0)
+    assert read == [name]  # the student's own stage-1 run, no other teacher
+    read.clear()
+    distilled = dist_train.distill_entry(config, name, 0, data, lam=1.0)
+    assert sorted(read) == sorted([name, *config.teachers]) and plain.key != distilled.key
+
+
 def test_each_stage_trains_what_its_page_needs_and_what_that_starts_from(tmp_path, monkeypatch):
     """On an empty run store: the graph of each stage, its order and its costs (no training)."""
     cfg = load_config("smoke", {**ONE_THREAD, "seeds": [0, 1]})

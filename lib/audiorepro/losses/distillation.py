@@ -80,8 +80,8 @@ def distillation_loss(
 
 def distillation_objective(
     student_logits: torch.Tensor,
-    p_audio: torch.Tensor,
-    p_caption: torch.Tensor,
+    p_audio: torch.Tensor | None,
+    p_caption: torch.Tensor | None,
     supervised: torch.Tensor | Callable[[torch.Tensor], torch.Tensor] | None = None,
     lam: float = 1.0,
     dist_only: bool = False,
@@ -91,7 +91,8 @@ def distillation_objective(
 
     Args:
         student_logits: S (B, B), rows audios, columns captions.
-        p_audio: p̂_a (B, B).
+        p_audio: p̂_a (B, B); ``None`` (with ``p_caption``) only at λ = 0 without
+            ``dist_only``: L_sup alone, no L_dist logged.
         p_caption: p̂_c (B, B).
         supervised: L_sup, a scalar tensor or a callable ``S -> L_sup`` (e.g. chapter 01's
             NT-Xent with the batch's positives); not needed with ``dist_only``.
@@ -101,11 +102,16 @@ def distillation_objective(
             the convention of the L_sup you pass).
 
     Returns:
-        ``{"loss": L, "loss_dist": L_dist}`` and ``"loss_sup": L_sup`` when it was computed;
-        the logged parts are detached.
+        ``{"loss": L, "loss_dist": L_dist}`` (no ``"loss_dist"`` without targets) and
+        ``"loss_sup": L_sup`` when it was computed; the logged parts are detached.
     """
     if lam < 0:
         raise ValueError(f"lam must be >= 0, got {lam}")
+    if (p_audio is None or p_caption is None) and (dist_only or lam > 0):
+        raise ValueError(
+            f"L_dist needs the targets p_audio and p_caption (lam={lam}, dist_only={dist_only}); "
+            "only lam = 0 trains without them"
+        )
     if dist_only:
         dist = distillation_loss(student_logits, p_audio, p_caption, average_directions)
         return {"loss": dist, "loss_dist": dist.detach()}
@@ -115,6 +121,8 @@ def distillation_objective(
     if not isinstance(sup, torch.Tensor) or sup.numel() != 1:
         raise TypeError(f"L_sup must be a scalar tensor, got {sup!r}")
     sup = sup.reshape(())
+    if lam == 0 and p_audio is None and p_caption is None:  # no teachers: L_sup alone
+        return {"loss": sup, "loss_sup": sup.detach()}
     if lam == 0:
         with torch.no_grad():
             dist = distillation_loss(student_logits, p_audio, p_caption, average_directions)

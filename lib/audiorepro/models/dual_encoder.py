@@ -260,8 +260,8 @@ class DistillationStudent(nn.Module):
         lengths: torch.Tensor,
         captions: Sequence[str],
         audio_ids: torch.Tensor,
-        p_audio: torch.Tensor,
-        p_caption: torch.Tensor,
+        p_audio: torch.Tensor | None,
+        p_caption: torch.Tensor | None,
     ) -> dict[str, torch.Tensor]:
         """One batch → ``{"loss", "loss_sup", "loss_dist"}`` over the global batch.
 
@@ -272,6 +272,9 @@ class DistillationStudent(nn.Module):
             audio_ids: (B,) audio ids, equal ids being positives of each other (L_sup).
             p_audio: p̂_a (B_g, B_g) of the global batch, columns sum to 1.
             p_caption: p̂_c (B_g, B_g), rows sum to 1.
+
+        At λ = 0 (without ``dist_only``) both targets may be ``None``: L_sup alone, the plain
+        fine-tuning that needs no teacher.
         """
         audio = gather_with_grad(self.model.encode_audio(feats, lengths))  # (B_g, D)
         text = gather_with_grad(self.model.encode_text(captions))  # (B_g, D)

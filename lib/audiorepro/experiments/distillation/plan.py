@@ -19,7 +19,7 @@ from audiorepro.experiments.distillation.teachers import (
     store_entry,
     teacher_stores,
 )
-from audiorepro.experiments.distillation.train import distill, distill_entry
+from audiorepro.experiments.distillation.train import distill, distill_entry, uses_teachers
 from audiorepro.experiments.retrieval.data import RetrievalData, load_data
 from audiorepro.experiments.retrieval.stages import stage0_checkpoint, stage0_key, stage0_ready
 from audiorepro.models.dual_encoder import DualEncoder
@@ -70,7 +70,8 @@ def chapter_tasks(
     :func:`~audiorepro.parallel.train_graph`: each teacher's stage 0 (keyed by its
     run key), its stage-1 run of every seed after it, each seed's teacher stores after that
     seed's stage-1 runs, and every student of stage 2 (λ = ``lam``, the λ sweep; a run in both
-    trains once) after its seed's stores. Runs already in the store are left out; whatever
+    trains once) after its seed's stores, or, fine-tuned without teachers (λ = 0), after its
+    own stage-1 run only: those fill the cores while the slowest teacher trains. Runs already in the store are left out; whatever
     waits on a missing run stays in, since its key is only known once that run exists."""
     if stage not in AHEAD:
         raise ValueError(f"unknown stage {stage!r}; known: {', '.join(AHEAD)}")
@@ -108,10 +109,14 @@ def chapter_tasks(
             tasks[("stores", seed)] = Task(job, stage1, JOB_SECONDS["stores"])
             stores = (("stores", seed),)
         for name, lam in sorted(students, key=lambda s: (s[0] != "mobilenet", s)):
-            if not stores and distill_entry(config, name, seed, data, lam=lam).complete:
+            after = stores
+            if not uses_teachers(lam, config.dist_only):  # plain fine-tuning: its own run only
+                own = ("stage1", name, seed)
+                after = (own,) if own in tasks else ()
+            if not after and distill_entry(config, name, seed, data, lam=lam).complete:
                 continue
             job = Job(distill, config, {"name": name, "seed": seed, "lam": lam})
-            tasks[("distill", name, lam, seed)] = Task(job, stores, JOB_SECONDS["distill"])
+            tasks[("distill", name, lam, seed)] = Task(job, after, JOB_SECONDS["distill"])
     return tasks
 
 

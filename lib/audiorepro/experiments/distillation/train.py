@@ -1,6 +1,7 @@
 """Stage 2 (paper (b) §3): a stage-1 model fine-tuned with L = L_sup + λ·L_dist, the targets of
 each batch looked up in the teachers' ensemble (:func:`train_distilled`), as runs of the run
-store keyed by the weights of the student and of every teacher (:func:`distill`)."""
+store keyed by the weights of the student and of every teacher it learns from
+(:func:`distill`)."""
 
 from __future__ import annotations
 
@@ -40,12 +41,18 @@ from audiorepro.training.callbacks import EpochSetter
 from audiorepro.training.loop import Trainer
 
 
+def uses_teachers(lam: float, dist_only: bool) -> bool:
+    """Whether a stage-2 run's loss reads the teachers' ensemble: L_dist counts (λ > 0) or is
+    the whole loss (``dist_only``). At λ = 0 the run is plain fine-tuning of the student."""
+    return bool(dist_only) or lam > 0
+
+
 def train_distilled(
     model: DualEncoder,
     items: Sequence[CaptionItem],
     features: Mapping[str, torch.Tensor],
     config: RetrievalConfig,
-    ensemble: TeacherEnsemble,
+    ensemble: TeacherEnsemble | None,
     *,
     seed: int,
     num_epochs: int,
@@ -77,26 +84,35 @@ def train_distilled(
     weights). With ``selection`` (a :class:`~audiorepro.experiments.retrieval.runs.Selection` of
     ``model``) the run is evaluated on the validation split at the end of every epoch and at its
     last step, and the best weights are kept, as in chapter 01. ``callbacks`` are further Trainer
-    callbacks.
+    callbacks. ``ensemble`` is ``None`` only for plain fine-tuning (λ = 0 without
+    ``dist_only``, :func:`uses_teachers`): L_sup alone, no L_dist logged.
 
     Raises:
         TeacherEmbeddingsError: before any training, when the teachers lack training items, have
             another projection size, embedded captions with other preprocessing or audio at
             another crop.
+        ValueError: no ``ensemble`` where L_dist needs one.
     """
-    ensemble.check(
-        audio_ids=[i.key for i in items],
-        captions=[i.caption for i in items],
-        caption_preprocessing=caption_preprocessing(model),
-        dim=model.audio_projection.out_features,
-    )
-    for meta in ensemble.metadata:
-        if meta.get("crop_frames", config.train_frames) != config.train_frames:
-            raise TeacherEmbeddingsError(
-                f"teacher {meta.get('teacher', '?')!r} ({meta.get('source', 'in memory')}) "
-                f"embedded the first {meta['crop_frames']} frames of each clip, but this stage-2 "
-                f"run trains on the first {config.train_frames}"
+    if ensemble is None:
+        if uses_teachers(lam, dist_only):
+            raise ValueError(
+                f"train_distilled: lam={lam}, dist_only={dist_only} needs the teachers' ensemble; "
+                "only plain fine-tuning (lam = 0) trains without one"
             )
+    else:
+        ensemble.check(
+            audio_ids=[i.key for i in items],
+            captions=[i.caption for i in items],
+            caption_preprocessing=caption_preprocessing(model),
+            dim=model.audio_projection.out_features,
+        )
+        for meta in ensemble.metadata:
+            if meta.get("crop_frames", config.train_frames) != config.train_frames:
+                raise TeacherEmbeddingsError(
+                    f"teacher {meta.get('teacher', '?')!r} ({meta.get('source', 'in memory')}) "
+                    f"embedded the first {meta['crop_frames']} frames of each clip, but this "
+                    f"stage-2 run trains on the first {config.train_frames}"
+                )
     student = DistillationStudent(model, lam=lam, dist_only=dist_only)
     dataset = CaptionDataset(
         items, features, max_frames=config.train_frames, crop="start", seed=seed,
@@ -104,21 +120,20 @@ def train_distilled(
     )  # fmt: skip
 
     def loss_fn(module: nn.Module, batch: Mapping[str, Any]) -> dict[str, torch.Tensor]:
-        targets = batch_targets(
-            ensemble,
-            batch["keys"],
-            batch["captions"],
-            tau=target_tau,
-            device=batch["feats"].device,
-        )
+        p_audio = p_caption = None
+        if ensemble is not None:
+            targets = batch_targets(
+                ensemble,
+                batch["keys"],
+                batch["captions"],
+                tau=target_tau,
+                device=batch["feats"].device,
+            )
+            p_audio, p_caption = targets.p_audio, targets.p_caption
         return module(
-            batch["feats"],
-            batch["lengths"],
-            batch["captions"],
-            batch["audio_ids"],
-            targets.p_audio,
-            targets.p_caption,
-        )
+            batch["feats"], batch["lengths"], batch["captions"], batch["audio_ids"], p_audio,
+            p_caption,
+        )  # fmt: skip
 
     train_cfg = config.train.trainer_config(len(dataset), seed=seed, num_epochs=num_epochs, lr=lr)
     train_cfg = step_budget(train_cfg, len(dataset), max_steps)
@@ -164,9 +179,10 @@ def distill(
     development split with targets from the ensemble of that seed's M stage-1 models (trained or
     reloaded first), ``finetune_steps`` steps (or ``finetune_epochs``) on the start crops of
     :func:`stage2_config`. ``lam`` = 0 gives plain fine-tuning with L_sup (the λ-sweep baseline,
-    the same budget). The student is selected on the validation split as in stage 1
+    the same budget), which reads no teacher. The student is selected on the validation split as in stage 1
     (``retrieval.select``: the best mAP@10 or the final weights, both saved). Trained once per
-    configuration (keyed by the stage-1 models' weights), then reloaded; a run killed before it
+    configuration (keyed by the stage-1 weights of the student and, at λ > 0, of
+    every teacher), then reloaded; a run killed before it
     finished continues from its last checkpoint when called again
     (:func:`~audiorepro.experiments.retrieval.runs.trained_model`). ``callbacks`` are further
     Trainer callbacks of the stage-2 run."""
@@ -179,7 +195,11 @@ def distill(
     run = distill_entry(config, name, seed, data, lam=lam, dist_only=dist_only)
 
     def train(model: DualEncoder, staging: Path, selection: Selection) -> Any:
-        ensemble = teacher_ensemble(config, seed, data, items, progress=progress)
+        ensemble = (
+            teacher_ensemble(config, seed, data, items, progress=progress)
+            if uses_teachers(lam, dist_only)
+            else None  # plain fine-tuning: no teacher is trained or read
+        )
         return train_distilled(
             model,
             items,
@@ -207,10 +227,24 @@ def distill_entry(
     config: Config, name: str, seed: int, data: RetrievalData, *, lam: float | None = None,
     dist_only: bool | None = None,
 ) -> Run:  # fmt: skip
-    """The run-store entry of :func:`distill` (its key covers the stage-1 weights of the
-    student and of every teacher; their stage 0 must exist, or it is trained now)."""
+    """The run-store entry of :func:`distill`. Its key covers the stage-1 weights of the
+    student and, where L_dist reads them (:func:`uses_teachers`), of every teacher; their
+    stage 0 must exist, or it is trained now. Plain fine-tuning (λ = 0) depends on the student
+    alone, so it can run before the other teachers exist."""
     run_cfg = stage2_config(config, name)
     select = run_cfg.select
+    lam = config.lam if lam is None else lam
+    dist_only = config.dist_only if dist_only is None else dist_only
+    teachers = (
+        {
+            "teachers": [
+                weights_key(stage1_entry(config, t, seed, data).key, select)
+                for t in config.teachers
+            ]
+        }
+        if uses_teachers(lam, dist_only)
+        else {}
+    )
     return run_entry(
         f"distill-{name}",
         run_cfg,
@@ -222,11 +256,9 @@ def distill_entry(
         lr=config.finetune_lr,
         init=weights_key(stage1_entry(config, name, seed, data).key, select),
         run_store=store(),
-        teachers=[
-            weights_key(stage1_entry(config, t, seed, data).key, select) for t in config.teachers
-        ],
-        lam=config.lam if lam is None else lam,
-        dist_only=config.dist_only if dist_only is None else dist_only,
+        **teachers,
+        lam=lam,
+        dist_only=dist_only,
         target_tau=config.target_tau,
         crop="start",
     )
