@@ -845,3 +845,32 @@ def test_awe_dtw_counts_name_their_option(capsys):
             main(["awe", "dtw", "--segments", "x.tsv", option, value])
         assert stop.value.code == 2
         assert f"argument {option}: expected an integer {expected}" in capsys.readouterr().err
+
+
+def test_training_shows_progress_on_a_terminal_on_stderr_only(
+    corpus, tmp_path, capsys, monkeypatch
+):
+    """On a terminal the training commands show their progress (the pair search, the steps, the
+    closing line), all on stderr: stdout holds the same lines as in a log or a pipe."""
+    from audiorepro import cli
+
+    train = (
+        "units", "train", "--audio", corpus / "audio", "--preset", "smoke",
+        "--set", "train.max_steps=3", "--set", "train.segment_frames=32",
+    )  # fmt: skip
+    awe_train = (
+        "awe", "train", "--segments", corpus / "seg.tsv", "--preset", "smoke",
+        "--set", "train.num_epochs=1",
+    )  # fmt: skip
+    outs = {}
+    for shown in ("none", "lines"):
+        monkeypatch.setattr(cli, "_progress", lambda shown=shown: shown)
+        for name, argv in (("units", train), ("awe", awe_train)):
+            code, out, err = run_cli(capsys, *argv, "--out", tmp_path / f"{name}-{shown}")
+            assert code == 0, err
+            outs[name, shown] = out, err
+    for name in ("units", "awe"):
+        (quiet, quiet_err), (shown, shown_err) = outs[name, "none"], outs[name, "lines"]
+        assert shown.replace("-lines", "-none") == quiet
+        assert "done:" in shown_err and "done:" not in quiet_err and "done:" not in shown
+    assert "finding pairs among 18 files by DTW" in outs["units", "lines"][1]

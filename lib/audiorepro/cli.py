@@ -456,12 +456,27 @@ def _done(args: argparse.Namespace, plan: Any, outputs: Sequence[str]) -> None:
     record_output(plan, command=_command_name(args), outputs=outputs)
 
 
+def _progress() -> str:
+    """How a training command shows its progress: a live bar on a terminal (the user sees the
+    run is alive, and when it will end), nothing otherwise (logs and pipes get only the
+    command's own lines). Either way stdout holds the same lines: the bar and the training
+    loop's own lines go to stderr (:func:`_trained`)."""
+    try:
+        return "bar" if sys.stderr.isatty() else "none"
+    except (AttributeError, ValueError):
+        return "none"
+
+
 def _trained(args: argparse.Namespace, setting: str, lr: Any, train: Any) -> Any:
-    """``train()``; a non-finite loss becomes an error that names the setting to change."""
+    """``train()`` (progress, where shown, on stderr); a non-finite loss becomes an error that
+    names the setting to change."""
+    import contextlib
+
     from audiorepro.training.loop import NonFiniteError
 
     try:
-        return train()
+        with contextlib.redirect_stdout(sys.stderr):
+            return train()
     except NonFiniteError as err:
         what = str(err).split(" Training stopped")[0].rstrip(".")
         rate = lr()
@@ -596,6 +611,7 @@ def _run(args: argparse.Namespace) -> None:
                     speaker_of=args.speaker_of,
                     preset=args.preset,
                     overrides=overrides,
+                    progress=_progress(),
                 ),
             )
             _done(args, plan, UNITS_WRITES)
@@ -629,7 +645,9 @@ def _run(args: argparse.Namespace) -> None:
                 args,
                 "inverter_train.lr",
                 lambda: _loader(args)(units_run.preset, overrides).inverter_train.lr,
-                lambda: units.train_voice(units_run, args.audio, args.out, overrides=overrides),
+                lambda: units.train_voice(
+                    units_run, args.audio, args.out, overrides=overrides, progress=_progress()
+                ),
             )
             _done(args, plan, VOICE_WRITES)
         losses = voice.history["loss"]
@@ -687,6 +705,7 @@ def _run(args: argparse.Namespace) -> None:
                     overrides=overrides,
                     speeds=args.speeds,
                     norm=args.norm,
+                    progress=_progress(),
                 ),
             )
             _done(args, plan, AWE_WRITES)

@@ -199,6 +199,8 @@ def train_units(
     files, voices = [feats[n] for n in names], [speakers[n] for n in names]
     found = Pairing((), 0, "train.pairs is none")
     if paired.train.pairs == "nearest":
+        if progress != "none":  # the search is quadratic in the files: say it runs
+            print(f"finding pairs among {len(files)} files by DTW ...", flush=True)
         found = find_pairs(normalize_features(files, config.model.feature_norm, voices), voices)
     lines = [pairing] if found.pairs or paired is config else []  # none found: one line
     config, pairing = (paired if found.pairs else config), "\n".join([*lines, found.line()])
