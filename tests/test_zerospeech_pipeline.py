@@ -16,7 +16,12 @@ from audiorepro.data.speech_segments import (
 )
 from audiorepro.experiments.zerospeech import plan
 from audiorepro.experiments.zerospeech.config import Config, load_config
-from audiorepro.experiments.zerospeech.evaluate import code_segments, encode_files, length_batches
+from audiorepro.experiments.zerospeech.evaluate import (
+    code_segments,
+    encode_files,
+    length_batches,
+    window_spans,
+)
 from audiorepro.experiments.zerospeech.findings import findings
 from audiorepro.experiments.zerospeech.inverter import synthesis_targets
 from audiorepro.experiments.zerospeech.submission import export_submission
@@ -24,6 +29,7 @@ from audiorepro.experiments.zerospeech.tables import ablation_rows
 from audiorepro.features import save_audio
 from audiorepro.metrics.abx import abx_error, read_submission_folder
 from audiorepro.metrics.bitrate import bitrate, bitrate_from_submission
+from audiorepro.models.inverter import CodebookInverter, InverterConfig
 from audiorepro.models.vqvae import VQVAE, VQVAEConfig
 from audiorepro.reporting import config_hash_of
 from audiorepro.storage import ArrayFileError, RunStore
@@ -120,6 +126,79 @@ def test_encode_files_returns_unpadded_codes_and_codebook_vectors():
     codes, vectors = encode_files(model, feats, batch_size=2)
     assert len(codes["a"]) == 3 and len(codes["b"]) == 5
     np.testing.assert_array_equal(vectors["b"], model.quantizer.codebook[codes["b"]].numpy())
+
+
+def test_window_spans_tile_the_file_within_the_size_and_align_to_the_stride():
+    assert window_spans(10, 20, 4, 4) == [(0, 10, 0, 10)]  # short: whole
+    assert window_spans(20, 20, 4, 4) == [(0, 20, 0, 20)]
+    for length in (21, 100, 101, 977):
+        spans = window_spans(length, 40, 8, 4)
+        assert spans[0][2] == 0 and spans[-1][3] == length
+        for (start, end, keep, stop), nxt in zip(spans, spans[1:] + [None], strict=True):
+            assert 0 <= start <= keep < stop <= end <= length and end - start <= 40
+            assert keep - start <= 8 and start % 4 == 0 and keep % 4 == 0
+            assert end == min(length, stop + 8)  # the context after, where the file goes on
+            if nxt is not None:
+                assert nxt[2] == stop  # kept parts tile the file in order
+    for size, context in ((40, 6), (42, 8), (16, 8)):
+        with pytest.raises(ValueError, match="window_spans"):
+            window_spans(100, size, context, 4)
+
+
+@pytest.mark.parametrize("stride", [2, 4])
+def test_a_long_file_is_encoded_window_by_window_and_a_short_one_whole(stride, monkeypatch):
+    """Attention over a whole long file takes memory in the square of its frames: past
+    WINDOW_FRAMES, encode_files encodes windows and joins the units of their kept parts."""
+    evaluate = importlib.import_module("audiorepro.experiments.zerospeech.evaluate")
+    torch.manual_seed(0)
+    model = VQVAE(
+        VQVAEConfig(
+            input_dim=5, d_model=16, ffn_dim=16, code_dim=4, codebook_size=8,
+            decoder_channels=8, speaker_dim=4, stride=stride,
+        ),
+        n_speakers=1,
+    ).eval()  # fmt: skip
+    rng = np.random.default_rng(0)
+    feats = {"long": rng.random((101, 5), dtype=np.float32), "short": rng.random((37, 5))}
+    whole, _ = encode_files(model, feats)
+    monkeypatch.setattr(evaluate, "WINDOW_FRAMES", 40)
+    monkeypatch.setattr(evaluate, "WINDOW_CONTEXT", 8)
+    codes, vectors = encode_files(model, feats)
+    np.testing.assert_array_equal(codes["short"], whole["short"])  # within a window: whole
+    assert len(codes["long"]) == len(whole["long"]) == -(-101 // stride)
+    np.testing.assert_array_equal(vectors["long"], model.quantizer.codebook[codes["long"]].numpy())
+    # each window's kept code frames are those of that window encoded on its own
+    inputs = evaluate.model_inputs(feats, model.cfg.feature_norm, None)["long"]
+    for start, end, keep, stop in window_spans(101, 40, 8, stride):
+        alone, _ = encode_files(model, {"w": inputs[start:end]})
+        lo, hi = keep // stride, -(-stop // stride)
+        part = alone["w"][(keep - start) // stride : (keep - start) // stride + hi - lo]
+        np.testing.assert_array_equal(codes["long"][lo:hi], part)
+
+
+def test_a_long_file_is_inverted_window_by_window_to_its_length(monkeypatch):
+    from audiorepro.experiments.zerospeech import inverter as inv_module
+
+    torch.manual_seed(0)
+    inv = CodebookInverter(
+        InverterConfig(code_dim=8, n_bins=17, repeat=4, d_model=16, ffn_dim=32)
+    ).eval()
+    vectors = np.random.default_rng(0).standard_normal((23, 8)).astype(np.float32)
+
+    def inverted(v):
+        with torch.no_grad():
+            return inv(torch.from_numpy(v)[None], torch.tensor([len(v)]))[0].numpy()
+
+    np.testing.assert_array_equal(inv_module.invert_windows(inv, vectors), inverted(vectors))
+    monkeypatch.setattr(inv_module, "WINDOW_FRAMES", 32)  # 8 code frames at r = 4
+    monkeypatch.setattr(inv_module, "WINDOW_CONTEXT", 8)
+    mags = inv_module.invert_windows(inv, vectors)
+    assert mags.shape == (23 * 4, 17)
+    for start, end, keep, stop in window_spans(23, 8, 2):
+        alone = inverted(vectors[start:end])
+        np.testing.assert_array_equal(
+            mags[keep * 4 : stop * 4], alone[(keep - start) * 4 : (stop - start) * 4]
+        )
 
 
 def test_length_batches_bound_the_attention_of_long_files():

@@ -31,6 +31,60 @@ from audiorepro.models.kmeans import KMeans, kmeans
 from audiorepro.models.vqvae import VQVAE, VQVAEConfig
 from audiorepro.repro import single_thread
 
+WINDOW_FRAMES = 3000
+"""The longest stretch of input frames (10 ms: 30 s) that the Transformer encoder attends over
+at once. Its memory grows with the square of the frames (a 150 s file alone took 4 GB), so a
+longer file is encoded in windows (:func:`window_spans`); a file up to this long is encoded
+whole, as before. The model trains on crops of ``train.segment_frames``, far shorter."""
+
+WINDOW_CONTEXT = 200
+"""Frames (2 s) each window reads beyond the part of it that is kept, on both sides where the
+file goes on: the units near a window's edge still see what is around them."""
+
+
+def window_spans(
+    length: int, size: int, context: int, align: int = 1
+) -> list[tuple[int, int, int, int]]:
+    """``[(start, end, keep_start, keep_end)]``: windows ``[start, end)`` of at most ``size``
+    frames over ``[0, length)`` whose kept parts ``[keep_start, keep_end)`` tile it in order,
+    each window reaching up to ``context`` frames beyond its kept part on both sides. One
+    window, the whole, when ``length <= size``. ``size`` and ``context`` multiples of
+    ``align`` (a strided encoder's stride, so that every window starts on a code frame)."""
+    if size % align or context % align or size - 2 * context < align:
+        raise ValueError(
+            f"window_spans: size {size} and context {context} must be multiples of {align}, "
+            f"with size - 2 * context >= {align}"
+        )
+    if length <= size:
+        return [(0, length, 0, length)]
+    core = size - 2 * context
+    return [
+        (max(0, a - context), min(length, a + core + context), a, min(length, a + core))
+        for a in range(0, length, core)
+    ]
+
+
+@torch.no_grad()
+def encode_windows(
+    model: VQVAE, frames: np.ndarray, size: int | None = None, context: int | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """One file's units, ``(codes (T',) int64, codebook vectors (T', D_e))``, its frames (T, F)
+    already normalised as :func:`model_inputs` does: whole when ``T <= size``
+    (:data:`WINDOW_FRAMES`), else window by window (:func:`window_spans`, :data:`WINDOW_CONTEXT`),
+    the code frames of each window's kept part joined. T' = ceil(T / stride) either way."""
+    size = WINDOW_FRAMES if size is None else size
+    context = WINDOW_CONTEXT if context is None else context
+    stride = model.cfg.stride
+    codes, vectors = [], []
+    for start, end, keep, stop in window_spans(len(frames), size, context, stride):
+        x = torch.from_numpy(np.asarray(frames[start:end], dtype=np.float32))[None]
+        c, e, n = model.encode(x, torch.tensor([end - start]))
+        lo, hi = (keep - start) // stride, min(int(n[0]), -(-(stop - start) // stride))
+        codes.append(c[0, lo:hi].numpy().astype(np.int64))
+        vectors.append(e[0, lo:hi].numpy().astype(np.float32))
+    return np.concatenate(codes), np.concatenate(vectors)
+
+
 ATTENTION_BUDGET = 2**28
 """Attention scores (batch × heads × frames², float32: 1 GiB) that one batch of
 :func:`encode_files` may hold: the Transformer encoder attends over whole files, so 64 files of
@@ -67,11 +121,15 @@ def encode_files(
     The features are first normalised as the model was trained (``model.cfg.feature_norm``,
     :func:`model_inputs`; per speaker: over the files given here, by ``speakers`` or the name
     prefix). Files go in batches of similar length, at most ``batch_size`` and
-    :data:`ATTENTION_BUDGET` (:func:`length_batches`)."""
+    :data:`ATTENTION_BUDGET` (:func:`length_batches`); a file longer than
+    :data:`WINDOW_FRAMES` is encoded alone, window by window (:func:`encode_windows`)."""
     model.eval()
     feats = model_inputs(feats, model.cfg.feature_norm, speakers)
-    names = list(feats)  # length_batches orders them by length
     codes, vectors = {}, {}
+    with single_thread():
+        for name in [n for n in feats if len(feats[n]) > WINDOW_FRAMES]:  # window by window
+            codes[name], vectors[name] = encode_windows(model, feats[name])
+    names = [n for n in feats if n not in codes]  # length_batches orders them by length
     heads = model.cfg.n_heads if model.cfg.encoder == "transformer" else 1
     batches = length_batches([len(feats[n]) for n in names], batch_size, heads, ATTENTION_BUDGET)
     with single_thread():

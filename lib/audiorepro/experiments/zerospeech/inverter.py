@@ -23,7 +23,13 @@ from audiorepro.data.speech_segments import (
 )
 from audiorepro.experiments.zerospeech.config import INVERTER_VERSION, RUNS_VERSION, Config, store
 from audiorepro.experiments.zerospeech.data import language_dir, load_features
-from audiorepro.experiments.zerospeech.evaluate import encode_files
+from audiorepro.experiments.zerospeech.evaluate import (
+    WINDOW_CONTEXT,
+    WINDOW_FRAMES,
+    encode_files,
+    encode_windows,
+    window_spans,
+)
 from audiorepro.experiments.zerospeech.train import TrainedVQVAE, fit_one_thread, weights_digest
 from audiorepro.features import griffin_lim
 from audiorepro.losses.inverter import inverter_loss
@@ -189,11 +195,27 @@ def resynthesize(
             "encode the speaker's files with encode_files, which pools their statistics"
         )
     (feats,) = normalize_features([feats], vqvae.cfg.feature_norm)
-    x = torch.from_numpy(np.asarray(feats, dtype=np.float32))[None]
-    codes, e, code_lengths = vqvae.encode(x, torch.tensor([len(feats)]))
-    mag = inverter(e, code_lengths)[0, : len(feats)].numpy()  # (S, n_bins)
+    codes, vectors = encode_windows(vqvae, np.asarray(feats, dtype=np.float32))
+    mag = invert_windows(inverter, vectors)[: len(feats)]  # (S, n_bins)
     wav = griffin_lim(mag, n_iter=griffin_lim_iters, sr=SAMPLE_RATE, length=n_samples, seed=seed)
-    return wav, mag, codes[0, : int(code_lengths[0])].numpy()
+    return wav, mag, codes
+
+
+@torch.no_grad()
+def invert_windows(inverter: CodebookInverter, vectors: np.ndarray) -> np.ndarray:
+    """Magnitudes (T'·r, n_bins) of one file's codebook vectors (T', D_e): whole when its
+    spectrogram frames fit :data:`~audiorepro.experiments.zerospeech.evaluate.WINDOW_FRAMES`,
+    else window by window as the encoder's (its Transformer layers attend over every frame
+    at once), the magnitudes of each window's kept part joined."""
+    r = inverter.cfg.repeat
+    parts = []
+    for start, end, keep, stop in window_spans(
+        len(vectors), WINDOW_FRAMES // r, WINDOW_CONTEXT // r
+    ):
+        e = torch.from_numpy(np.asarray(vectors[start:end], dtype=np.float32))[None]
+        mag = inverter(e, torch.tensor([end - start]))[0]
+        parts.append(mag[(keep - start) * r : (stop - start) * r].numpy())
+    return np.concatenate(parts)
 
 
 def synthesis_voices(lang_dir: Path) -> list[str]:
