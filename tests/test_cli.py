@@ -874,3 +874,42 @@ def test_training_shows_progress_on_a_terminal_on_stderr_only(
         assert shown.replace("-lines", "-none") == quiet
         assert "done:" in shown_err and "done:" not in quiet_err and "done:" not in shown
     assert "finding pairs among 18 files by DTW" in outs["units", "lines"][1]
+
+
+def test_abx_score_reads_the_frame_shift_units_encode_recorded(corpus, tmp_path, capsys):
+    """Items that end early in every file (the first 30 % of each word file) are scored at the
+    frame shift `units encode` recorded, and another frame shift is refused, naming both."""
+    code, _, err = run_cli(
+        capsys, "units", "train", "--audio", corpus / "audio", "--preset", "smoke",
+        "--set", "train.max_steps=2", "--set", "train.segment_frames=32", "--out", tmp_path / "u",
+    )  # fmt: skip
+    assert code == 0, err
+    code, out, err = run_cli(
+        capsys, "units", "encode", tmp_path / "u", "--audio", corpus / "audio",
+        "--out", tmp_path / "sub",
+    )  # fmt: skip
+    assert code == 0 and "one line every 0.04 s" in out, err
+    rows = []
+    for line in (corpus / "seg.tsv").read_text().splitlines()[1:]:
+        path, word, speaker = line.split("\t")[:3]
+        seconds = sf.info(corpus / path).duration
+        rows.append(f"{corpus / path}\t{word}\t{speaker}\t0\t{0.3 * seconds:.3f}\n")
+    (tmp_path / "early.tsv").write_text(HEADER + "".join(rows))
+    code, _, err = run_cli(
+        capsys, "abx", "items", "--segments", tmp_path / "early.tsv", "--audio", corpus / "audio",
+        "--out", tmp_path / "early.item",
+    )  # fmt: skip
+    assert code == 0, err
+    score = ("abx", "score", tmp_path / "early.item", tmp_path / "sub", "--frame-shift")
+    code, out, err = run_cli(capsys, *score, "0.04")
+    assert code == 0, err
+    assert "units (codebook vectors) (this folder)" in out and "k-means units" in out
+    code, out, err = run_cli(capsys, *score, "0.01")
+    assert code == 1 and out == ""
+    assert (
+        "`units encode` wrote a line every 0.04 s (command.json), but --frame-shift is 0.01" in err
+    )
+    # the same lines without the record: the frame shift is not known, and the check stays
+    (tmp_path / "sub" / "command.json").unlink()
+    code, _, err = run_cli(capsys, *score, "0.04")
+    assert code == 1 and "the items reach at most" in err

@@ -572,10 +572,7 @@ def _abx_score(args: argparse.Namespace) -> None:
             print(f"no baseline: {scored.why}")
         print(f"{scored.error:.3f}")
         return
-    note = baselines.shift_note(scored.rows, scored.encoding)
     print("\n".join(baselines.score_table(scored.rows, args.mode, args.distance)))
-    if note:
-        print(note)
     print(baselines.verdict(scored.rows))
 
 

@@ -181,12 +181,15 @@ def item_frames(
     features: Mapping[str, np.ndarray] | str | os.PathLike[str],
     item_file: str | os.PathLike[str],
     frame_shift: float | None = None,
+    *,
+    shift_known: bool = False,
 ) -> tuple[list[AbxItem], list[np.ndarray]]:
     """Read an item file and cut each item's frames out of ``features``.
 
     Returns ``(items, frames)`` with ``frames[k]`` the (n_k, D) float64 frames of item ``k``.
     The frame rule is applied to all items at once (:func:`_item_spans`); an item that breaks
-    it is then checked alone for the error message.
+    it is then checked alone for the error message. Unless ``shift_known``, a ``frame_shift``
+    under which no file's items reach half its frames is refused (:func:`_check_reach`).
 
     Raises:
         ZeroSpeechFormatError: naming the item file and line for a malformed line, an
@@ -209,7 +212,7 @@ def item_frames(
     start, stop, ok = _item_spans(lengths, onset, offset, frame_shift)
     for k in np.flatnonzero(~ok):
         start[k], stop[k] = _checked_span(items, int(k), lengths[k], item_file, frame_shift)
-    if frame_shift is not None:
+    if frame_shift is not None and not shift_known:
         _check_reach(items, lengths, stop, item_file, frame_shift)
     frames = [
         np.ascontiguousarray(arrays[it.file][a:b])
@@ -369,9 +372,11 @@ def _check_reach(
         None,
         f"at a frame shift of {frame_shift:g} s the items reach at most {100 * end / n:.0f}% "
         f"of their files' frames (file {file}: frames 0-{end - 1} of {n}; {len(reach)} files): "
-        f"the features have more frames than the item times imply, so each item would be "
-        f"scored on its start only; give the features' own frame shift (--frame-shift, "
-        f"frame_shift=): a frame shift of about {likely:.2g} s reaches the ends",
+        f"the features have more frames than the item times imply, so the frame shift is "
+        f"likely not theirs and each item would be scored on its start only; give the "
+        f"features' own frame shift (--frame-shift, frame_shift=): about {likely:.2g} s if "
+        f"the last item of some file ends near its end (a folder written by `audiorepro units "
+        f"encode` records its own, and is scored whatever part of the files the items cover)",
     )
 
 
@@ -890,6 +895,8 @@ def abx_modes(
     distance: str = "angular",
     modes: Sequence[str] = MODES,
     frame_shift: float | None = None,
+    *,
+    shift_known: bool = False,
 ) -> dict[str, AbxResult]:
     """The ABX of several modes in one pass: ``{mode: result}``, each equal to :func:`abx`.
 
@@ -899,7 +906,7 @@ def abx_modes(
     (repeats ignored); ValueError when a mode has no triplet.
     """
     _check_arguments(distance, modes, frame_shift)
-    items, frames = item_frames(features, item_file, frame_shift)
+    items, frames = item_frames(features, item_file, frame_shift, shift_known=shift_known)
     with naming(item_file):
         return _abx_from_frames(items, frames, distance, list(dict.fromkeys(modes)))
 
@@ -910,9 +917,13 @@ def abx(
     distance: str = "angular",
     mode: str = "across",
     frame_shift: float | None = None,
+    *,
+    shift_known: bool = False,
 ) -> AbxResult:
     """ABX error with its per-cell and per-phone-pair breakdown; see :func:`abx_error`."""
-    return abx_modes(features, item_file, distance, [mode], frame_shift)[mode]
+    return abx_modes(features, item_file, distance, [mode], frame_shift, shift_known=shift_known)[
+        mode
+    ]
 
 
 def abx_error(
@@ -921,6 +932,8 @@ def abx_error(
     distance: str = "angular",
     mode: str = "across",
     frame_shift: float | None = None,
+    *,
+    shift_known: bool = False,
 ) -> float:
     """ZeroSpeech 2019 ABX error in percent (module docstring; reference §1.2-1.5).
 
@@ -933,6 +946,9 @@ def abx_error(
         mode: ``"across"`` (A, B one speaker, X another) or ``"within"`` (one speaker).
         frame_shift: ``None`` for the 2019 relative-time convention, else the frame shift in
             seconds for libri-light's frame rule.
+        shift_known: ``frame_shift`` is known to be the features' own (recorded where they
+            were written, as ``units encode`` does): items that end early in every file are
+            then scored, not taken for a frame shift that does not fit (:func:`item_frames`).
 
     Returns:
         The error in percent, ``100 * (1 - mean score)``; 50 is chance.
@@ -948,4 +964,4 @@ def abx_error(
             :data:`~audiorepro.metrics.checks.FEW` triplets and for within-speaker ABX of one
             speaker.
     """
-    return abx(features, item_file, distance, mode, frame_shift).error
+    return abx(features, item_file, distance, mode, frame_shift, shift_known=shift_known).error

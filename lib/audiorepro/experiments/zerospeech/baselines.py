@@ -164,7 +164,9 @@ def side_by_side(
                 # the submission's items and triplets: its warnings were said once already
                 warnings.simplefilter("ignore", ScoreWarning)
                 try:
-                    score = abx_error(features, item_file, distance, mode, shift)
+                    score = abx_error(  # written here at their own frame shift
+                        features, item_file, distance, mode, shift, shift_known=True
+                    )
                 except ScoreError as err:
                     why = str(err)
         rows.append(ScoreRow(what, row_name(what, run), score, shift, why=why))
@@ -199,8 +201,20 @@ def score_folder(
 ) -> Scored:
     """``abx score``: the ABX error of the folder ``submission`` on ``item_file`` and, for a
     folder ``units encode`` wrote (unless ``baselines`` is false), its baselines on the same
-    items (:func:`side_by_side`)."""
-    error = abx_error(submission, item_file, distance=distance, mode=mode, frame_shift=frame_shift)
+    items (:func:`side_by_side`). A ``frame_shift`` other than the one ``units encode``
+    recorded writing the folder is refused (:func:`recorded_frame_shift`); equal to it, the
+    items are scored wherever in their files they lie."""
+    own = recorded_frame_shift(submission)
+    if frame_shift is not None and own is not None and not math.isclose(own, frame_shift):
+        raise ValueError(
+            f"{submission}: `{ENCODE}` wrote a line every {own:g} s ({OUTPUT_RECORD}), but "
+            f"--frame-shift is {frame_shift:g} s: the item times would be read at another "
+            f"frame rate than the lines'; give --frame-shift {own:g}"
+        )
+    error = abx_error(
+        submission, item_file, distance=distance, mode=mode, frame_shift=frame_shift,
+        shift_known=own is not None,
+    )  # fmt: skip
     encoding, why = (None, "") if not baselines else encoding_of(submission)
     if encoding is None:
         return Scored(error, [], None, why)
@@ -210,19 +224,18 @@ def score_folder(
     return Scored(error, rows, encoding, "")
 
 
-def shift_note(rows: Sequence[ScoreRow], encoding: Encoding) -> str:
-    """A line when the submission was scored at another frame shift than the one its lines
-    were written at (``units encode`` printed it), else ``""``."""
-    main = next(r for r in rows if r.submission)
-    if main.frame_shift is None:
-        return ""
-    own = output_frame_shift(load_units(encoding.run), encoding.what)
-    if math.isclose(own, main.frame_shift, rel_tol=1e-9):
-        return ""
-    return (
-        f"note: --frame-shift {main.frame_shift:g} s, but `{ENCODE} --what {encoding.what}` "
-        f"wrote a line every {own:g} s; the baselines are read at their own frame shifts"
-    )
+def recorded_frame_shift(submission: str | os.PathLike[str]) -> float | None:
+    """The seconds between the lines of a folder ``units encode`` wrote, from its record (the
+    run and ``--what``), or ``None`` when the folder has no such record or its run is gone."""
+    record = read_output_record(Path(submission))
+    if record is None or record.get("command") != ENCODE:
+        return None
+    run = (record.get("given") or {}).get("RUN")
+    what = record.get("request", {}).get("settings", {}).get("--what", "vectors")
+    try:
+        return output_frame_shift(load_units(run), what) if run else None
+    except (OSError, ValueError, KeyError):  # the run moved or is not one: shift unknown
+        return None
 
 
 def _percent_pair(a: float, b: float) -> str:
