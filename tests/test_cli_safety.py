@@ -178,10 +178,13 @@ def test_the_files_of_a_run_a_command_reads_are_never_replaced(corpus, units_run
     run, table = corpus / "awe-run", corpus / "twice.tsv"
     rows = (corpus / "seg.tsv").read_text().splitlines()[1:]
     (corpus / "twice").mkdir()
-    for row in rows:  # two tokens of every word and speaker: copies of its file
+    for row in rows:  # two tokens of every word and speaker: its file, and a quieter copy
         name = row.split("\t")[0]
-        for copy in (name, name.replace(".wav", "_again.wav")):
-            shutil.copy(corpus / name, corpus / "twice" / Path(copy).name)
+        shutil.copy(corpus / name, corpus / "twice" / Path(name).name)
+        samples, rate = sf.read(corpus / name)  # not the same bytes: two recordings
+        sf.write(
+            corpus / "twice" / Path(name.replace(".wav", "_again.wav")).name, 0.5 * samples, rate
+        )
     twice = [r.replace("audio/", "twice/") for r in rows]
     twice += [r.replace(".wav", "_again.wav") for r in twice]
     table.write_text(HEADER + "".join(f"{r}\n" for r in twice))

@@ -20,7 +20,7 @@ def _package(root: Path, speaker: str, prompts: dict[str, np.ndarray], digits: l
     (sounds / "digits").mkdir(parents=True)
     for name, samples in prompts.items():
         sf.write(sounds / f"{name}.wav", samples, 8000, subtype="PCM_16")
-    rng = np.random.default_rng(len(digits))
+    rng = np.random.default_rng([len(digits), *map(ord, speaker)])  # each speaker's own
     for name in digits:
         sf.write(
             sounds / "digits" / f"{name}.wav", rng.integers(-3000, 3000, 800, dtype=np.int16), 8000

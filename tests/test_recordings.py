@@ -491,3 +491,27 @@ def test_the_cmu_lexicon_reads_digit_labels_as_the_words_a_digits_corpus_says():
     assert lexicon["7"] == lexicon["seven"] == ("S", "EH", "V", "AH", "N")
     assert lexicon["42"] == lexicon["forty"] + lexicon["two"]
     assert "zz9q" not in lexicon  # the caller names the line
+
+
+def test_a_table_of_two_files_that_are_the_same_bytes_is_refused_naming_both(tmp_path):
+    """A recording copied under another name (some telephone prompt packages hold such
+    copies) would be an item matched with itself: ABX 0 %, a pair of AP 1."""
+    from audiorepro.data.recordings import read_segments
+
+    rng = np.random.default_rng(0)
+    for name in ("a", "b"):
+        sf.write(tmp_path / f"{name}.wav", rng.normal(0, 0.1, 800).astype(np.float32), 8000)
+    (tmp_path / "copy.wav").write_bytes((tmp_path / "a.wav").read_bytes())
+    head = "path\tword\tspeaker\tstart\tend\n"
+    table = tmp_path / "t.tsv"
+    table.write_text(head + "a.wav\tyes\tS1\t\t\nb.wav\tno\tS1\t\t\ncopy.wav\tyes\tS2\t\t\n")
+    with pytest.raises(RecordingsError, match=r"t.tsv:4: copy.wav: the same recording as .*a.wav, "
+                       r"line 2: the two files are byte for byte the same"):  # fmt: skip
+        read_segments(table)
+    # other times of the copy are other segments; without the audio checked, nothing is read
+    table.write_text(head + "a.wav\tyes\tS1\t0\t0.05\ncopy.wav\tno\tS2\t0.05\t0.1\n")
+    assert len(read_segments(table)) == 2
+    table.write_text(head + "a.wav\tyes\tS1\t0\t0.05\ncopy.wav\tyes\tS2\t0\t0.05\n")
+    with pytest.raises(RecordingsError, match=r"t.tsv:3: copy.wav \(0-0.05 s\): the same"):
+        read_segments(table)
+    assert len(read_segments(table, check_audio=False)) == 2

@@ -755,15 +755,18 @@ def _seconds(text: str, path: Path, line: int, column: str) -> float:
 def read_segments(path: str | os.PathLike[str], check_audio: bool = True) -> list[Segment]:
     """Read a segments table (module docstring), in file order; words by :func:`word_label`.
 
-    With ``check_audio``, every audio file must exist and every ``end`` lie within its file.
+    With ``check_audio``, every audio file must exist and every ``end`` lie within its file,
+    and no two files may be the same bytes (a copy under another name) for the same times.
 
     Raises:
         RecordingsError: naming ``table:line`` and the column for a wrong header, a wrong number
             of fields, an empty path/word/speaker, a word or speaker with whitespace, only one of
             start/end, a non-numeric or negative time, ``start >= end``, a missing audio file or
             an end past the end of the file, a segment (file, start, end) listed twice (naming
-            both lines); naming the table for one without rows.
+            both lines), the same segment of two byte-identical files (naming both); naming
+            the table for one without rows.
     """
+    from audiorepro.storage import known_file_sha256
     path = Path(path)
     lines = _read_lines(path)
     if not lines:
@@ -779,6 +782,7 @@ def read_segments(path: str | os.PathLike[str], check_audio: bool = True) -> lis
     durations: dict[Path, float] = {}
     out = []
     seen: dict[tuple[Path, float | None, float | None], tuple[str, int]] = {}
+    copies: dict[tuple[str, float | None, float | None], tuple[Path, int]] = {}
     for number, line in lines[1:]:
         fields = [f.strip() for f in line.split("\t")]
         if len(fields) != len(SEGMENT_COLUMNS):
@@ -831,6 +835,19 @@ def read_segments(path: str | os.PathLike[str], check_audio: bool = True) -> lis
         if check_audio:
             if not audio_path.is_file():
                 raise RecordingsError(path, number, f"path: no such audio file {audio_path}")
+            copy = (known_file_sha256(audio_path), start, end)
+            if copy in copies and copies[copy][0] != key[0]:
+                other, other_line = copies[copy]
+                where = "" if start is None else f" ({start_text}-{end_text} s)"
+                raise RecordingsError(
+                    path,
+                    number,
+                    f"{audio}{where}: the same recording as {other}, line {other_line}: the "
+                    "two files are byte for byte the same, so as two rows the item would be "
+                    "matched with a copy of itself (an ABX of 0 %, a pair of AP 1); remove one "
+                    "of the two rows, or the copy",
+                )
+            copies.setdefault(copy, (key[0], number))
             if end is not None:
                 if audio_path not in durations:
                     frames, rate, _ = audio_info(audio_path)
