@@ -767,6 +767,7 @@ def read_segments(path: str | os.PathLike[str], check_audio: bool = True) -> lis
             the table for one without rows.
     """
     from audiorepro.storage import known_file_sha256
+
     path = Path(path)
     lines = _read_lines(path)
     if not lines:
