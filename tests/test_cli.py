@@ -913,3 +913,21 @@ def test_abx_score_reads_the_frame_shift_units_encode_recorded(corpus, tmp_path,
     (tmp_path / "sub" / "command.json").unlink()
     code, _, err = run_cli(capsys, *score, "0.04")
     assert code == 1 and "the items reach at most" in err
+
+
+def test_a_step_budget_below_one_and_a_field_set_twice_are_named(corpus, tmp_path, capsys):
+    """`--set train.max_steps=0` named num_epochs (which the loader had lifted to it) before."""
+    audio = ("units", "train", "--audio", corpus / "audio", "--preset", "smoke")
+    table = ("awe", "train", "--segments", corpus / "seg.tsv", "--preset", "smoke")
+    for argv in (audio, table):
+        for steps in ("0", "-1"):
+            code, _, err = run_cli(
+                capsys, *argv, "--set", f"train.max_steps={steps}", "--out", tmp_path / "r"
+            )
+            assert code == 1 and "max_steps" in err and "num_epochs" not in err, err
+        code, _, err = run_cli(
+            capsys, *argv, "--set", "train.max_steps=3", "--set", "train.max_steps=abc",
+            "--out", tmp_path / "r",
+        )  # fmt: skip
+        assert code == 1 and "--set train.max_steps given twice (train.max_steps=3, " in err
+    assert not (tmp_path / "r").exists()

@@ -337,6 +337,12 @@ def checked_sets(args: argparse.Namespace, preset: str) -> dict[str, Any]:
     names the ``--set`` given (``train.max_steps=abc``), not a field the loader derived from it."""
     overrides = parse_sets(args.sets)
     load_config = _loader(args)
+    given: dict[str, str] = {}
+    for pair in args.sets or ():  # one value a field: which of two would count is a guess
+        key = pair.partition("=")[0].strip()
+        if key in given:
+            raise ConfigError(f"--set {key} given twice ({given[key]}, {pair}): give it once")
+        given[key] = pair
     for pair in args.sets or ():
         key = pair.partition("=")[0].strip()
         try:

@@ -231,8 +231,8 @@ def max_steps_alone(
     for name in sections:
         section = nested.get(name)
         steps = section.get("max_steps") if isinstance(section, Mapping) else None
-        # only a number of steps is a run length; another value is refused naming max_steps
-        if isinstance(steps, int) and not isinstance(steps, bool):
+        # only a number of steps (>= 1) is a run length; another is refused naming max_steps
+        if isinstance(steps, int) and not isinstance(steps, bool) and steps >= 1:
             if section.get("num_epochs") is None:
                 section["num_epochs"] = section["max_steps"]
     return nested

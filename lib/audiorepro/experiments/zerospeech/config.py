@@ -48,6 +48,12 @@ class TrainSection:
     def __post_init__(self) -> None:
         if self.pairs not in PAIRINGS:
             raise ValueError(f"train.pairs must be one of {PAIRINGS}, got {self.pairs!r}")
+        for name in ("max_steps", "num_epochs", "batch_size", "segment_frames"):
+            value = getattr(self, name)
+            if name == "max_steps" and value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"train.{name} must be an int >= 1, got {value!r}")
 
     def loop(self, seed: int) -> TrainConfig:
         """The :class:`~audiorepro.training.TrainConfig` of one seed (no weight decay)."""
