@@ -308,8 +308,14 @@ def test_bad_inputs_name_the_line_or_file(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(ZeroSpeechFormatError, match=r"bad.item:2.*unknown file 'S2_1'"):
         abx_error(tmp_path / "empty", _write(tmp_path, good))
-    with pytest.raises(ValueError, match="no across-speaker ABX triplet"):
+    with pytest.raises(ValueError, match=r"bad.item: the item file defines no across-speaker"):
         abx_error(feats, _write(tmp_path, good))
+    # read from a folder, a feature file is named by its path
+    (folder / "S2_1.txt").write_text("1 0 0\n0 1 0\n")
+    (folder / "S1_1.txt").write_text("1 0\n0 1\n")
+    with pytest.raises(ZeroSpeechFormatError, match=r"sub/S2_1.txt: features have dimension 3, "
+                       r"but .*sub/S1_1.txt has 2"):  # fmt: skip
+        abx_error(folder, _write(tmp_path, "S1_1 0 1 p x y S1\nS2_1 0 1 p x y S2\n"))
     alone = {f"S1_{k}": np.ones((4, 2)) for k in (1, 2, 3)}
     one_speaker = "S1_1 0 1 p x y S1\nS1_2 0 1 p x y S1\nS1_3 0 1 q x y S1\n"
     with pytest.raises(ValueError, match=r"\(3 items, 1 speaker\(s\), 2 label\(s\); .*"

@@ -109,6 +109,15 @@ def test_one_embedding_file_reader_for_bitrate_and_abx(tmp_path):
     np.testing.assert_array_equal(read_embedding_file(path), [[3.0], [1.0]])
     (tmp_path / "empty.txt").write_text("")
     assert read_embedding_file(tmp_path / "empty.txt").shape == (0, 0)
+    # scored, an empty file is named as such (not as lines of one column)
+    with pytest.raises(ZeroSpeechFormatError, match=r"empty.txt: empty: no frame to score"):
+        read_embedding_file(tmp_path / "empty.txt", drop_single_column=True)
+    # and its duration would count in D with no symbol in N: refused, naming it
+    path.write_text("1 0\n0 1\n")
+    (folder / "S1_1.txt").write_text("\n")
+    with pytest.raises(ZeroSpeechFormatError, match=r"S1_1.txt: empty: no unit for 0.5 s"):
+        bitrate_module.bitrate_of_files(folder, [("S1_0.txt", 0.5), ("S1_1.txt", 0.5)])
+    assert bitrate_module.bitrate_of_files(folder, [("S1_0.txt", 0.5), ("S1_1.txt", 0.0)]) > 0
     (tmp_path / "bad.txt").write_text("1 x\n")
     with pytest.raises(ZeroSpeechFormatError, match=r"bad.txt:1.*space-separated numbers"):
         read_embedding_file(tmp_path / "bad.txt", drop_single_column=True)

@@ -253,8 +253,10 @@ def _feature_arrays(
     first = {}
     for k, item in enumerate(items):
         first.setdefault(item.file, k)
+    where: Any = str  # how a feature file is named: its path when read from a folder
     if isinstance(features, (str, os.PathLike)):
         folder = Path(features)
+        where = lambda name: folder / f"{name}.txt"  # noqa: E731
         for name, k in first.items():
             if not (folder / f"{name}.txt").is_file():
                 raise ZeroSpeechFormatError(
@@ -277,20 +279,21 @@ def _feature_arrays(
         x = x[:, None] if x.ndim == 1 else x
         if x.ndim != 2:
             raise ZeroSpeechFormatError(
-                name, None, f"features must be (frames, dim), got shape {x.shape}"
+                where(name), None, f"features must be (frames, dim), got shape {x.shape}"
             )
         if not np.isfinite(x).all():
             bad = int(np.flatnonzero(~np.isfinite(x).all(axis=1))[0])
             raise ZeroSpeechFormatError(
-                name, None, f"features contain NaN or inf (first at frame {bad})"
+                where(name), None, f"features contain NaN or inf (first at frame {bad})"
             )
         if dim_file is None:
             dim_file = (x.shape[1], name)
         elif x.shape[1] != dim_file[0]:
             raise ZeroSpeechFormatError(
-                name,
+                where(name),
                 None,
-                f"features have dimension {x.shape[1]}, but {dim_file[1]} has {dim_file[0]}",
+                f"features have dimension {x.shape[1]}, but {where(dim_file[1])} has "
+                f"{dim_file[0]}",
             )
         arrays[name] = x
     return arrays
@@ -691,7 +694,7 @@ def _mode_cells(layout: _Layout, mode: str) -> np.ndarray:
             if mode == "across" and len(lay.speakers) < 2
             else ""
         )
-        raise ValueError(
+        raise ScoreError(  # named by the item file (naming() in abx_modes)
             f"the item file defines no {mode}-speaker ABX triplet ({len(lay.order)} items, "
             f"{len(lay.speakers)} speaker(s), {len(lay.phones)} label(s); a triplet needs A "
             f"and X of one label and B of another in one context, {rule}){hint}"

@@ -154,6 +154,13 @@ def bitrate_of_files(
         if not path.is_file():
             continue
         x = read_embedding_file(path)
+        if not len(x) and seconds > 0:
+            raise ZeroSpeechFormatError(
+                path,
+                None,
+                f"empty: no unit for {seconds:g} s of audio; its N would count 0 symbols and "
+                "lower the bitrate (write its units again, e.g. `audiorepro units encode`)",
+            )
         if len(x):
             if first is None:
                 first = (x.shape[1], name)

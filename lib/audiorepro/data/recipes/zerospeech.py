@@ -216,6 +216,8 @@ def read_embedding_file(
                 path, number, f"vector dimension {len(row)} differs from the first line's {width}"
             )
         rows.append(row)
+    if drop_single_column and not rows and not _read_text(path).strip():
+        raise ZeroSpeechFormatError(path, None, "empty: no frame to score (write it again)")
     if drop_single_column and not rows:
         raise ZeroSpeechFormatError(
             path,
