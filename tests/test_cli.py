@@ -829,6 +829,13 @@ def test_segments_reads_free_spoken_digit_names_and_warns_of_the_word_as_speaker
         ("7", "jackson"),
         ("7", "theo"),
     ]
+    # a flat folder read with --word-of parent: every word is the folder's own name
+    code, _, err = run_cli(
+        capsys, "segments", "--audio", audio, "--speaker-of", "field:2", "--out", table,
+        "--force",
+    )  # fmt: skip
+    assert code == 0 and "audiorepro: warning: all 4 files have one word, 'fsdd'" in err
+    assert "put each word's files in a folder named by the word" in err
 
 
 def test_abx_score_of_a_folder_that_is_not_there_says_so(tmp_path, capsys):

@@ -694,6 +694,21 @@ def write_folder_segments(
     suspicious = one_word_speakers((words[name], speakers[name]) for name in chosen)
     if suspicious:
         warnings.warn(suspicious, InputWarning, stacklevel=2)
+    said = {word_label(w) for w in words.values()}
+    if len(chosen) > 1 and len(said) == 1:
+        where = (
+            ": with --word-of parent the word is the name of each file's folder; put each "
+            "word's files in a folder named by the word, or give --word-of prefix, field:N or "
+            "a MAP.tsv"
+            if word_of == "parent"
+            else f" (--word-of {word_of})"
+        )
+        warnings.warn(
+            f"all {len(chosen)} files have one word, {next(iter(said))!r}{where}: a table of "
+            "one word cannot be scored (ABX and AP compare words) or train word embeddings",
+            InputWarning,
+            stacklevel=2,
+        )
     out = Path(out)
     base = out.parent.resolve()
     lines = ["\t".join(SEGMENT_COLUMNS)]
