@@ -290,6 +290,19 @@ def test_units_bitrate_voice_and_resynthesis_of_a_folder(corpus, tmp_path, capsy
     assert re.search(
         rf"trained the inverter 2 steps on \d+ pieces of 18 files -> {tmp_path / 'v'}", out
     )
+    # the voice's own recordings (and the units run's) are never written over, not even
+    # with --force: resynth of another folder into them replaced them before
+    before = {p.name: p.read_bytes() for p in audio.glob("*.wav")}
+    (tmp_path / "other").mkdir()
+    shutil.copy(audio / "S001_garden0.wav", tmp_path / "other")
+    for out_dir in (audio, audio / "spoken"):
+        code, _, err = run_cli(
+            capsys, "units", "resynth", tmp_path / "v", "--audio", tmp_path / "other",
+            "--out", out_dir, "--force",
+        )  # fmt: skip
+        assert code == 1 and "VOICE's --audio" in err, err
+    assert {p.name: p.read_bytes() for p in audio.glob("*.wav")} == before
+    assert not (audio / "spoken").exists()
     code, out, err = run_cli(
         capsys, "units", "resynth", tmp_path / "v", "--audio", audio, "--out", tmp_path / "w"
     )
@@ -922,7 +935,7 @@ def test_abx_score_reads_the_frame_shift_units_encode_recorded(corpus, tmp_path,
     assert code == 1 and "the items reach at most" in err
 
 
-def test_a_step_budget_below_one_and_a_field_set_twice_are_named(corpus, tmp_path, capsys):
+def test_a_step_budget_below_one_and_a_bad_value_set_twice_are_named(corpus, tmp_path, capsys):
     """`--set train.max_steps=0` named num_epochs (which the loader had lifted to it) before."""
     audio = ("units", "train", "--audio", corpus / "audio", "--preset", "smoke")
     table = ("awe", "train", "--segments", corpus / "seg.tsv", "--preset", "smoke")
@@ -936,5 +949,5 @@ def test_a_step_budget_below_one_and_a_field_set_twice_are_named(corpus, tmp_pat
             capsys, *argv, "--set", "train.max_steps=3", "--set", "train.max_steps=abc",
             "--out", tmp_path / "r",
         )  # fmt: skip
-        assert code == 1 and "--set train.max_steps given twice (train.max_steps=3, " in err
+        assert code == 1 and "--set train.max_steps=abc: " in err  # the one at fault
     assert not (tmp_path / "r").exists()

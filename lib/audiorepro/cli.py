@@ -337,16 +337,10 @@ def checked_sets(args: argparse.Namespace, preset: str) -> dict[str, Any]:
     names the ``--set`` given (``train.max_steps=abc``), not a field the loader derived from it."""
     overrides = parse_sets(args.sets)
     load_config = _loader(args)
-    given: dict[str, str] = {}
-    for pair in args.sets or ():  # one value a field: which of two would count is a guess
-        key = pair.partition("=")[0].strip()
-        if key in given:
-            raise ConfigError(f"--set {key} given twice ({given[key]}, {pair}): give it once")
-        given[key] = pair
-    for pair in args.sets or ():
+    for pair in args.sets or ():  # each as given (a field set twice: the last counts)
         key = pair.partition("=")[0].strip()
         try:
-            load_config(preset, {key: overrides[key]})
+            load_config(preset, {key: parse_sets([pair])[key]})
         except ConfigError as err:
             text = str(err)
             detail = text[text.index("field '") :] if "field '" in text else text
@@ -365,6 +359,25 @@ def _files_of(folder: str | os.PathLike[str]) -> list[Path]:
     if not folder.is_dir():
         return []
     return sorted(p for p in folder.rglob("*") if p.is_file() and p.name != OUTPUT_RECORD)
+
+
+def _recorded_audio(run: Path) -> list[Path]:
+    """The audio folders a units run or a voice (and the units run it was trained for)
+    recorded as trained on, those that exist: outputs may not go there (``units resynth
+    --force`` wrote over a voice's own recordings)."""
+    import json
+
+    found: list[Path] = []
+    for name in ("run.json", "voice.json"):
+        try:
+            info = json.loads((run / name).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(info, dict) and isinstance(info.get("audio"), str):
+            found.append(Path(info["audio"]))
+        if name == "voice.json" and isinstance(info, dict) and isinstance(info.get("units"), str):
+            found += _recorded_audio(Path(info["units"]))
+    return [f for f in dict.fromkeys(found) if f.is_dir()]
 
 
 def _maps(args: argparse.Namespace, *names: str) -> list[Any]:
@@ -422,6 +435,12 @@ def _output(args: argparse.Namespace, overrides: Mapping[str, Any] | None = None
             option = "VOICE" if args.command == "resynth" else "RUN"
             inputs.append(Input(option, Path(run), data=False))
             files = _files_of(run)
+            given = {i.path.resolve() for i in inputs}
+            inputs += [  # the recordings the run was trained on: never written over either
+                Input(f"{option}'s --audio", folder)
+                for folder in _recorded_audio(Path(run))
+                if folder.resolve() not in given
+            ]
         files += [*wavs.values(), *(i.path for i in inputs[1:] if i.path.is_file())]
         settings = {"--speaker-of": args.speaker_of} if hasattr(args, "speaker_of") else {}
         if name == "units train":
