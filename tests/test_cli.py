@@ -123,9 +123,18 @@ def test_units_abx_and_awe_end_to_end(corpus, capsys):
         assert arrays["embeddings"].shape == (18, 16)
         assert sorted(set(arrays["labels"])) == sorted(WORDS)
         assert set(arrays["speakers"]) == {"S001", "S002", "S003"}
+    # the table it trained on: embedded and scored, and both say so
+    assert f"seg.tsv: 18 of the 18 rows are rows of {root / 'seg.tsv'}, which the run " in err
     code, out, err = run_cli(capsys, "awe", "ap", root / "e.npz")
     assert code == 0, err
     assert 0.0 < last_number(out) <= 1.0
+    assert "e.npz: 18 of the 18 rows are rows the run trained on" in err
+    # rows it never saw (the timed table's stretches): no such warning
+    code, _, err = run_cli(
+        capsys, "awe", "embed", root / "a", "--segments", root / "timed.tsv",
+        "--out", root / "t.npz",
+    )  # fmt: skip
+    assert code == 0 and "trained on" not in err, err
 
 
 def test_units_baselines_the_input_frames_and_the_runs_kmeans(corpus, tmp_path, capsys):

@@ -46,7 +46,7 @@ from audiorepro.experiments.awe.train import (
 )
 from audiorepro.experiments.awe.views import embed_segments
 from audiorepro.metrics.average_precision import same_different_ap, same_different_chance
-from audiorepro.metrics.checks import ScoreError, check_no_repeats, check_speakers, naming
+from audiorepro.metrics.checks import ScoreError, check_no_repeats, check_speakers, naming, weak
 from audiorepro.models.awe import AWEModelConfig, MultiViewAWE
 from audiorepro.storage import (
     known_file_sha256,
@@ -537,9 +537,21 @@ def embed_table(
         num_phones=0,
         dropped={},
     )
+    tables, heard = trained_rows(run)
+    seen = sum((r.path.resolve(), r.start, r.end) in heard for r in rows)
+    if seen:
+        warnings.warn(
+            f"{segments}: {seen} of the {len(rows)} rows are rows of {' and '.join(tables)}, "
+            "which the run trained on (or chose its epoch on): their AP tells how well it "
+            "fits tokens it has heard, not how it embeds new recordings; embed rows it did "
+            "not train on",
+            InputWarning,
+            stacklevel=2,
+        )
     set_threads(config)
     emb = embed_segments(model, view, config.eval_batch_size)
     return {
+        "trained_rows": np.asarray(seen, dtype=np.int64),
         "embeddings": emb,
         "labels": np.asarray([r.word for r in rows]),
         "speakers": np.asarray([r.speaker for r in rows]),
@@ -549,6 +561,28 @@ def embed_table(
         "feature_norm": np.asarray(norm),
         "left_out": np.asarray(left_out),
     }
+
+
+def trained_rows(run: str | os.PathLike[str]) -> tuple[list[str], set[tuple[Path, Any, Any]]]:
+    """``(tables, rows)``: the segments tables ``awe train`` read for ``run`` (its
+    ``--segments`` and ``--dev``, from the run's record) and their rows as ``(resolved file,
+    start, end)``; nothing for a run without a record or tables that are gone."""
+    from audiorepro.outputs import read_output_record
+
+    record = read_output_record(Path(run)) or {}
+    given = record.get("given") or {}
+    tables, rows = [], set()
+    for option in ("--segments", "--dev"):
+        table = given.get(option)
+        if not table or not Path(table).is_file():
+            continue
+        try:
+            found = read_segments(table, check_audio=False)
+        except RecordingsError:  # changed into something else: no longer what it trained on
+            continue
+        tables.append(str(table))
+        rows |= {(r.path.resolve(), r.start, r.end) for r in found}
+    return tables, rows
 
 
 EMBEDDED = ("segments", "segments_sha256", "rows")
@@ -594,6 +628,13 @@ def embeddings_ap(path: str | os.PathLike[str]) -> float:
     archive, labels = _embeddings(path)
     with naming(path):  # errors and warnings of the score name the file
         check_speakers(archive["speakers"] if "speakers" in archive else None, "speakers")
+        seen = int(archive["trained_rows"]) if "trained_rows" in archive else 0
+        if seen:
+            weak(
+                f"{seen} of the {len(labels)} rows are rows the run trained on (or chose its "
+                "epoch on): the AP tells how well it fits tokens it has heard, not how it "
+                "embeds new recordings"
+            )
         try:
             return float(same_different_ap(archive["embeddings"], labels))
         except ScoreError:
