@@ -261,6 +261,10 @@ def test_scale_invariance_and_label_types():
 
 def test_bad_inputs_are_named():
     x = np.eye(3)
+    with pytest.raises(ValueError, match="embeddings: expected real numbers, got .*complex"):
+        same_different_ap(x + 1j, [0, 0, 1])
+    with pytest.raises(ValueError, match=r"embeddings: rows of no dimension \(shape \(3, 0\)\)"):
+        same_different_ap(np.zeros((3, 0)), [0, 0, 1])
     with pytest.raises(ValueError, match="no two embeddings share a label"):
         same_different_ap(x, [0, 1, 2])
     with pytest.raises(ValueError, match="expected 3 labels"):

@@ -133,6 +133,9 @@ def test_check_no_repeats_names_the_first_repeat_and_its_first_occurrence():
         (lambda a: a["embeddings"].__setitem__(0, 0.0), "embeddings: row 0 is all zeros"),
         (lambda a: a.update(embeddings=a["embeddings"][:, 0]), "embeddings: expected a 2-D"),
         (lambda a: a.update(labels=a["labels"][:5]), "labels: expected 6 labels"),
+        (lambda a: a.update(speakers=a["speakers"][:5]), "speakers: shape (5,) for 6 embeddings"),
+        (lambda a: a.update(embeddings=a["embeddings"] + 1j), "embeddings: expected real"),
+        (lambda a: a.update(embeddings=a["embeddings"][:, :0]), "embeddings: rows of no dim"),
     ],
 )
 def test_ap_errors_name_the_npz(embedded, change, said, tmp_path, capsys):
@@ -143,6 +146,11 @@ def test_ap_errors_name_the_npz(embedded, change, said, tmp_path, capsys):
         awe.embeddings_ap(path)
     assert main(["awe", "ap", str(path)]) == 1
     assert f"bad.npz: {said}" in capsys.readouterr().err
+
+
+def test_ap_of_a_folder_says_it_is_one(tmp_path, capsys):
+    assert main(["awe", "ap", str(tmp_path)]) == 1
+    assert "a folder; give the .npz file `awe embed` wrote" in capsys.readouterr().err
 
 
 # 3. development rows that are training rows

@@ -74,9 +74,14 @@ METRICS = ("cosine",)
 
 def _normalized(emb: Any, name: str) -> np.ndarray:
     """float64 rows of unit L2 norm; errors name the argument and the offending row."""
-    x = np.asarray(emb, dtype=np.float64)
+    given = np.asarray(emb)
+    if given.dtype.kind not in "biuf":  # complex, text, objects: not a real vector
+        raise ValueError(f"{name}: expected real numbers, got an array of {given.dtype}")
+    x = given.astype(np.float64)
     if x.ndim != 2:
         raise ValueError(f"{name}: expected a 2-D array (num, dim), got shape {x.shape}")
+    if x.shape[1] == 0:
+        raise ValueError(f"{name}: rows of no dimension (shape {x.shape}): nothing to compare")
     if not np.isfinite(x).all():
         row = int(np.flatnonzero(~np.isfinite(x).all(axis=1))[0])
         raise ValueError(f"{name}: row {row} holds NaN or inf")

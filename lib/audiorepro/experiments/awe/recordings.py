@@ -596,6 +596,8 @@ def _embeddings(path: str | os.PathLike[str]) -> tuple[dict[str, np.ndarray], np
     embedded twice (:func:`~audiorepro.metrics.checks.check_no_repeats` of ``rows``), is an
     error naming the file."""
     path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(f"{path}: a folder; give the .npz file `awe embed` wrote")
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such embeddings file")
     # a .npy, a truncated or a corrupt archive: an ArrayFileError naming the file
@@ -627,6 +629,13 @@ def embeddings_ap(path: str | os.PathLike[str]) -> float:
     it."""
     archive, labels = _embeddings(path)
     with naming(path):  # errors and warnings of the score name the file
+        speakers = np.asarray(archive["speakers"]) if "speakers" in archive else None
+        rows = len(np.asarray(archive["embeddings"]))
+        if speakers is not None and speakers.shape != (rows,):
+            raise ValueError(
+                f"{path}: speakers: shape {speakers.shape} for {rows} embeddings (one "
+                "speaker a row)"
+            )
         check_speakers(archive["speakers"] if "speakers" in archive else None, "speakers")
         seen = int(archive["trained_rows"]) if "trained_rows" in archive else 0
         if seen:
