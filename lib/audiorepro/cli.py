@@ -638,7 +638,8 @@ def _run(args: argparse.Namespace) -> None:
             )
             _done(args, plan, UNITS_WRITES)
         steps, losses = run.history["step"], run.history["loss"]
-        print(f"trained on {len(run.speakers)} speakers, {run.note}")
+        n = len(run.speakers)
+        print(f"trained on {n} speaker{'' if n == 1 else 's'}, {run.note}")
         print(f"{len(steps)} logged steps (last {steps[-1] if steps else 0}) -> {run.path}")
         print(run.normalisation)
         print(run.pairing)
@@ -654,7 +655,8 @@ def _run(args: argparse.Namespace) -> None:
         )
         _done(args, plan, [f"{name}.txt" for name in rows])
         shift = units.output_frame_shift(run, args.what)
-        print(f"wrote {len(rows)} files to {args.out} (one line every {shift:g} s)")
+        files = f"{len(rows)} file{'' if len(rows) == 1 else 's'}"
+        print(f"wrote {files} to {args.out} (one line every {shift:g} s)")
         print(f"{args.audio}: {scan_folder(args.audio).note()}")
     elif command == ("units", "voice"):
         units_run = units.load_units(args.run)
@@ -698,7 +700,7 @@ def _run(args: argparse.Namespace) -> None:
         )
         if args.audio is not None:  # the durations' files, and what the scan left out
             print(f"{args.audio}: {scan_folder(args.audio).note()}")
-        print(f"{rate:.2f}")
+        print(f"{rate + 0.0:.2f} bits/s")  # + 0.0: one symbol's -0.0 reads 0.00
     elif command == ("abx", "items"):
         _output(args)
         path, times = units.abx_items(args.segments, args.out, times=args.times, audio=args.audio)
@@ -761,7 +763,8 @@ def _run(args: argparse.Namespace) -> None:
                 np.savez(fh, **arrays)
 
         atomic_write(args.out, write, say_faults=True)  # a full disk keeps the earlier file
-        print(f"wrote {len(arrays['labels'])} embeddings to {args.out}")
+        n = len(arrays["labels"])
+        print(f"wrote {n} embedding{'' if n == 1 else 's'} to {args.out}")
         if str(arrays["left_out"]):
             print(arrays["left_out"])
         print(WORD_RULE)
