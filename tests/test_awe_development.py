@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from audiorepro.data.recordings import Segment
-from audiorepro.experiments.awe.recordings import development_split, hold_out_speakers
+from audiorepro.experiments.awe.development import development_split, hold_out_speakers
 
 
 def table(speakers: int, words: int, tokens: int) -> list[Segment]:

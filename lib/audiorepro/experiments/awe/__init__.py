@@ -4,9 +4,9 @@
 The files, each importing only those before it: ``config`` (the preset), ``data`` (the word
 segments), ``views`` (f(x) and g(c), and their two APs), ``train`` (one run, kept in the run
 store), ``evaluate`` (chance, sign, geometry, anchors, pronunciation, MFCC + DTW), ``plan``
-(the sweeps, trained ahead), ``figures``, ``findings`` (the paper vs ours),
-``recordings`` and ``real_speech`` (the commands' path on the Italian number words the book
-ships). This module hands on the names the book's pages use.
+(the sweeps, trained ahead), ``figures``, ``findings`` (the paper vs ours), ``development``
+(the rows ``awe train`` holds out), ``recordings`` and ``real_speech`` (the commands' path on
+the Italian number words the book ships). This module hands on the names the book's pages use.
 """
 
 from audiorepro.data.recordings import read_segments
@@ -63,6 +63,7 @@ FILES = (
     "figures",
     "findings",
     "frames",
+    "development",
     "recordings",
     "real_speech",
 )

@@ -1,0 +1,152 @@
+"""The development rows of ``awe train``: the rows held out of training whose cross-view AP
+drives the plateau schedule and picks the epoch kept (:func:`development_split`: whole
+speakers when the table can lend them, else pairs of one word), and the check that rows given
+with ``--dev`` are not training rows (:func:`refuse_shared_rows`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from audiorepro.data.recordings import RecordingsError, Segment
+
+
+def hold_out(
+    rows: Sequence[Segment], fraction: float, seed: int
+) -> tuple[list[Segment], list[Segment]]:
+    """``(train, dev)``: about ``fraction`` of the rows (at least 4) held out in pairs of one
+    word, from at least two words with at least 4 rows (so that both sides keep pairs, and the
+    development AP has pairs of different words to rank: of one word it is 1 whatever the
+    model), seeded."""
+    order = np.random.default_rng(seed).permutation(len(rows)).tolist()
+    by_word: dict[str, list[int]] = {}
+    for i in order:
+        by_word.setdefault(rows[i].word, []).append(i)
+    held: list[int] = []
+    words = [w for w in sorted(by_word, key=lambda w: -len(by_word[w])) if len(by_word[w]) >= 4]
+    if len(words) == 1:
+        raise RecordingsError(
+            rows[0].source,
+            None,
+            f"only one word ({words[0]!r}) has 4 segments to hold 2 out for development, and "
+            "the AP of one word is 1 whatever the model, so it cannot pick an epoch: give --dev "
+            "(rows of at least two words)",
+        )
+    want = max(4, int(round(fraction * len(rows))))
+    while len(held) < want and words:
+        for w in list(words):
+            held += by_word[w][:2]
+            by_word[w] = by_word[w][2:]
+            if len(by_word[w]) < 4:
+                words.remove(w)
+            if len(held) >= want:
+                break
+    if not held:
+        where = rows[0].source if rows else "segments"
+        raise RecordingsError(
+            where, None, "no word has 4 segments to hold 2 out for development: give --dev"
+        )
+    chosen = set(held)
+    return (
+        [r for i, r in enumerate(rows) if i not in chosen],
+        [r for i, r in enumerate(rows) if i in chosen],
+    )
+
+
+def hold_out_speakers(
+    rows: Sequence[Segment], fraction: float, seed: int
+) -> tuple[list[Segment], list[Segment], list[str]] | None:
+    """``(train, dev, held speakers)``: whole speakers held out of training, so that the
+    plateau schedule chooses the epoch on speakers the model has never heard (what ``awe ap``
+    on a new speaker measures), or ``None`` when the table cannot lend them.
+
+    Speakers are drawn in a seeded order until the held-out rows reach ``fraction`` of the
+    table (or all but two speakers are drawn: at least two stay in training) and hold at least
+    two words spoken at least twice (pairs of the same and of different words to rank). A
+    table of fewer than three speakers, or one where no draw holds such pairs, gets
+    ``None``."""
+    by_speaker: dict[str, list[int]] = {}
+    for i, r in enumerate(rows):
+        by_speaker.setdefault(r.speaker, []).append(i)
+    if len(by_speaker) < 3:
+        return None
+    order = [
+        sorted(by_speaker)[i] for i in np.random.default_rng(seed).permutation(len(by_speaker))
+    ]
+    want = max(4, int(round(fraction * len(rows))))
+    held: list[str] = []
+    found = None
+    for speaker in order[:-2]:  # two speakers at least stay in training
+        held.append(speaker)
+        dev = [rows[i] for s in held for i in by_speaker[s]]
+        words: dict[str, int] = {}
+        for r in dev:
+            words[r.word] = words.get(r.word, 0) + 1
+        if sum(n >= 2 for n in words.values()) >= 2:
+            chosen = set(held)
+            found = [r for r in rows if r.speaker not in chosen], dev, sorted(held)
+            if len(dev) >= want:
+                break
+    return found
+
+
+def development_split(
+    rows: Sequence[Segment], fraction: float, seed: int
+) -> tuple[list[Segment], list[Segment], str]:
+    """``(train, dev, note)``: the development rows of a table given without ``--dev``, and
+    one line saying how they were chosen. Whole speakers when the table has three or more
+    (:func:`hold_out_speakers`: the epoch is then chosen for speakers the model does not know,
+    which is what a model for new recordings needs), else pairs of words of the same
+    speakers (:func:`hold_out`)."""
+    by_speaker = hold_out_speakers(rows, fraction, seed)
+    if by_speaker is not None:
+        train, dev, held = by_speaker
+        return (
+            train,
+            dev,
+            (
+                f"development rows: {len(dev)} rows of {len(held)} speaker(s) held out of "
+                f"training ({', '.join(held)}), so the epoch is chosen on speakers the model does "
+                "not train on"
+            ),
+        )
+    train, dev = hold_out(rows, fraction, seed)
+    speakers = len({r.speaker for r in rows})
+    why = (
+        f"{speakers} speaker(s): holding whole speakers out needs 3"
+        if speakers < 3
+        else "no draw of whole speakers gives two words spoken twice"
+    )
+    return (
+        train,
+        dev,
+        (
+            f"development rows: {len(dev)} rows held out in pairs of one word from the training "
+            f"speakers ({why}); the epoch is chosen on speakers the model trains on"
+        ),
+    )
+
+
+def refuse_shared_rows(train_rows: Sequence[Segment], dev_rows: Sequence[Segment]) -> None:
+    """A :class:`RecordingsError` naming the first development row that is also a training row
+    (the same audio file, start and end) and that training row's table and line: the plateau
+    schedule would pick the epoch on rows the model trains on, which rewards memorising
+    them, not the embeddings of words it has not heard."""
+    training = {}
+    for r in train_rows:
+        training.setdefault((r.path.resolve(), r.start, r.end), r)
+    for r in dev_rows:
+        twin = training.get((r.path.resolve(), r.start, r.end))
+        if twin is not None:
+            shared = sum((d.path.resolve(), d.start, d.end) in training for d in dev_rows)
+            where = "the whole file" if r.start is None else f"{r.start:g}-{r.end:g} s"
+            raise RecordingsError(
+                r.source,
+                r.line,
+                f"{r.path} {where}: also line {twin.line} of the training table "
+                f"{twin.source} ({shared} of the {len(dev_rows)} development rows are training "
+                "rows): the epoch would be chosen on rows the model trains on; give "
+                "development rows that are not in --segments (or no --dev: rows are then held "
+                "out of training)",
+            )
