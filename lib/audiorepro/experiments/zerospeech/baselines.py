@@ -204,7 +204,7 @@ def score_folder(
     items (:func:`side_by_side`). A ``frame_shift`` other than the one ``units encode``
     recorded writing the folder is refused (:func:`recorded_frame_shift`); equal to it, the
     items are scored wherever in their files they lie."""
-    own = recorded_frame_shift(submission)
+    own = None if frame_shift is None else recorded_frame_shift(submission)  # relative: none
     if frame_shift is not None and own is not None and not math.isclose(own, frame_shift):
         raise ValueError(
             f"{submission}: `{ENCODE}` wrote a line every {own:g} s ({OUTPUT_RECORD}), but "
