@@ -7,7 +7,7 @@ import torch
 
 from audiorepro.config import replace
 from audiorepro.experiments.zerospeech import diagnostics, plan, train
-from audiorepro.experiments.zerospeech.config import CHAPTER, load_config, store
+from audiorepro.experiments.zerospeech.config import CHAPTER, load_config, store, tables_config
 from audiorepro.experiments.zerospeech.diagnostics import convergence, convergence_curves
 from audiorepro.experiments.zerospeech.inverter import train_inverter
 from audiorepro.experiments.zerospeech.plan import train_ahead
@@ -154,3 +154,19 @@ def test_train_ahead_also_trains_the_surprise_languages_main_model(tmp_path, mon
     assert len(store().runs("vqvae")) == 2
     assert train_vqvae(cfg, base.model, cfg.seed, language="surprise").from_cache
     assert train_ahead(replace(cfg, surprise=False), workers=1) == 0
+
+
+def test_the_pages_train_the_presets_table_steps_and_the_command_keeps_its_own():
+    """The book's rows train ``table_steps`` (its time budget); ``units train`` and the
+    real-speech page keep ``train.max_steps``; a page's ``max_steps`` parameter wins over
+    both; a preset without ``table_steps`` reads the same for pages and command."""
+    command = load_config("embedded")
+    pages = tables_config("embedded")
+    assert command.table_steps == 800 and command.train.max_steps == 1200
+    assert pages.train.max_steps == 800
+    assert replace(pages, train=command.train) == command  # nothing else differs
+    assert tables_config("embedded", max_steps=30, seed=4).train.max_steps == 30
+    assert tables_config("embedded", seed=4).seed == 4
+    for preset in ("smoke", "paper"):
+        assert load_config(preset).table_steps is None
+        assert tables_config(preset) == load_config(preset)

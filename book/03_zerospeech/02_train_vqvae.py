@@ -24,7 +24,7 @@ from typing import Optional
 
 preset: str = "embedded"  # smoke | embedded | paper
 seed: Optional[int] = None  # None keeps the preset's
-max_steps: Optional[int] = None  # optimizer steps; None: preset's
+max_steps: Optional[int] = None  # None: the preset's table_steps
 workers: Optional[int] = None  # runs at once; None: one per core (GPU: 1)
 
 # %%
@@ -35,7 +35,7 @@ from audiorepro import plotting, reporting
 from audiorepro.config import to_dict
 from audiorepro.experiments import zerospeech as zs
 
-cfg = zs.load_config(preset, {"seed": seed, "train.max_steps": max_steps})
+cfg = zs.tables_config(preset, seed=seed, max_steps=max_steps)
 model_cfg = cfg.model
 reporting.config_table(model_cfg)
 
@@ -76,8 +76,8 @@ reporting.config_table(model_cfg)
 #
 # The training speech is every file of `train/unit` and `train/voice`, cut into segments; the
 # speaker of each segment is its file-name prefix. Adam, as in the paper (the embedded preset
-# uses a larger learning rate and 1,200 steps, about six epochs, since the model and the corpus
-# are small).
+# uses a larger learning rate and `table_steps` = 800 steps, about four epochs, since the model
+# and the corpus are small; `units train` takes 1,200).
 # Each seed sets the initial weights, the data order and the jitter draws; trained models are
 # kept in the chapter's run store (`audiorepro.storage.RunStore`, keyed by the model and training
 # sections, the seed and the content of the training features), so the next page evaluates these

@@ -36,7 +36,7 @@ from audiorepro import plotting, reporting
 from audiorepro.config import replace, to_dict
 from audiorepro.experiments import zerospeech as zs
 
-cfg = zs.load_config(preset, {"seed": seed})
+cfg = zs.tables_config(preset, seed=seed)
 lang = zs.language_dir(cfg, "english")
 vqvae = zs.train_vqvae(
     cfg, cfg.model, cfg.seed

@@ -148,7 +148,9 @@ print(finding.sentence)
 # the same model, English test words of the synthetic corpus), from the ledger of this build.
 
 # %%
-records = reporting.current_records(reporting.read_ledger(), cfg)
+# the rows of 03_abx_bitrate, trained for the preset's table_steps
+tables = zs.tables_config(preset)
+records = reporting.current_records(reporting.read_ledger(), tables)
 tags = {"row": "base", "language": "english"}
 synthetic = {
     what: reporting.values(

@@ -78,7 +78,7 @@ checks["02"] = distillation.mechanisms(records, config, preset, chance)
 # As on {doc}`../03_zerospeech/03_abx_bitrate`.
 
 # %%
-cfg = zs.load_config(preset, {"seed": None, "train.max_steps": None})
+cfg = zs.tables_config(preset)
 tables["03"] = zs.findings(records, cfg, preset)
 
 # %% [markdown]

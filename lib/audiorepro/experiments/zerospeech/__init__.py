@@ -3,7 +3,8 @@
 The pages of ``book/03_zerospeech`` call the names below one line at a time; the files are read
 in the order of :data:`FILES`, each importing only the files before it:
 
-- ``config``: the preset's :class:`Config` (:func:`load_config`) and the run store;
+- ``config``: the preset's :class:`Config` (:func:`load_config`; the pages read it through
+  :func:`tables_config`) and the run store;
 - ``data``: the language folders (:func:`language_dir`), their features (:func:`load_features`)
   and the training speech (:func:`load_data`);
 - ``pairs``: files of different speakers paired by DTW for correspondence training
@@ -31,7 +32,13 @@ content key; the inverter by its sections, seed, target voice and the VQ-VAE's w
 
 from audiorepro.data.recipes.zerospeech import read_bitrate_filelist, read_item_file
 from audiorepro.data.speech_segments import FEATURES
-from audiorepro.experiments.zerospeech.config import CHAPTER, PRESETS, Config, load_config
+from audiorepro.experiments.zerospeech.config import (
+    CHAPTER,
+    PRESETS,
+    Config,
+    load_config,
+    tables_config,
+)
 from audiorepro.experiments.zerospeech.data import language_dir, load_data, load_features
 from audiorepro.experiments.zerospeech.diagnostics import (
     convergence,
@@ -124,6 +131,7 @@ __all__ = [
     "spectral_convergence",
     "submission_dir",
     "summarize",
+    "tables_config",
     "synthesis_targets",
     "synthesis_voices",
     "train_ahead",

@@ -93,6 +93,12 @@ class Config:
         help="inverter training (segment_frames: code frames)",
     )
     seed: int = field(0, help="seed of single runs")
+    table_steps: int | None = field(
+        None,
+        help="optimizer steps of every VQ-VAE the pages 02-05 train or read (each row of "
+        "Tables 1-3 and seed, the submission's and the inverter's model: "
+        ":func:`tables_config`); None: train.max_steps. `units train` keeps train.max_steps",
+    )
     main_seeds: tuple[int, ...] = field(
         (0, 1, 2),
         help="seeds of every row of Tables 1-3 (mean ± std: each row enters a finding)",
@@ -126,6 +132,16 @@ overrides, given as a mapping or as keywords; dotted names set nested fields
 (``{"train.max_steps": 10}``), and ``None`` values are ignored. A section's ``max_steps`` set
 without its ``num_epochs`` is the run's length: the preset's epochs no longer stop it first
 (:func:`audiorepro.config.max_steps_alone`; the learning rate is constant)."""
+
+
+def tables_config(preset: str, *, seed: int | None = None, max_steps: int | None = None) -> Config:
+    """The configuration the chapter's pages train, score and record with: the preset's
+    (:func:`load_config`, ``seed`` if given) with ``train.max_steps`` set to ``max_steps``, or
+    else to the preset's ``table_steps``. ``units train`` keeps the preset's ``train.max_steps``
+    (the ``embedded`` preset: 800 steps a row here, 1,200 there), so the book's rows fit its
+    time budget without changing the command's."""
+    steps = max_steps if max_steps is not None else load_config(preset).table_steps
+    return load_config(preset, {"seed": seed, "train.max_steps": steps})
 
 
 def store() -> RunStore:
