@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -222,7 +223,22 @@ def test_a_folder_without_the_record_prints_its_score_and_why_no_baseline(made, 
     shutil.copy(audio / "S001_garden0.wav", audio / "S001_garden9.wav")
     code, out, err = run_cli(capsys, "abx", "score", made / "w.item", tmp_path / "units")
     assert code == 0 and len(out.splitlines()) == 2, err
-    assert "no baseline: 1 of the files `units encode` read" in out and "S001_garden9" in out
+    assert "no baseline: 1 of the audio files `units encode` read" in out
+    assert "S001_garden9" in out
+
+    run = tmp_path / "retrained"  # the run trained again after the encoding
+    shutil.copytree(made / "u", run)
+    code, _, err = run_cli(
+        capsys, "units", "encode", run, "--audio", made / "audio", "--out", tmp_path / "units2"
+    )
+    assert code == 0, err
+    inputs = json.loads((tmp_path / "units2" / "command.json").read_text())["request"]["inputs"]
+    weights = next(Path(p) for p in inputs if Path(p).is_relative_to(run.resolve()))
+    weights.write_bytes(weights.read_bytes() + b"\0")
+    code, out, err = run_cli(capsys, "abx", "score", made / "w.item", tmp_path / "units2")
+    assert code == 0 and len(out.splitlines()) == 2, err
+    assert f"no baseline: the run {run.resolve()} changed since `units encode` wrote" in out
+    assert "the units there are an earlier model's" in out and "same audio" not in out
 
     with np.load(made / "e.npz") as arrays:
         kept = {k: arrays[k] for k in ("embeddings", "labels", "speakers")}

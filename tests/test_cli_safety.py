@@ -206,6 +206,7 @@ def test_the_files_of_a_run_a_command_reads_are_never_replaced(corpus, units_run
     assert run_cli(capsys, *args)[0] == 0
     code, out, _ = run_cli(capsys, *args, "--force")
     assert code == 0 and f"--force: replacing {run / 'emb.npz'}" in out
+    assert "(what this run does not write again is removed once it succeeds)" in out
     for inside in (units_run / "run.json", units_run / "kmeans.npz"):
         code, _, err = run_cli(
             capsys, "units", "encode", units_run, "--audio", corpus / "audio",

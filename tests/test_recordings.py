@@ -515,3 +515,18 @@ def test_a_table_of_two_files_that_are_the_same_bytes_is_refused_naming_both(tmp
     with pytest.raises(RecordingsError, match=r"t.tsv:3: copy.wav \(0-0.05 s\): the same"):
         read_segments(table)
     assert len(read_segments(table, check_audio=False)) == 2
+
+
+def test_a_file_name_with_a_tab_is_refused_with_what_to_do(tmp_path):
+    """A table holds one path per tab-separated field: a name with a tab is refused, naming the
+    file and saying to rename it, and no table is written."""
+    from audiorepro.data.recordings import write_folder_segments
+
+    words = tmp_path / "audio" / "yes"
+    words.mkdir(parents=True)
+    for name in ("S1_a.wav", "S1_b\tc.wav"):
+        sf.write(words / name, np.zeros(800, dtype=np.float32), 8000)
+    with pytest.raises(RecordingsError, match=r"tab or line break .*rename the file") as err:
+        write_folder_segments(tmp_path / "audio", tmp_path / "seg.tsv")
+    assert "S1_b\tc.wav" in str(err.value)
+    assert not (tmp_path / "seg.tsv").exists()

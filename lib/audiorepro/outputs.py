@@ -85,7 +85,10 @@ class OutputPlan:
                 f"({OUTPUT_RECORD}); reusing it, nothing written (add --force to run it again)"
             )
         if self.replaced:
-            return f"{self.path}: --force: replacing {_names(self.replaced, self.path)}"
+            return (
+                f"{self.path}: --force: replacing {_names(self.replaced, self.path)} (what "
+                "this run does not write again is removed once it succeeds)"
+            )
         return ""
 
 

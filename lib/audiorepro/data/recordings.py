@@ -717,7 +717,10 @@ def write_folder_segments(
         written = where.relative_to(base).as_posix() if where.is_relative_to(base) else str(where)
         if any(c in written for c in "\t\r\n"):
             raise RecordingsError(
-                path, None, "a path with a tab or line break cannot go in a table"
+                path,
+                None,
+                "a path with a tab or line break cannot go in a table: rename the "
+                "file (or its folder) without them",
             )
         lines.append("\t".join((written, words[name], speakers[name], "", "")))
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -86,11 +86,19 @@ def encoding_of(submission: str | os.PathLike[str]) -> tuple[Encoding | None, st
     if audio.is_dir():
         stale += sorted(str(p.resolve()) for p in find_wavs(audio).values()
                         if str(p.resolve()) not in recorded)  # fmt: skip
+    run = Path(given["RUN"]).resolve()
+    of_run = [p for p in stale if Path(p).is_relative_to(run)]
+    if of_run:  # trained again (or changed) since: the units are the old model's
+        return None, (
+            f"the run {run} changed since `{ENCODE}` wrote {folder} ({len(of_run)} of its "
+            f"files, first: {of_run[0]}): the units there are an earlier model's; encode the "
+            "folder again (--force)"
+        )
     if stale:
         return None, (
-            f"{len(stale)} of the files `{ENCODE}` read (the run's, the audio's) changed, "
-            f"appeared or are gone since it wrote {folder} (first: {stale[0]}): the baselines "
-            "would not be of the same audio; encode the folder again (--force)"
+            f"{len(stale)} of the audio files `{ENCODE}` read changed, appeared or are gone "
+            f"since it wrote {folder} (first: {stale[0]}): the baselines would not be of the "
+            "same audio; encode the folder again (--force)"
         )
     speaker_of = given.get("--speaker-of", settings.get("--speaker-of"))
     return Encoding(Path(given["RUN"]), audio, speaker_of, settings.get("--what", "vectors")), ""
