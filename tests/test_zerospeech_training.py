@@ -162,8 +162,8 @@ def test_the_pages_train_the_presets_table_steps_and_the_command_keeps_its_own()
     both; a preset without ``table_steps`` reads the same for pages and command."""
     command = load_config("embedded")
     pages = tables_config("embedded")
-    assert command.table_steps == 600 and command.train.max_steps == 1200
-    assert pages.train.max_steps == 600
+    assert command.table_steps == 500 and command.train.max_steps == 1200
+    assert pages.train.max_steps == 500
     assert replace(pages, train=command.train) == command  # nothing else differs
     assert tables_config("embedded", max_steps=30, seed=4).train.max_steps == 30
     assert tables_config("embedded", seed=4).seed == 4

@@ -76,8 +76,8 @@ reporting.config_table(model_cfg)
 #
 # The training speech is every file of `train/unit` and `train/voice`, cut into segments; the
 # speaker of each segment is its file-name prefix. Adam, as in the paper (the embedded preset
-# uses a larger learning rate and `table_steps` = 600 steps, about three epochs, since the model
-# and the corpus are small; `units train` takes 1,200).
+# uses a larger learning rate and `table_steps` = 500 steps, about two and a half epochs,
+# since the model and the corpus are small; `units train` takes 1,200).
 # Each seed sets the initial weights, the data order and the jitter draws; trained models are
 # kept in the chapter's run store (`audiorepro.storage.RunStore`, keyed by the model and training
 # sections, the seed and the content of the training features), so the next page evaluates these

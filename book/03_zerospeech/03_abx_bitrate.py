@@ -150,7 +150,7 @@ summary
 # from the middle tenth of a 4,800-step run to its last), but the units' ABX does not follow
 # it, and the verdicts below move with the budget: at 2,400 steps the Transformer would beat
 # conv beyond the spread, at 4,800 it would not, and log-Mel would beat MFCC. The book
-# trains `table_steps` steps, the budget its time allows (600; 1,200 until the book had to
+# trains `table_steps` steps, the budget its time allows (500; 1,200 until the book had to
 # fit its 35 minutes again), fixed before seeing its results; read the MFCC vs log-Mel and
 # Transformer vs conv verdicts as verdicts at that budget.
 

@@ -138,7 +138,7 @@ def tables_config(preset: str, *, seed: int | None = None, max_steps: int | None
     """The configuration the chapter's pages train, score and record with: the preset's
     (:func:`load_config`, ``seed`` if given) with ``train.max_steps`` set to ``max_steps``, or
     else to the preset's ``table_steps``. ``units train`` keeps the preset's ``train.max_steps``
-    (the ``embedded`` preset: 600 steps a row here, 1,200 there), so the book's rows fit its
+    (the ``embedded`` preset: 500 steps a row here, 1,200 there), so the book's rows fit its
     time budget without changing the command's."""
     steps = max_steps if max_steps is not None else load_config(preset).table_steps
     return load_config(preset, {"seed": seed, "train.max_steps": steps})
