@@ -175,7 +175,7 @@ retrieval.mechanism_checks(config, data)
 # %% [markdown]
 # The embedded runs are small: a PaSST of 64 dimensions after 40 s of stage-0 tagging, a
 # frozen MiniLM instead of a fine-tuned roberta-large, two thousand clips instead of 400,000,
-# and ablation runs of 40 to 100 steps. The absolute numbers are far below the paper's, and
+# and ablation runs of a few hundred steps. The absolute numbers are far below the paper's, and
 # stage 0 tags the same event classes the captions are written from, so its head start is
 # larger than AudioSet's on real captions. Only the direction of each finding is comparable,
 # and a difference within the spread over seeds is reported as inconclusive.
