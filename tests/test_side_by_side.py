@@ -216,9 +216,16 @@ def test_each_stage_trains_what_its_page_needs_and_what_that_starts_from(tmp_pat
     assert {k: t.after for k, t in graphs["finetune"].items()} == {passt: ()} | pre | fine
     ablations = {k: t.after for k, t in graphs["ablations"].items() if k[0] == "ablation"}
     assert ablations[("ablation", "audio_encoder", "cnn14", 1)] == (cnn14, ("pretrain", 1))
-    assert ablations[("ablation", "text_encoder", "random", 0)] == (passt, ("pretrain", 0))
+    # the random text encoder is one draw (text_seed): its captions are embedded once, first
+    captions = ("captions", cfg.model.text_model, 0)
+    for seed in (0, 1):
+        after = (passt, captions, ("pretrain", seed))
+        assert ablations[("ablation", "text_encoder", "random", seed)] == after
+    assert graphs["ablations"][captions].after == ()
     assert len(ablations) == 2 * sum(map(len, stages.ablation_settings(cfg).values()))
-    assert graphs["chapter"].keys() == graphs["pretrain"].keys() | fine.keys() | ablations.keys()
+    assert graphs["chapter"].keys() == (
+        graphs["pretrain"].keys() | fine.keys() | ablations.keys() | {captions}
+    )
     # CNN14's stage 0 and its ablations are the costliest path: it starts first
     assert graph_order(graphs["chapter"])[0] == cnn14
     with pytest.raises(ValueError, match="unknown stage 'everything'"):
@@ -249,3 +256,56 @@ def test_captions_embedded_by_two_workers_equal_those_embedded_here(tmp_path, mo
     assert len(caches[1]) > 3 * 16 and caches[2].keys() == caches[1].keys()
     for caption, vector in caches[1].items():
         assert torch.equal(caches[2][caption], vector), caption
+
+
+def test_a_random_text_encoder_drawn_once_embeds_the_captions_once_for_every_seed(
+    tmp_path, monkeypatch
+):
+    """``model.text_seed``: the ablation's frozen random text encoder is one draw for every
+    seed, its caption cache filled once (by the chapter's graph, before its runs) with the
+    vectors each caption gets alone; a cache written by another process is read again."""
+    from audiorepro.models.text import CACHE_TOLERANCE, TextEncoder
+
+    cfg = load_config("smoke", {"max_train_items": 16, "max_eval_items": 10})
+    monkeypatch.setenv("AUDIOREPRO_RUNS", str(tmp_path / "runs"))
+    data = retrieval_data.load_data(cfg)
+    rnd = stages.ablation_config(cfg, "text_encoder", "random")
+    assert rnd.model.text_seed == 0 and retrieval_data.shares_random_text(rnd)
+    before = retrieval_data._text_cache(rnd.model, 0)  # this process reads it empty
+    assert before == {} and not retrieval_data.captions_embedded(rnd, data)
+
+    everything = retrieval_data.all_items(data.pretrain, data.validation, data.evaluation)
+    assert retrieval_data.embed_captions(rnd, data) == len({i.caption for i in everything})
+    assert retrieval_data.captions_embedded(rnd, data)
+    assert retrieval_data.embed_captions(rnd, data) == 0  # nothing left to embed
+    cache = retrieval_data._text_cache(rnd.model, 0)
+    caption = data.evaluation[0].caption
+    alone = TextEncoder(cfg.model.text_model, pretrained=False, trainable_layers=0, seed=0)
+    torch.testing.assert_close(
+        alone.embed_chunks([[caption]])[0][0], cache[caption], rtol=0, atol=CACHE_TOLERANCE
+    )
+
+    rnd = replace(rnd, **{"model.audio_pretrained": None})  # no stage 0 to train here
+    a, b = (runs.build_model(rnd, seed) for seed in (0, 1))
+    text_a, text_b = a.text_encoder.state_dict(), b.text_encoder.state_dict()
+    assert all(torch.equal(text_a[k], text_b[k]) for k in text_a)  # one draw
+    assert not torch.equal(a.text_projection.weight, b.text_projection.weight)  # two seeds
+    assert caption in a.text_encoder._cache and caption in b.text_encoder._cache
+
+    per_seed = replace(rnd, **{"model.text_seed": None})  # one draw per seed, as before
+    assert not retrieval_data.shares_random_text(per_seed)
+    c, d = (runs.build_model(per_seed, seed) for seed in (0, 1))
+    assert not all(
+        torch.equal(v, d.text_encoder.state_dict()[k])
+        for k, v in c.text_encoder.state_dict().items()
+    )
+    with pytest.raises(ValueError, match="one random draw for every seed"):
+        retrieval_data.embed_captions(per_seed, data)
+
+    # another process saves the cache again (a worker of the graph): this process reads it
+    path = retrieval_data._text_cache_path(rnd.model, 0)
+    saved = torch.load(path)
+    saved["captions"].append("a caption another process embedded")
+    saved["embeddings"] = torch.cat([saved["embeddings"], saved["embeddings"][:1]])
+    torch.save(saved, path)
+    assert "a caption another process embedded" in retrieval_data._text_cache(rnd.model, 0)

@@ -110,7 +110,10 @@ retrieval.ablation_table(records, config, preset, "audio_encoder")
 # text encoder's pretraining at all. Both encoders are frozen here, and their features are
 # standardised before the projection (`model.text_norm: batch`): a random transformer puts
 # every caption near one direction, which a projection trained for a few hundred steps
-# cannot undo, while their differences from the mean still tell captions apart.
+# cannot undo, while their differences from the mean still tell captions apart. A frozen
+# random encoder is a fixed random feature map: under `embedded` it is one draw
+# (`model.text_seed: 0`) shared by the three seeds, which then vary the audio side and the
+# batches, as they do for the pretrained encoder, and its captions are embedded once.
 
 # %%
 retrieval.ablation_table(records, config, preset, "text_encoder")

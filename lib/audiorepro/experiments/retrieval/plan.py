@@ -10,7 +10,13 @@ from typing import Any
 from audiorepro import reporting
 from audiorepro.config import replace, to_dict
 from audiorepro.experiments.retrieval.config import CHAPTER, STAGES, Config
-from audiorepro.experiments.retrieval.data import RetrievalData, load_data
+from audiorepro.experiments.retrieval.data import (
+    RetrievalData,
+    captions_embedded,
+    embed_captions,
+    load_data,
+    shares_random_text,
+)
 from audiorepro.experiments.retrieval.evaluate import evaluate, evaluate_and_record
 from audiorepro.experiments.retrieval.stages import (
     ablation_config,
@@ -43,7 +49,7 @@ AHEAD: dict[str, tuple[str, ...]] = {
 #: to start the costliest remaining path first.
 JOB_SECONDS = {
     "stage0": 45.0, "stage0/cnn14": 150.0, "pretrain": 40.0, "finetune": 25.0,
-    "ablation": 35.0, "ablation/cnn14": 60.0, "ablation/random": 80.0,
+    "ablation": 35.0, "ablation/cnn14": 60.0, "ablation/random": 35.0, "captions": 45.0,
 }  # fmt: skip
 
 
@@ -54,7 +60,9 @@ def chapter_tasks(config: Config, data: RetrievalData, stage: str = "chapter") -
     the pretraining of every seed after its stage 0, both fine-tunings after their seed's
     pretraining, every ablation run after its own stage 0 and its seed's pretraining (an ablation's
     reference setting is that pretraining run, :func:`run_ablation`, so the two must not train side
-    by side). Runs already in the store are left out; whatever waits on a missing stage 0 stays in,
+    by side), and a random text encoder's runs after its caption cache when one draw serves every
+    seed (:func:`~audiorepro.experiments.retrieval.data.embed_captions`). Runs already in the
+    store are left out; whatever waits on a missing stage 0 stays in,
     since its key is only known once that stage 0 exists."""
     if stage not in AHEAD:
         raise ValueError(f"unknown stage {stage!r}; known: {', '.join(AHEAD)}")
@@ -72,6 +80,15 @@ def chapter_tasks(config: Config, data: RetrievalData, stage: str = "chapter") -
     if "stage0" in kinds:  # page 02 shows the stage 0 of every encoder the chapter compares
         for name in ablation_settings(config)["audio_encoder"]:
             stage0(replace(config, **{"model.audio_encoder": name}))
+
+    def captions(cfg: Config) -> tuple[Any, ...]:
+        """A random text encoder drawn once for every seed embeds the captions once, first."""
+        if not shares_random_text(cfg) or captions_embedded(cfg, data):
+            return ()
+        key = ("captions", cfg.model.text_model, cfg.model.text_seed)
+        tasks.setdefault(key, Task(Job(embed_captions, cfg), cost=JOB_SECONDS["captions"]))
+        return (key,)
+
     main = stage0(config)
     pretrained: dict[int, tuple[Any, ...]] = {}
     for seed in config.seeds:
@@ -87,7 +104,8 @@ def chapter_tasks(config: Config, data: RetrievalData, stage: str = "chapter") -
             tasks[("finetune", seed, a)] = Task(job, pretrained[seed], JOB_SECONDS["finetune"])
     for kind, settings in ablation_settings(config).items() if "ablation" in kinds else ():
         for setting in settings:
-            first = stage0(ablation_config(config, kind, setting))
+            changed = ablation_config(config, kind, setting)
+            first = stage0(changed) + captions(changed)
             cost = JOB_SECONDS.get(f"ablation/{setting}", JOB_SECONDS["ablation"])
             for seed in config.seeds:
                 after = first + pretrained[seed]

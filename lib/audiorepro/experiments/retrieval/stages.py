@@ -13,7 +13,7 @@ import pandas as pd
 from audiorepro import reporting
 from audiorepro.config import replace, to_dict
 from audiorepro.experiments.retrieval.config import CHAPTER, Config, store
-from audiorepro.experiments.retrieval.data import RetrievalData
+from audiorepro.experiments.retrieval.data import RetrievalData, embed_captions, shares_random_text
 from audiorepro.experiments.retrieval.evaluate import evaluate, throughput
 from audiorepro.experiments.retrieval.runs import (
     resolve_pretrained,
@@ -235,8 +235,12 @@ def run_ablation(
 def ablation_model(
     config: Config, data: RetrievalData, kind: str, setting: str, seed: int, **kwargs: Any
 ) -> DualEncoder:
-    """The model of one ablation run (:func:`run_ablation`), trained or reloaded, unscored."""
+    """The model of one ablation run (:func:`run_ablation`), trained or reloaded, unscored. A
+    random text encoder drawn once for every seed first embeds the chapter's captions once,
+    for all of them (:func:`~audiorepro.experiments.retrieval.data.embed_captions`)."""
     run = _ablation_run(config, data, kind, setting)
+    if shares_random_text(run["config"]):
+        embed_captions(run["config"], data)
     return run_training("pretrain", run.pop("config"), seed, data, **run, **kwargs)
 
 
