@@ -43,8 +43,11 @@ install: $(STAMP)
 test: $(STAMP)
 	$(VPY) -m pytest $(PYTEST_ARGS)
 
+# Two chapters side by side (01-02 beside 03-04): one chapter's evaluation pages leave a core
+# idle that the other's training takes (python -m audiorepro.pages build --help)
+BOOK_JOBS ?= 2
 pages: $(STAMP)
-	$(VPY) -m audiorepro.pages build --preset $(PRESET)
+	$(VPY) -m audiorepro.pages build --preset $(PRESET) --jobs $(BOOK_JOBS)
 
 html: $(STAMP)
 	$(VENV)/bin/jupyter-book build _build/src --path-output . -W -n --keep-going

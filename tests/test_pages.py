@@ -6,6 +6,7 @@ import json
 
 import nbformat
 import pytest
+import yaml
 
 from audiorepro.pages import (
     PageError,
@@ -158,3 +159,68 @@ def test_page_times_are_written_after_every_page(tmp_path, monkeypatch):
     times = pages.execute_pages("smoke", root=REPO, stage=tmp_path / "src")
     assert seen[0] is None and list(seen[1].values()) == [1.2]
     assert json.loads((tmp_path / "page_times.json").read_text()) == times
+
+
+def _timed_book(root, chapters, log):
+    """A book of one page per chapter under ``root``: each page runs its chapter's ``code``
+    (raises, where that is None), then appends ``chapter start end`` to ``log``."""
+    toc = {"format": "jb-book", "root": "book/intro", "parts": []}
+    for chapter, code in chapters.items():
+        page = root / "book" / chapter / "page.py"
+        page.parent.mkdir(parents=True)
+        body = (
+            'raise ValueError("broken chapter")'
+            if code is None
+            else f"import pathlib, time\nstart = time.time()\n{code}\n"
+            f"with open({str(log)!r}, 'a') as f:\n"
+            f"    f.write(f'{chapter} {{start}} {{time.time()}}\\n')"
+        )
+        page.write_text(f'# %% tags=["parameters"]\npreset: str = "embedded"\n\n# %%\n{body}\n')
+        toc["parts"].append({"caption": chapter, "chapters": [{"file": f"book/{chapter}/page"}]})
+    (root / "_toc.yml").write_text(yaml.safe_dump(toc))
+
+
+def test_chapters_run_side_by_side_in_the_order_they_need(tmp_path):
+    """``build --jobs 2``: chapters 01 and 03 run at once after the data chapter (chapter 01's
+    page waits until chapter 03's has started), chapter 02 after chapter 01, the Reference part
+    after all of them; page times in book order. A failing chapter stops the build, naming its
+    page, once the chapter beside it has ended."""
+    from audiorepro import pages
+
+    assert pages.chapter_waits(["00_data", "01_retrieval", "02_distillation", "reference"]) == {
+        "00_data": (),
+        "01_retrieval": ("00_data",),
+        "02_distillation": ("00_data", "01_retrieval"),
+        "reference": ("00_data", "01_retrieval", "02_distillation"),
+    }
+    root, log, marker = tmp_path / "book1", tmp_path / "log.txt", tmp_path / "03-started"
+    order = ["00_data", "01_retrieval", "02_distillation", "03_zerospeech", "reference"]
+    wait_for_03 = (
+        f"while not pathlib.Path({str(marker)!r}).exists() and time.time() < start + 120:\n"
+        "    time.sleep(0.05)"
+    )
+    code = dict.fromkeys(order, "pass") | {
+        "01_retrieval": wait_for_03,
+        "03_zerospeech": f"pathlib.Path({str(marker)!r}).touch()",
+    }
+    _timed_book(root, code, log)
+    times = pages.execute_pages("smoke", root=root, stage=root / "_build/src", jobs=2)
+    assert list(times) == [f"book/{c}/page.py" for c in order]
+    lines = log.read_text().splitlines()
+    span = {name: (float(a), float(b)) for name, a, b in map(str.split, lines)}
+    assert span["01_retrieval"][1] - span["01_retrieval"][0] < 100  # 03 started beside it
+    assert span["00_data"][1] < min(span["01_retrieval"][0], span["03_zerospeech"][0])
+    assert span["02_distillation"][0] > span["01_retrieval"][1]
+    others = [end for name, (_, end) in span.items() if name != "reference"]
+    assert span["reference"][0] > max(others)
+    assert json.loads((root / "_build/page_times.json").read_text()) == times
+
+    root, log = tmp_path / "book2", tmp_path / "log2.txt"
+    _timed_book(
+        root, {"01_retrieval": "time.sleep(2)", "03_zerospeech": None, "04_awe": "pass"}, log
+    )
+    with pytest.raises(PageError, match="03_zerospeech/page.py .* ValueError: broken chapter"):
+        pages.execute_pages("smoke", root=root, stage=root / "_build/src", jobs=2)
+    assert [line.split()[0] for line in log.read_text().splitlines()] == ["01_retrieval"]
+    with pytest.raises(ValueError, match="jobs must be >= 1"):
+        pages.execute_pages("smoke", root=root, jobs=0)

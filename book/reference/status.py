@@ -41,7 +41,9 @@ pd.set_option("display.max_colwidth", None)
 # `python -m audiorepro.pages build` (the first half of `make book`) writes each page's
 # execution time to `_build/page_times.json` after the page has run, so during a build this
 # page sees the pages before it; run on its own, it shows what the last build left. Times
-# depend on the machine and on the preset the build ran under.
+# depend on the machine and on the preset the build ran under. `make book` runs two chapters
+# side by side (`--jobs 2`), so its wall time is less than the sum below, and a page's time
+# includes the cores it shared with the chapter beside it.
 
 # %%
 times = reporting.page_times()
@@ -49,9 +51,8 @@ if times is None:
     print("No _build/page_times.json here: no book build has run.")
 else:
     by_chapter = times.groupby("chapter", sort=False)["seconds"].sum()
-    print(
-        f"{len(times)} pages, {times.seconds.sum() / 60:.1f} minutes in all"
-    )
+    minutes = times.seconds.sum() / 60
+    print(f"{len(times)} pages, {minutes:.1f} minutes of page time")
     display(by_chapter.round(1).to_frame("seconds"))
     display(times.round(1))
 

@@ -13,7 +13,7 @@ tests call :func:`execute_page` on every page under ``preset="smoke"``.
 Command line::
 
     python -m audiorepro.pages list
-    python -m audiorepro.pages build --preset embedded [--only 03_zerospeech] [-p seed 1]
+    python -m audiorepro.pages build --preset embedded [--only 03_zerospeech] [-p seed 1] [--jobs 2]
     python -m audiorepro.pages run book/00_data/01_audio_features.py out.ipynb -p preset smoke
     accelerate launch -m audiorepro.pages script book/03_zerospeech/02_train_vqvae.py -p preset paper
 
@@ -374,6 +374,36 @@ def write_page_times(path: Path, times: Mapping[str, float]) -> None:
     tmp.replace(path)
 
 
+#: Chapters side by side (``build --jobs N``): every chapter waits for the data chapter (it
+#: generates the corpora), chapter 02 for chapter 01 (its PaSST teachers are chapter 01's
+#: pretrained runs), and the Reference part, which reads every chapter's ledger rows and page
+#: times, for all of them. Chapters write their runs and derived data to folders of their own;
+#: the ledger and the run store take rows and runs from several processes at once.
+DATA_CHAPTER = "00_data"
+LAST_PART = "reference"
+CHAPTER_NEEDS: dict[str, tuple[str, ...]] = {"02_distillation": ("01_retrieval",)}
+
+
+def chapter_of(page: Path) -> str:
+    """The chapter folder of a page path ``book/<chapter>/<page>.py``."""
+    return page.parts[1] if len(page.parts) > 2 else page.parts[0]
+
+
+def chapter_waits(chapters: Sequence[str]) -> dict[str, tuple[str, ...]]:
+    """For each of ``chapters`` (book order), those of them it waits for when chapters run
+    side by side (:data:`CHAPTER_NEEDS`)."""
+    waits = {}
+    for chapter in chapters:
+        if chapter == DATA_CHAPTER:
+            needs: tuple[str, ...] = ()
+        elif chapter == LAST_PART:
+            needs = tuple(chapters)
+        else:
+            needs = (DATA_CHAPTER, *CHAPTER_NEEDS.get(chapter, ()))
+        waits[chapter] = tuple(c for c in needs if c in chapters and c != chapter)
+    return waits
+
+
 def execute_pages(
     preset: str = "embedded",
     *,
@@ -382,6 +412,7 @@ def execute_pages(
     only: Sequence[str] = (),
     parameters: Mapping[str, Any] | None = None,
     log_output: bool = False,
+    jobs: int = 1,
 ) -> dict[str, float]:
     """Execute every page (or those whose path contains one of ``only``) into the stage.
 
@@ -389,27 +420,105 @@ def execute_pages(
     page with a ``seed``) and are checked before the first page runs: a name that no selected
     page has, or a value that does not fit a page's annotation, fails the build at once, not an
     hour in. Prints one line per page with its time and writes ``page_times.json`` next to the
-    stage (``_build/page_times.json``) after every page, so a page late in the book (the
-    Reference part's status page) reads the times of the pages before it in this build.
+    stage (``_build/page_times.json``) after every page (with ``jobs`` > 1, after every
+    chapter), so a page late in the book (the Reference part's status page) reads the times of
+    the pages before it in this build.
+
+    ``jobs`` > 1 runs up to that many chapters side by side, each in a process of its own, its
+    pages in book order (:func:`chapter_waits` says which wait for which): a chapter's
+    evaluation pages leave a core idle that another chapter's training takes. A page's numbers
+    do not depend on it (every run's thread count is part of its configuration). The first
+    chapter to fail stops the build once the chapters running beside it have ended.
     """
+    if jobs < 1:
+        raise ValueError(f"jobs must be >= 1, got {jobs}")
     root = root or repo_root()
     stage = stage or root / STAGE_DIR
     per_page = build_parameters(preset, parameters, root=root, only=only)
+    times_path = stage.parent / PAGE_TIMES
     times: dict[str, float] = {}
-    for page in per_page:
+
+    def written(new: Mapping[str, float]) -> None:
+        times.update(new)
+        write_page_times(times_path, {str(p): times[str(p)] for p in per_page if str(p) in times})
+
+    chapters: dict[str, dict[Path, dict[str, Any]]] = {}
+    for page, params in per_page.items():
+        chapters.setdefault(chapter_of(page), {})[page] = params
+    if jobs > 1:
+        last = chapters.pop(LAST_PART, {})
+        if chapters:
+            _execute_chapters(chapters, jobs, preset, root, stage, log_output, written)
+    else:
+        last = dict(per_page)
+    for page, params in last.items():  # here, each page's time written before the next
+        written(_execute_in_order({page: params}, preset, root, stage, log_output))
+    in_order = {str(p): times[str(p)] for p in per_page if str(p) in times}
+    write_page_times(times_path, in_order)
+    print(f"[book] executed {len(times)} pages in {sum(times.values()):.1f} s", flush=True)
+    return in_order
+
+
+def _execute_chapters(
+    chapters: Mapping[str, Mapping[Path, dict[str, Any]]],
+    jobs: int,
+    preset: str,
+    root: Path,
+    stage: Path,
+    log_output: bool,
+    written: Any,
+) -> None:
+    """:func:`execute_pages` with ``jobs`` chapters side by side, one process each."""
+    import multiprocessing
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+
+    waits = chapter_waits(list(chapters))
+    pending, done = list(chapters), set()
+    failure: BaseException | None = None
+    context = multiprocessing.get_context("spawn")  # a fresh process: no copied state
+    with ProcessPoolExecutor(jobs, mp_context=context) as pool:
+        running: dict[Any, str] = {}
+        while pending or running:
+            ready = [c for c in pending if set(waits[c]) <= done] if failure is None else []
+            for chapter in ready[: jobs - len(running)]:
+                pending.remove(chapter)
+                args = (chapters[chapter], preset, root, stage, log_output)
+                running[pool.submit(_execute_in_order, *args)] = chapter
+            if not running:
+                break
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in finished:
+                chapter = running.pop(future)
+                try:
+                    written(future.result())
+                    done.add(chapter)
+                except BaseException as err:  # noqa: BLE001 - raised once the others end
+                    failure = failure or err
+    if failure is not None:
+        raise failure
+
+
+def _execute_in_order(
+    pages: Mapping[Path, Mapping[str, Any]],
+    preset: str,
+    root: Path,
+    stage: Path,
+    log_output: bool,
+) -> dict[str, float]:
+    """Execute ``pages`` one after another (a chapter, in a process of its own under
+    ``jobs`` > 1); return ``{page: seconds}``."""
+    times = {}
+    for page, params in pages.items():
         print(f"[book] executing {page} (preset={preset}) ...", flush=True)
         seconds = execute_page(
             root / page,
             stage / page.with_suffix(".ipynb"),
             preset=preset,
-            parameters={k: v for k, v in per_page[page].items() if k != "preset"},
+            parameters={k: v for k, v in params.items() if k != "preset"},
             log_output=log_output,
         )
         times[str(page)] = round(seconds, 1)
         print(f"[book] {page}: {seconds:.1f} s", flush=True)
-        write_page_times(stage.parent / PAGE_TIMES, times)
-    write_page_times(stage.parent / PAGE_TIMES, times)
-    print(f"[book] executed {len(times)} pages in {sum(times.values()):.1f} s", flush=True)
     return times
 
 
@@ -470,6 +579,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     build.add_argument("--only", action="append", default=[], help="substring of page paths")
     build.add_argument("--log-output", action="store_true", help="stream cell output")
     build.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="chapters executed side by side, one process each (make book: 2)",
+    )
+    build.add_argument(
         "-p",
         nargs=2,
         action="append",
@@ -499,7 +614,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             build_parameters(args.preset, params, only=args.only)  # before anything is staged
             stage_book()
             execute_pages(
-                args.preset, only=args.only, parameters=params, log_output=args.log_output
+                args.preset,
+                only=args.only,
+                parameters=params,
+                log_output=args.log_output,
+                jobs=args.jobs,
             )
         elif args.cmd == "script":
             check_page(args.page)
