@@ -75,6 +75,7 @@ OVERRIDES: dict[str, dict[str, Any]] = {
         "sweep_epochs": 1,  # paper: 15
         "seeds": [0],  # paper: 0, 1, 2
         "dtw_tokens": 20,  # paper: 2000
+        "max_train_tokens": 64,  # paper: all (one batch of 64 a run: the sizes, not the steps)
         "sweep_heads": [4, 32],  # Table 2; paper: 1, 4, 8, 16, 32 (4 heads: a Table 1 run)
         "train.device": "cpu",
     },
