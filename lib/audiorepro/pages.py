@@ -36,7 +36,7 @@ import shlex
 import shutil
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -435,12 +435,14 @@ def execute_pages(
     root = root or repo_root()
     stage = stage or root / STAGE_DIR
     per_page = build_parameters(preset, parameters, root=root, only=only)
-    times_path = stage.parent / PAGE_TIMES
     times: dict[str, float] = {}
 
-    def written(new: Mapping[str, float]) -> None:
+    def written(new: Mapping[str, float]) -> dict[str, float]:
+        """Add ``new`` page times and write them all, in book order."""
         times.update(new)
-        write_page_times(times_path, {str(p): times[str(p)] for p in per_page if str(p) in times})
+        in_order = {str(p): times[str(p)] for p in per_page if str(p) in times}
+        write_page_times(stage.parent / PAGE_TIMES, in_order)
+        return in_order
 
     chapters: dict[str, dict[Path, dict[str, Any]]] = {}
     for page, params in per_page.items():
@@ -453,8 +455,7 @@ def execute_pages(
         last = dict(per_page)
     for page, params in last.items():  # here, each page's time written before the next
         written(_execute_in_order({page: params}, preset, root, stage, log_output))
-    in_order = {str(p): times[str(p)] for p in per_page if str(p) in times}
-    write_page_times(times_path, in_order)
+    in_order = written({})
     print(f"[book] executed {len(times)} pages in {sum(times.values()):.1f} s", flush=True)
     return in_order
 
@@ -466,7 +467,7 @@ def _execute_chapters(
     root: Path,
     stage: Path,
     log_output: bool,
-    written: Any,
+    written: Callable[[Mapping[str, float]], Any],
 ) -> None:
     """:func:`execute_pages` with ``jobs`` chapters side by side, one process each."""
     import multiprocessing
