@@ -5,6 +5,7 @@ alone, with one sentence saying whether the model beats them (issue 39, item 2).
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 import shutil
@@ -15,9 +16,11 @@ import pytest
 from test_cli import HEADER, WORDS, last_number, run_cli
 
 from audiorepro.data.recordings import WORD_RULE
+from audiorepro.data.speech_segments import average_frames
 from audiorepro.experiments.zerospeech.baselines import ScoreRow, verdict
+from audiorepro.experiments.zerospeech.recordings import load_units, unit_rows
 from audiorepro.metrics.abx import abx_error
-from conftest import espeak_word_files
+from conftest import REPO, espeak_word_files
 
 
 @pytest.fixture(scope="module")
@@ -317,3 +320,34 @@ def test_the_verdict_reads_each_comparison_from_the_numbers():
         "the units beat the input frames (17.0 % vs 30.0 %) but not the k-means baseline "
         "(17.000 % vs 17.000 %)"
     )
+
+
+def test_the_layers_study_scores_what_abx_score_scores(made, capsys):
+    """``bench/study_units_layers.py`` (the Reference's table of where the Spanish units lose
+    their points): its input frames, k-means units and units are the numbers ``abx score``
+    prints for them; the frames at the code rate are the frames averaged over the stride; the
+    units are scored after the encoder's output, with the codebook put back."""
+    spec = importlib.util.spec_from_file_location(
+        "study_units_layers", REPO / "bench/study_units_layers.py"
+    )
+    study = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(study)
+    study.main([str(made / "u"), str(made / "audio"), str(made / "w.item")])
+    printed = {
+        line[:48].strip(): float(line[48:].strip(" %"))
+        for line in capsys.readouterr().out.splitlines()
+    }
+    code, out, err = run_cli(capsys, "abx", "score", made / "w.item", made / "vectors")
+    assert code == 0, err
+    rows = table(out)
+    assert printed["input frames (10 ms)"] == pytest.approx(rows["input frames"], abs=5e-3)
+    assert printed["k-means units"] == pytest.approx(rows["k-means units"], abs=5e-3)
+    assert printed["units (codebook vectors)"] == pytest.approx(rows["units"], abs=5e-3)
+    run = load_units(made / "u")
+    frames = unit_rows(run, made / "audio", "frames")
+    averaged = {n: average_frames(x, run.model.cfg.stride) for n, x in frames.items()}
+    name = f"frames averaged to the code rate ({run.model.cfg.stride} frames)"
+    assert printed[name] == pytest.approx(abx_error(averaged, made / "w.item"), abs=5e-3)
+    # the encoder's output is scored with the codebook put back: the units line (after it)
+    # is the units' own number above
+    assert 0 <= printed["encoder output (before the codebook)"] <= 100
