@@ -1,0 +1,44 @@
+"""bench/study_digits_folder.py: the folder of spoken digits, each speaker through a recording
+chain of their own, that the Reference's "Speakers recorded through different chains" table
+was measured on."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+
+import numpy as np
+import soundfile as sf
+
+from audiorepro.data.recordings import scan_folder, speakers_of
+from conftest import REPO
+
+
+def _study():
+    sys.path.insert(0, str(REPO / "bench"))  # as `python bench/...` runs it: beside its helpers
+    try:
+        spec = importlib.util.spec_from_file_location(
+            "study_digits_folder", REPO / "bench/study_digits_folder.py"
+        )
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(REPO / "bench"))
+    return module
+
+
+def test_the_digits_folder_is_named_as_fsdd_and_made_again_byte_for_byte(tmp_path):
+    study = _study()
+    study.main([str(tmp_path / "a"), "--speakers", "2", "--takes", "1"])
+    study.main([str(tmp_path / "b"), "--speakers", "2", "--takes", "1"])
+    study.main([str(tmp_path / "c"), "--speakers", "2", "--takes", "1", "--clean"])
+    names = sorted(p.name for p in (tmp_path / "a").iterdir())
+    assert len(names) == 20 and names[0] == "0_S001_0.wav" and names[-1] == "9_S002_0.wav"
+    wavs = scan_folder(tmp_path / "a").files
+    assert sorted(set(speakers_of(wavs, "field:2", tmp_path / "a").values())) == ["S001", "S002"]
+    for name in names:
+        a, rate = sf.read(tmp_path / "a" / name)
+        b, _ = sf.read(tmp_path / "b" / name)
+        c, _ = sf.read(tmp_path / "c" / name)
+        assert rate == 8000 and np.array_equal(a, b) and np.abs(a).max() > 0.01
+        assert len(c) and not np.array_equal(a[: len(c)], c[: len(a)])  # --clean: no chain
