@@ -8,6 +8,7 @@ import importlib.util
 import sys
 
 import numpy as np
+import pytest
 import soundfile as sf
 
 from audiorepro.data.recordings import scan_folder, speakers_of
@@ -42,3 +43,31 @@ def test_the_digits_folder_is_named_as_fsdd_and_made_again_byte_for_byte(tmp_pat
         c, _ = sf.read(tmp_path / "c" / name)
         assert rate == 8000 and np.array_equal(a, b) and np.abs(a).max() > 0.01
         assert len(c) and not np.array_equal(a[: len(c)], c[: len(a)])  # --clean: no chain
+
+
+def test_the_closest_stretch_is_found_where_it_was_put_and_never_in_silence():
+    """bench/study_units_segments.py: a stretch of one file copied into another is found at
+    both places, at distance 0; quiet frames (first coefficient below zero) count as far,
+    so two silences never make the closest stretch."""
+    sys.path.insert(0, str(REPO / "bench"))
+    try:
+        spec = importlib.util.spec_from_file_location(
+            "study_units_segments", REPO / "bench/study_units_segments.py"
+        )
+        study = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(study)
+    finally:
+        sys.path.remove(str(REPO / "bench"))
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((60, 5))
+    a[:, 0] = np.abs(a[:, 0]) + 0.1  # speech throughout
+    b = rng.standard_normal((50, 5))
+    b[:, 0] = np.abs(b[:, 0]) + 0.1
+    b[12:22] = a[30:40]
+    assert study.closest_stretch(a, b, 10) == (pytest.approx(0.0, abs=1e-7), 30, 12)
+    quiet_a, quiet_b = a.copy(), b.copy()
+    quiet_a[:10] = [-1.0, 0, 0, 0, 0]  # the same silent frames in both: distance 0 unmasked
+    quiet_b[40:50] = [-1.0, 0, 0, 0, 0]
+    cost, i, j = study.closest_stretch(quiet_a, quiet_b, 10)
+    assert (i, j) == (30, 12) and cost == pytest.approx(0.0, abs=1e-7)
+    assert study.closest_stretch(a, b[:5], 10)[0] == np.inf  # shorter than a stretch
