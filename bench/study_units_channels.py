@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import io
+from dataclasses import dataclass
 from pathlib import Path
 
 import librosa
@@ -33,10 +34,15 @@ from audiorepro.data.speech_segments import (
     load_wav_features,
     normalize_features,
 )
-from audiorepro.experiments.zerospeech.config import load_config, store
+from audiorepro.experiments.zerospeech.config import Config, load_config, store
 from audiorepro.experiments.zerospeech.data import MIN_TRAIN_FRAMES, training_files
 from audiorepro.experiments.zerospeech.evaluate import encode_files
-from audiorepro.experiments.zerospeech.pairs import PairedSegments, collate_paired, find_pairs
+from audiorepro.experiments.zerospeech.pairs import (
+    PairedSegments,
+    Pairing,
+    collate_paired,
+    find_pairs,
+)
 from audiorepro.experiments.zerospeech.train import _vqvae_step, fit_one_thread
 from audiorepro.features import load_audio
 from audiorepro.metrics.abx import abx_error
@@ -89,6 +95,70 @@ def chain(rng: np.random.Generator, codec: bool):
     return apply
 
 
+@dataclass
+class TrainingSet:
+    """What ``units train`` trains on, from a folder of one subfolder per speaker."""
+
+    config: Config
+    feature: str
+    wavs: dict[str, Path]
+    names: list[str]
+    voices: list[str]
+    clean: list[np.ndarray]
+    """Each file's frames, normalised per speaker."""
+    found: Pairing
+    order: list[str]
+    index: list[int]
+    """Each file's speaker, as an index into ``order``."""
+
+    def dataset(self) -> PairedSegments:
+        """``units train``'s items: every file's own, and both ways of every pair found."""
+        return PairedSegments(
+            self.clean, self.index, self.found.pairs, self.config.train.segment_frames
+        )
+
+
+def training_set(folder: Path, seed: int) -> TrainingSet:
+    """:class:`TrainingSet` of ``folder``, the configuration ``units train`` uses with
+    ``seed`` (per-speaker normalisation, pairs, 2,400 steps)."""
+    overrides = {"model.feature_norm": "speaker", "train.pairs": "nearest", "seed": seed}
+    steps = {"train.max_steps": 2400, "train.num_epochs": 2400}  # as `units train`
+    config = load_config("embedded", {**overrides, **steps})
+    feature = feature_of(config.model.input_dim)
+    wavs, _ = training_files(scan_folder(folder).files)
+    feats = load_wav_features(wavs, feature, store())
+    speakers = speakers_of(wavs, "parent", folder)
+    names = [n for n in sorted(feats) if len(feats[n]) >= MIN_TRAIN_FRAMES]
+    voices = [speakers[n] for n in names]
+    clean = normalize_features([feats[n] for n in names], "speaker", voices)
+    found = find_pairs(clean, voices)
+    print(found.line(), flush=True)
+    order = sorted(set(voices))
+    index = [order.index(v) for v in voices]
+    return TrainingSet(config, feature, wavs, names, voices, clean, found, order, index)
+
+
+def train_and_score(data: TrainingSet, dataset: PairedSegments, test: Path, items: Path) -> float:
+    """Train a VQ-VAE on ``dataset`` as ``units train`` does and print (and return) its units'
+    word ABX across speakers on ``items`` of the folder ``test``."""
+    seed = data.config.seed
+    seed_everything(seed)
+    model = VQVAE(data.config.model, n_speakers=len(data.order))
+    stats = input_statistics(np.concatenate(data.clean), data.config.model.input_scale)
+    model.set_normalization(*stats)
+    trainer, _ = fit_one_thread(
+        model, _vqvae_step, dataset, data.config.train.loop(seed), collate_paired, None, (),
+        "none",
+    )  # fmt: skip
+    model = trainer.unwrapped_model.cpu().eval()
+    test_wavs, _ = training_files(scan_folder(test).files)
+    feats = load_wav_features(test_wavs, data.feature, store())
+    _, units = encode_files(model, feats, speakers=speakers_of(test_wavs, "parent", test))
+    error = abx_error(units, items, mode="across")
+    print(f"units (codebook vectors): {error:.2f} %")
+    return error
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("train", type=Path)
@@ -98,56 +168,36 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-codec", action="store_true")
     args = parser.parse_args()
-    overrides = {"model.feature_norm": "speaker", "train.pairs": "nearest", "seed": args.seed}
-    steps = {"train.max_steps": 2400, "train.num_epochs": 2400}  # as `units train`
-    config = load_config("embedded", {**overrides, **steps})
-    feature = feature_of(config.model.input_dim)
-    wavs, _ = training_files(scan_folder(args.train).files)
-    feats = load_wav_features(wavs, feature, store())
-    speakers = speakers_of(wavs, "parent", args.train)
-    names = [n for n in sorted(feats) if len(feats[n]) >= MIN_TRAIN_FRAMES]
-    voices = [speakers[n] for n in names]
-    clean = normalize_features([feats[n] for n in names], "speaker", voices)
-    found = find_pairs(clean, voices)
-    print(found.line(), flush=True)
-    fn = feature_function(feature)
+    data = training_set(args.train, args.seed)
+    fn = feature_function(data.feature)
     rng = np.random.default_rng(5000 + args.seed)
     copies, targets, copy_voices = [], [], []
-    for s in sorted(set(voices)):
-        mine = [i for i, v in enumerate(voices) if v == s]
+    for s in data.order:
+        mine = [i for i, v in enumerate(data.voices) if v == s]
         for _ in range(args.copies):
             apply = chain(rng, not args.no_codec)
             sent = []
             for i in mine:
-                x = load_audio(wavs[names[i]], sr=SAMPLE_RATE)[0]
-                y = fn(apply(x)).astype(np.float32)[: len(clean[i])]
-                sent.append(np.pad(y, ((0, len(clean[i]) - len(y)), (0, 0)), mode="edge"))
+                x = load_audio(data.wavs[data.names[i]], sr=SAMPLE_RATE)[0]
+                y = fn(apply(x)).astype(np.float32)[: len(data.clean[i])]
+                sent.append(np.pad(y, ((0, len(data.clean[i]) - len(y)), (0, 0)), mode="edge"))
             copies += normalize_features(sent, "speaker", [s] * len(sent))
-            targets += [clean[i] for i in mine]
+            targets += [data.clean[i] for i in mine]
             copy_voices += [s] * len(mine)
     print(f"{len(copies)} copies through {args.copies} chains a speaker", flush=True)
-    order = sorted(set(voices))
-    index = [order.index(v) for v in voices]
-    seed_everything(args.seed)
-    model = VQVAE(config.model, n_speakers=len(order))
-    model.set_normalization(*input_statistics(np.concatenate(clean), config.model.input_scale))
-    dataset = PairedSegments(clean, index, found.pairs, config.train.segment_frames)
-    segment = config.train.segment_frames
+    dataset = data.dataset()
+    segment = data.config.train.segment_frames
     for x, target, s in zip(copies, targets, copy_voices, strict=True):
         for start in range(0, len(x), segment):
             if len(x[start : start + segment]) >= 8:
                 dataset.items.append(
-                    (x[start : start + segment], target[start : start + segment], order.index(s))
+                    (
+                        x[start : start + segment],
+                        target[start : start + segment],
+                        data.order.index(s),
+                    )
                 )
-    trainer, _ = fit_one_thread(
-        model, _vqvae_step, dataset, config.train.loop(args.seed), collate_paired, None, (),
-        "none",
-    )  # fmt: skip
-    model = trainer.unwrapped_model.cpu().eval()
-    test_wavs, _ = training_files(scan_folder(args.test).files)
-    test = load_wav_features(test_wavs, feature, store())
-    _, units = encode_files(model, test, speakers=speakers_of(test_wavs, "parent", args.test))
-    print(f"units (codebook vectors): {abx_error(units, args.items, mode='across'):.2f} %")
+    train_and_score(data, dataset, args.test, args.items)
 
 
 if __name__ == "__main__":

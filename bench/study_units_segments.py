@@ -20,23 +20,10 @@ import argparse
 from pathlib import Path
 
 import numpy as np
+from study_units_channels import train_and_score, training_set
 
-from audiorepro.data.recordings import scan_folder, speakers_of
-from audiorepro.data.speech_segments import feature_of, load_wav_features, normalize_features
-from audiorepro.experiments.zerospeech.config import load_config, store
-from audiorepro.experiments.zerospeech.data import MIN_TRAIN_FRAMES, training_files
-from audiorepro.experiments.zerospeech.evaluate import encode_files
-from audiorepro.experiments.zerospeech.pairs import (
-    PairedSegments,
-    aligned_to,
-    collate_paired,
-    find_pairs,
-)
-from audiorepro.experiments.zerospeech.train import _vqvae_step, fit_one_thread
-from audiorepro.metrics.abx import abx_error
+from audiorepro.experiments.zerospeech.pairs import aligned_to
 from audiorepro.metrics.dtw import frame_distances
-from audiorepro.models.vqvae import VQVAE, input_statistics
-from audiorepro.repro import seed_everything
 
 
 def closest_stretch(a: np.ndarray, b: np.ndarray, frames: int) -> tuple[float, int, int]:
@@ -67,31 +54,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--frames", type=int, default=40)
     parser.add_argument("--per-file", type=float, default=1.0)
     args = parser.parse_args(argv)
-    overrides = {"model.feature_norm": "speaker", "train.pairs": "nearest", "seed": args.seed}
-    steps = {"train.max_steps": 2400, "train.num_epochs": 2400}  # as `units train`
-    config = load_config("embedded", {**overrides, **steps})
-    feature = feature_of(config.model.input_dim)
-    wavs, _ = training_files(scan_folder(args.train).files)
-    feats = load_wav_features(wavs, feature, store())
-    speakers = speakers_of(wavs, "parent", args.train)
-    names = [n for n in sorted(feats) if len(feats[n]) >= MIN_TRAIN_FRAMES]
-    voices = [speakers[n] for n in names]
-    clean = normalize_features([feats[n] for n in names], "speaker", voices)
-    found = find_pairs(clean, voices)
-    print(found.line(), flush=True)
-    order = sorted(set(voices))
-    index = [order.index(v) for v in voices]
-    dataset = PairedSegments(clean, index, found.pairs, config.train.segment_frames)
+    data = training_set(args.train, args.seed)
+    dataset = data.dataset()
     if args.per_file > 0:
-        whole = set(found.pairs)
+        clean, whole = data.clean, set(data.found.pairs)
         candidates = []
-        for i in range(len(names)):
-            for j in range(i + 1, len(names)):
-                if voices[i] != voices[j] and (i, j) not in whole:
+        for i in range(len(clean)):
+            for j in range(i + 1, len(clean)):
+                if data.voices[i] != data.voices[j] and (i, j) not in whole:
                     cost, si, sj = closest_stretch(clean[i], clean[j], args.frames)
                     candidates.append((cost, i, j, si, sj))
         candidates.sort()
-        kept = candidates[: round(args.per_file * len(names))]
+        kept = candidates[: round(args.per_file * len(clean))]
         print(
             f"{len(kept)} stretch pairs of {args.frames} frames kept of {len(candidates):,}, "
             f"mean distance {kept[0][0]:.3f} to {kept[-1][0]:.3f} "
@@ -100,20 +74,9 @@ def main(argv: list[str] | None = None) -> None:
         )
         for _, i, j, si, sj in kept:
             a, b = clean[i][si : si + args.frames], clean[j][sj : sj + args.frames]
-            dataset.items.append((a, aligned_to(a, b), index[j]))
-            dataset.items.append((b, aligned_to(b, a), index[i]))
-    seed_everything(args.seed)
-    model = VQVAE(config.model, n_speakers=len(order))
-    model.set_normalization(*input_statistics(np.concatenate(clean), config.model.input_scale))
-    trainer, _ = fit_one_thread(
-        model, _vqvae_step, dataset, config.train.loop(args.seed), collate_paired, None, (),
-        "none",
-    )  # fmt: skip
-    model = trainer.unwrapped_model.cpu().eval()
-    test_wavs, _ = training_files(scan_folder(args.test).files)
-    test = load_wav_features(test_wavs, feature, store())
-    _, units = encode_files(model, test, speakers=speakers_of(test_wavs, "parent", args.test))
-    print(f"units (codebook vectors): {abx_error(units, args.items, mode='across'):.2f} %")
+            dataset.items.append((a, aligned_to(a, b), data.index[j]))
+            dataset.items.append((b, aligned_to(b, a), data.index[i]))
+    train_and_score(data, dataset, args.test, args.items)
 
 
 if __name__ == "__main__":

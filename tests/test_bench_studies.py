@@ -15,12 +15,12 @@ from audiorepro.data.recordings import scan_folder, speakers_of
 from conftest import REPO
 
 
-def _study():
-    sys.path.insert(0, str(REPO / "bench"))  # as `python bench/...` runs it: beside its helpers
+def _study(name: str):
+    """``bench/<name>.py`` as a module, imported as ``python bench/...`` runs it: beside its
+    helpers."""
+    sys.path.insert(0, str(REPO / "bench"))
     try:
-        spec = importlib.util.spec_from_file_location(
-            "study_digits_folder", REPO / "bench/study_digits_folder.py"
-        )
+        spec = importlib.util.spec_from_file_location(name, REPO / f"bench/{name}.py")
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
     finally:
@@ -29,7 +29,7 @@ def _study():
 
 
 def test_the_digits_folder_is_named_as_fsdd_and_made_again_byte_for_byte(tmp_path):
-    study = _study()
+    study = _study("study_digits_folder")
     study.main([str(tmp_path / "a"), "--speakers", "2", "--takes", "1"])
     study.main([str(tmp_path / "b"), "--speakers", "2", "--takes", "1"])
     study.main([str(tmp_path / "c"), "--speakers", "2", "--takes", "1", "--clean"])
@@ -49,15 +49,7 @@ def test_the_closest_stretch_is_found_where_it_was_put_and_never_in_silence():
     """bench/study_units_segments.py: a stretch of one file copied into another is found at
     both places, at distance 0; quiet frames (first coefficient below zero) count as far,
     so two silences never make the closest stretch."""
-    sys.path.insert(0, str(REPO / "bench"))
-    try:
-        spec = importlib.util.spec_from_file_location(
-            "study_units_segments", REPO / "bench/study_units_segments.py"
-        )
-        study = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(study)
-    finally:
-        sys.path.remove(str(REPO / "bench"))
+    study = _study("study_units_segments")
     rng = np.random.default_rng(0)
     a = rng.standard_normal((60, 5))
     a[:, 0] = np.abs(a[:, 0]) + 0.1  # speech throughout
