@@ -63,3 +63,29 @@ def test_the_closest_stretch_is_found_where_it_was_put_and_never_in_silence():
     cost, i, j = study.closest_stretch(quiet_a, quiet_b, 10)
     assert (i, j) == (30, 12) and cost == pytest.approx(0.0, abs=1e-7)
     assert study.closest_stretch(a, b[:5], 10)[0] == np.inf  # shorter than a stretch
+
+
+def test_the_warped_stretch_is_found_at_another_speed_and_never_in_silence():
+    """bench/study_units_segments.py --warped: a stretch of one file said 1.5 times slower in
+    another is found by segmental DTW (a band of radius 10), inside what was copied, at
+    distance 0 on a path of 20 steps; the diagonal search cannot find it; two silences never
+    make the closest stretch."""
+    study = _study("study_units_segments")
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((80, 5))
+    a[:, 0] = np.abs(a[:, 0]) + 0.1
+    b = rng.standard_normal((70, 5))
+    b[:, 0] = np.abs(b[:, 0]) + 0.1
+    slow = np.round(np.linspace(30, 49, 30)).astype(int)  # a[30:50] said over 30 frames
+    b[20:50] = a[slow]
+    cost, a0, a1, b0, b1 = study.closest_warped_stretch(a, b, 20, radius=10)
+    assert cost == pytest.approx(0.0, abs=1e-7)
+    assert 30 <= a0 < a1 <= 50 and 20 <= b0 < b1 <= 50 and b1 - b0 > a1 - a0
+    assert np.array_equal(b[b0:b1], a[slow][b0 - 20 : b1 - 20])
+    assert study.closest_stretch(a, b, 20)[0] > 0.1  # one to one, no stretch of 20 matches
+    quiet_a, quiet_b = a.copy(), b.copy()
+    quiet_a[:20] = [-1.0, 0, 0, 0, 0]
+    quiet_b[50:70] = [-1.0, 0, 0, 0, 0]
+    cost, a0, a1, b0, b1 = study.closest_warped_stretch(quiet_a, quiet_b, 20, radius=10)
+    assert cost == pytest.approx(0.0, abs=1e-7) and a0 >= 30 and b1 <= 50
+    assert study.closest_warped_stretch(a, b[:5], 20, radius=10)[0] == np.inf
