@@ -89,3 +89,38 @@ def test_the_warped_stretch_is_found_at_another_speed_and_never_in_silence():
     cost, a0, a1, b0, b1 = study.closest_warped_stretch(quiet_a, quiet_b, 20, radius=10)
     assert cost == pytest.approx(0.0, abs=1e-7) and a0 >= 30 and b1 <= 50
     assert study.closest_warped_stretch(a, b[:5], 20, radius=10)[0] == np.inf
+
+
+def test_the_centred_study_takes_each_input_speakers_running_mean_off_before_the_codebook():
+    """bench/study_units_centred.py: the first batch of a speaker sets its mean, later ones
+    move it by ``momentum``; the codebook reads the encoder output less the mean of the
+    *input's* speaker; with momentum 0 the model quantises as the library's VQVAE does."""
+    import torch
+
+    from audiorepro.losses.vq import length_mask
+    from audiorepro.models.vqvae import VQVAE, VQVAEConfig
+
+    study = _study("study_units_centred")
+    cfg = VQVAEConfig(input_dim=6, d_model=16, n_heads=2, ffn_dim=16, code_dim=4, codebook_size=8)
+    torch.manual_seed(0)
+    model = study.CentredVQVAE(cfg, n_speakers=2, momentum=0.5).train()
+    feats, lengths = torch.randn(3, 12, 6), torch.tensor([12, 8, 12])
+    model.sources = torch.tensor([1, 1, 0])
+    _, z, _, e, code_lengths = model.quantize(feats, lengths)
+    mask = length_mask(code_lengths, z.shape[1])
+    raw = z + model.speaker_mean[model.sources][:, None, :]  # what the encoder gave
+    first = raw[:2][mask[:2]].mean(0)
+    assert torch.allclose(model.speaker_mean[1], first, atol=1e-6)
+    assert torch.allclose(model.speaker_mean[0], raw[2][mask[2]].mean(0), atol=1e-6)
+    assert torch.allclose(z[0], raw[0] - first, atol=1e-6)  # centred by its own speaker
+    model.sources = torch.tensor([1, 0, 0])
+    _, z2, _, _, _ = model.quantize(feats, lengths)
+    second = (z2 + model.speaker_mean[model.sources][:, None, :])[:1][mask[:1]].mean(0)
+    assert torch.allclose(model.speaker_mean[1], 0.5 * first + 0.5 * second, atol=1e-5)
+    plain = study.CentredVQVAE(cfg, n_speakers=2, momentum=0.0).eval()
+    library = VQVAE(cfg, n_speakers=2).eval()
+    library.load_state_dict(plain.state_dict(), strict=False)
+    plain.sources = torch.tensor([0, 1, 0])
+    with torch.no_grad():
+        ours, theirs = plain.quantize(feats, lengths), library.quantize(feats, lengths)
+    assert torch.equal(ours[2], theirs[2]) and torch.equal(ours[3], theirs[3])
