@@ -10,6 +10,7 @@ import soundfile as sf
 
 from audiorepro.features import AudioError, audio_info, load_audio, resample_type, save_audio
 from audiorepro.features import audio as audio_module
+from audiorepro.features.audio import EmptyAudioError
 
 
 def sine(freq, seconds, sr, amp=0.5):
@@ -43,7 +44,6 @@ def test_directory_is_not_a_file(tmp_path):
     [
         b"RIFF\x24\x00\x00\x00WAVEfmt " + b"\x00" * 7,  # a WAV header cut off mid-chunk
         np.random.default_rng(0).bytes(2000),  # random bytes
-        b"",  # an empty file (no header at all)
     ],
 )
 def test_corrupt_bytes(tmp_path, payload):
@@ -64,6 +64,10 @@ def test_zero_length_audio(tmp_path):
         load_audio(path, 16000)
     with pytest.raises(AudioError, match=r"empty\.wav: empty audio"):
         audio_info(path)
+    path.write_bytes(b"")  # no header at all: libsndfile says "Format not recognised."
+    for read in (lambda p: load_audio(p, 16000), audio_info):
+        with pytest.raises(EmptyAudioError, match=r"empty\.wav: empty file \(0 bytes\)"):
+            read(path)
 
 
 @pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])

@@ -330,16 +330,20 @@ def scan_folder(folder: str | os.PathLike[str]) -> FolderScan:
 
 
 def content_problem(path: str | os.PathLike[str]) -> str | None:
-    """Why a file's samples cannot train a model, or None: ``silent`` (every sample below
-    :data:`SILENT_PEAK`) or channels that cancel when mixed to mono
+    """Why a file's samples cannot train a model, or None: ``empty`` (no sample: a header
+    alone, or 0 bytes, the shortest of the files too short to train on), ``silent`` (every
+    sample below :data:`SILENT_PEAK`) or channels that cancel when mixed to mono
     (:func:`~audiorepro.features.audio.channels_cancel`).
 
     Raises:
         AudioError: the file cannot be read (as :func:`~audiorepro.features.load_audio`).
     """
-    from audiorepro.features.audio import CANCEL_DB, channels_cancel, load_audio
+    from audiorepro.features.audio import CANCEL_DB, EmptyAudioError, channels_cancel, load_audio
 
-    wav, _ = load_audio(path, None, mono=False)  # (C, S)
+    try:
+        wav, _ = load_audio(path, None, mono=False)  # (C, S)
+    except EmptyAudioError:
+        return "empty: 0 bytes" if Path(path).stat().st_size == 0 else "empty: no sample"
     quiet = silence(wav)
     if quiet is not None:
         return f"silent: {quiet}"

@@ -26,6 +26,7 @@ from audiorepro.paths import free_space
 __all__ = [
     "AudioError",
     "CANCEL_DB",
+    "EmptyAudioError",
     "SILENT_PEAK",
     "audio_info",
     "channels_cancel",
@@ -49,6 +50,11 @@ silent: :func:`load_audio` refuses it read whole as mono, and ``units train`` le
 
 class AudioError(Exception):
     """A problem with an audio file; the message names the file and the problem."""
+
+
+class EmptyAudioError(AudioError):
+    """An audio file of no sample (a header alone, or 0 bytes): ``units train`` leaves it out as
+    it leaves out files too short to train on; every other reader refuses it."""
 
 
 def resample_type() -> str:
@@ -86,6 +92,8 @@ def _check_exists(path: Path) -> None:
         raise AudioError(f"{path}: file not found")
     if not path.is_file():
         raise AudioError(f"{path}: not a regular file")
+    if path.stat().st_size == 0:  # libsndfile says "Format not recognised."
+        raise EmptyAudioError(f"{path}: empty file (0 bytes): no audio in it")
 
 
 def channels_cancel(data: np.ndarray) -> float | None:
@@ -169,11 +177,12 @@ def load_audio(
         first as in librosa), ``sr`` the rate of ``wav``.
 
     Raises:
-        AudioError: the file is missing, cannot be decoded, holds no samples (or none after
-            ``offset``), holds NaN/inf samples, or (``mono``) would read as silence: the whole
-            file (no ``offset`` nor ``duration``: an excerpt may be a pause) is silent
-            (:func:`silence`, below :data:`SILENT_PEAK`), or its channels cancel when mixed
-            (:func:`channels_cancel`). The message names the file and the problem.
+        AudioError: the file is missing, cannot be decoded, holds no samples
+            (:class:`EmptyAudioError`; or none after ``offset``), holds NaN/inf samples, or
+            (``mono``) would read as silence: the whole file (no ``offset`` nor ``duration``:
+            an excerpt may be a pause) is silent (:func:`silence`, below :data:`SILENT_PEAK`),
+            or its channels cancel when mixed (:func:`channels_cancel`). The message names the
+            file and the problem.
         ValueError: an invalid ``sr``, ``offset`` or ``duration`` argument.
     """
     path = Path(path)
@@ -206,7 +215,7 @@ def load_audio(
             raise AudioError(
                 f"{path}: no samples after offset {offset} s (past the end of the file)"
             )
-        raise AudioError(f"{path}: empty audio (the file contains zero samples)")
+        raise EmptyAudioError(f"{path}: empty audio (the file contains zero samples)")
     finite = np.isfinite(data)
     if not finite.all():
         bad = int((~finite).sum())
@@ -294,7 +303,8 @@ def audio_info(path: str | os.PathLike) -> tuple[int, int, int]:
     :func:`load_audio`, so both functions accept the same files.
 
     Raises:
-        AudioError: the file is missing, cannot be read, or holds zero samples.
+        AudioError: the file is missing, cannot be read, or holds zero samples
+            (:class:`EmptyAudioError`).
     """
     path = Path(path)
     _check_exists(path)
@@ -311,5 +321,5 @@ def audio_info(path: str | os.PathLike) -> tuple[int, int, int]:
             ) from sf_err
         num_samples, channels = int(data.shape[0]), int(data.shape[1])
     if num_samples == 0:
-        raise AudioError(f"{path}: empty audio (the file contains zero samples)")
+        raise EmptyAudioError(f"{path}: empty audio (the file contains zero samples)")
     return num_samples, sr, channels

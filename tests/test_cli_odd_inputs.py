@@ -1,0 +1,85 @@
+"""The ``audiorepro`` command on folders as users have them: odd files it either reads so that
+the numbers mean something, or refuses with one paragraph naming the file (exit status 1).
+
+Found by a sweep of the documented paths over odd inputs (empty WAVs, float WAVs of integer
+sample values, unreadable files, segments too short to hold a frame)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from audiorepro.cli import main
+from audiorepro.data.recordings import content_problem
+from audiorepro.features.audio import AudioError, load_audio
+
+pytestmark = pytest.mark.filterwarnings("ignore::audiorepro.metrics.checks.ScoreWarning")
+
+RATE = 8000
+SMOKE = ("--preset", "smoke", "--set", "train.max_steps=4", "--set", "train.segment_frames=32")
+FORMANTS = {"a": (700, 1200), "i": (300, 2300), "u": (350, 800)}
+
+
+def vowel(word: str, f0: float, seconds: float = 0.4) -> np.ndarray:
+    """A vowel-like harmonic signal: harmonics of ``f0`` weighted by two formant peaks."""
+    t = np.arange(int(seconds * RATE)) / RATE
+    wav = np.zeros_like(t)
+    for k in range(1, int(3800 / f0)):
+        gain = sum(1 / (1 + ((k * f0 - f) / 150) ** 2) for f in FORMANTS[word])
+        wav += gain * np.sin(2 * np.pi * k * f0 * t)
+    wav *= np.hanning(t.size)
+    return (0.5 * wav / np.abs(wav).max()).astype(np.float32)
+
+
+def folder(root: Path) -> Path:
+    """3 speakers (pitches) x 3 vowels, ``S<n>_<vowel>.wav``, 8 kHz 16-bit."""
+    root.mkdir(parents=True)
+    for s, f0 in enumerate((110, 160, 220), start=1):
+        for word in FORMANTS:
+            sf.write(root / f"S{s}_{word}.wav", vowel(word, f0), RATE, subtype="PCM_16")
+    return root
+
+
+def run_cli(capsys, *argv) -> tuple[int, str, str]:
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err
+    return code, out, err
+
+
+def one_paragraph(err: str) -> bool:
+    return "\n\n" not in err.strip() and err.startswith("audiorepro: error: ")
+
+
+# ------------------------------------------------------------------------------- empty files
+
+
+def test_units_train_leaves_out_empty_files_as_it_leaves_out_short_ones(tmp_path, capsys):
+    """A WAV header with no sample, and a 0-byte ``.wav``, are the shortest of the files too
+    short to train on: left out and named (they stopped training before, the 0-byte one with
+    libsndfile's 'Format not recognised'), and refused by every other reader."""
+    audio = folder(tmp_path / "audio")
+    sf.write(audio / "S1_header.wav", np.zeros(0, np.float32), RATE, subtype="PCM_16")
+    (audio / "S2_zero.wav").write_bytes(b"")
+    assert content_problem(audio / "S1_header.wav") == "empty: no sample"
+    assert content_problem(audio / "S2_zero.wav") == "empty: 0 bytes"
+    with pytest.raises(AudioError, match=r"S2_zero\.wav: empty file \(0 bytes\)"):
+        load_audio(audio / "S2_zero.wav", 16000)
+
+    code, out, err = run_cli(
+        capsys, "units", "train", "--audio", audio, *SMOKE, "--out", tmp_path / "u"
+    )
+    assert code == 0, err
+    assert (
+        "9 files; left out 2: S1_header.wav (empty: no sample), S2_zero.wav (empty: 0 bytes)"
+        in out
+    )
+    code, _, err = run_cli(
+        capsys, "units", "encode", tmp_path / "u", "--audio", audio, "--out", tmp_path / "sub"
+    )
+    assert code == 1 and one_paragraph(err)
+    assert "S1_header.wav: empty audio" in err
+    assert not (tmp_path / "sub").exists()
