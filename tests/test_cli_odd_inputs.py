@@ -6,6 +6,7 @@ sample values, unreadable files, segments too short to hold a frame)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -83,3 +84,17 @@ def test_units_train_leaves_out_empty_files_as_it_leaves_out_short_ones(tmp_path
     assert code == 1 and one_paragraph(err)
     assert "S1_header.wav: empty audio" in err
     assert not (tmp_path / "sub").exists()
+
+
+# --------------------------------------------------------------------------- unreadable files
+
+
+def test_an_unreadable_file_says_permission_denied(tmp_path, monkeypatch):
+    """libsndfile says only 'System error.' of a file it may not open (and a root user reads
+    every file, hence the stand-in for ``os.access``)."""
+    path = tmp_path / "locked.wav"
+    sf.write(path, vowel("a", 110), RATE)
+    access = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode: Path(p) != path and access(p, mode))
+    with pytest.raises(AudioError, match=r"locked\.wav: permission denied"):
+        load_audio(path, 16000)

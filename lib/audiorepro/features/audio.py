@@ -1,9 +1,9 @@
 """Audio file I/O: load (decode, downmix, resample), save atomically, read header information.
 
-Every problem with a file (missing, undecodable, empty, non-finite samples; read as mono, a
-silent file or channels that cancel) is reported as an :class:`AudioError` whose message starts
-with the file path and says what was wrong, so that a failure deep inside a data loader or a
-manifest check points at the offending file.
+Every problem with a file (missing, unreadable, undecodable, empty, non-finite samples; read as
+mono, a silent file or channels that cancel) is reported as an :class:`AudioError` whose message
+starts with the file path and says what was wrong, so that a failure deep inside a data loader or
+a manifest check points at the offending file.
 
 Decoding uses soundfile (libsndfile: WAV, FLAC, OGG, MP3, ...). Only files libsndfile cannot read
 are handed to ``librosa.load`` (audioread backends such as ffmpeg, when one is installed).
@@ -92,6 +92,11 @@ def _check_exists(path: Path) -> None:
         raise AudioError(f"{path}: file not found")
     if not path.is_file():
         raise AudioError(f"{path}: not a regular file")
+    if not os.access(path, os.R_OK):  # libsndfile says only "System error."
+        raise AudioError(
+            f"{path}: permission denied: the file cannot be read; check its permissions "
+            "(e.g. chmod a+r) or leave it out"
+        )
     if path.stat().st_size == 0:  # libsndfile says "Format not recognised."
         raise EmptyAudioError(f"{path}: empty file (0 bytes): no audio in it")
 
@@ -177,12 +182,12 @@ def load_audio(
         first as in librosa), ``sr`` the rate of ``wav``.
 
     Raises:
-        AudioError: the file is missing, cannot be decoded, holds no samples
-            (:class:`EmptyAudioError`; or none after ``offset``), holds NaN/inf samples, or
-            (``mono``) would read as silence: the whole file (no ``offset`` nor ``duration``:
-            an excerpt may be a pause) is silent (:func:`silence`, below :data:`SILENT_PEAK`),
-            or its channels cancel when mixed (:func:`channels_cancel`). The message names the
-            file and the problem.
+        AudioError: the file is missing, cannot be read (permission denied) or decoded, holds
+            no samples (:class:`EmptyAudioError`; or none after ``offset``), holds NaN/inf
+            samples, or (``mono``) would read as silence: the whole file (no ``offset`` nor
+            ``duration``: an excerpt may be a pause) is silent (:func:`silence`, below
+            :data:`SILENT_PEAK`), or its channels cancel when mixed (:func:`channels_cancel`).
+            The message names the file and the problem.
         ValueError: an invalid ``sr``, ``offset`` or ``duration`` argument.
     """
     path = Path(path)
