@@ -86,6 +86,29 @@ def test_units_train_leaves_out_empty_files_as_it_leaves_out_short_ones(tmp_path
     assert not (tmp_path / "sub").exists()
 
 
+# ----------------------------------------------------------------- float samples of integers
+
+
+def test_float_samples_far_beyond_full_scale_are_refused_naming_the_file(tmp_path, capsys):
+    """A float WAV of integer sample values (up to 32767) read 90 dB louder than the other
+    files and skewed the units' input scale and the baselines (k-means 0 -> 5 % ABX error on
+    the sweep's folder, exit 0); a float file a few dB over full scale is still read."""
+    audio = folder(tmp_path / "audio")
+    wav = vowel("a", 130)
+    sf.write(audio / "S4_a.wav", wav * 32768, RATE, subtype="FLOAT")
+    sf.write(tmp_path / "hot.wav", wav * 3, RATE, subtype="FLOAT")  # +3.5 dBFS peak
+    assert load_audio(tmp_path / "hot.wav", None)[0].max() > 1
+    with pytest.raises(AudioError, match=r"S4_a\.wav: samples reach 16384 .* above full scale"):
+        load_audio(audio / "S4_a.wav", 16000)
+
+    code, _, err = run_cli(
+        capsys, "units", "train", "--audio", audio, *SMOKE, "--out", tmp_path / "u"
+    )
+    assert code == 1 and one_paragraph(err)
+    assert "S4_a.wav: samples reach" in err and "divide them by 32768" in err
+    assert not (tmp_path / "u").exists()
+
+
 # --------------------------------------------------------------------------- unreadable files
 
 

@@ -1,9 +1,9 @@
 """Audio file I/O: load (decode, downmix, resample), save atomically, read header information.
 
-Every problem with a file (missing, unreadable, undecodable, empty, non-finite samples; read as
-mono, a silent file or channels that cancel) is reported as an :class:`AudioError` whose message
-starts with the file path and says what was wrong, so that a failure deep inside a data loader or
-a manifest check points at the offending file.
+Every problem with a file (missing, unreadable, undecodable, empty, non-finite samples, float
+samples far beyond full scale; read as mono, a silent file or channels that cancel) is reported
+as an :class:`AudioError` whose message starts with the file path and says what was wrong, so
+that a failure deep inside a data loader or a manifest check points at the offending file.
 
 Decoding uses soundfile (libsndfile: WAV, FLAC, OGG, MP3, ...). Only files libsndfile cannot read
 are handed to ``librosa.load`` (audioread backends such as ffmpeg, when one is installed).
@@ -27,6 +27,7 @@ __all__ = [
     "AudioError",
     "CANCEL_DB",
     "EmptyAudioError",
+    "LOUD_PEAK",
     "SILENT_PEAK",
     "audio_info",
     "channels_cancel",
@@ -46,6 +47,13 @@ SILENT_PEAK = 10 ** (-70 / 20)
 """A file whose every sample lies below this (-70 dBFS, a few steps of 16-bit audio) is
 silent: :func:`load_audio` refuses it read whole as mono, and ``units train`` leaves it out
 (:func:`audiorepro.data.recordings.content_problem`)."""
+
+
+LOUD_PEAK = 10 ** (40 / 20)
+"""A file whose samples reach this (+40 dBFS, 100 times full scale) holds float samples that
+are not audio in [-1, 1], usually integer sample values (up to 32767) written as floats:
+:func:`load_audio` refuses it rather than read it 90 dB louder than every other file (PCM
+formats always decode within [-1, 1]; a float file a few dB over full scale is read)."""
 
 
 class AudioError(Exception):
@@ -184,10 +192,10 @@ def load_audio(
     Raises:
         AudioError: the file is missing, cannot be read (permission denied) or decoded, holds
             no samples (:class:`EmptyAudioError`; or none after ``offset``), holds NaN/inf
-            samples, or (``mono``) would read as silence: the whole file (no ``offset`` nor
-            ``duration``: an excerpt may be a pause) is silent (:func:`silence`, below
-            :data:`SILENT_PEAK`), or its channels cancel when mixed (:func:`channels_cancel`).
-            The message names the file and the problem.
+            samples or samples of :data:`LOUD_PEAK` or more, or (``mono``) would read as
+            silence: the whole file (no ``offset`` nor ``duration``: an excerpt may be a pause)
+            is silent (:func:`silence`, below :data:`SILENT_PEAK`), or its channels cancel when
+            mixed (:func:`channels_cancel`). The message names the file and the problem.
         ValueError: an invalid ``sr``, ``offset`` or ``duration`` argument.
     """
     path = Path(path)
@@ -227,6 +235,15 @@ def load_audio(
         first = int(np.flatnonzero(~finite.all(axis=1))[0])
         raise AudioError(
             f"{path}: {bad} non-finite sample value(s) (NaN/inf), the first at sample {first}"
+        )
+    peak = float(np.max(np.abs(data)))
+    if peak >= LOUD_PEAK:
+        first = int(np.flatnonzero((np.abs(data) >= LOUD_PEAK).any(axis=1))[0])
+        raise AudioError(
+            f"{path}: samples reach {peak:.6g} (first at sample {first}), "
+            f"{20 * np.log10(peak):.0f} dB above full scale: float samples are read as audio in "
+            "[-1, 1], and these look like integer sample values written as floats; divide them "
+            "by 32768 and write the file again, or leave it out"
         )
 
     whole = offset == 0 and duration is None
