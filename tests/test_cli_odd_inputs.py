@@ -121,3 +121,21 @@ def test_an_unreadable_file_says_permission_denied(tmp_path, monkeypatch):
     monkeypatch.setattr(os, "access", lambda p, mode: Path(p) != path and access(p, mode))
     with pytest.raises(AudioError, match=r"locked\.wav: permission denied"):
         load_audio(path, 16000)
+
+
+# ------------------------------------------------------------------- segments of no frame
+
+
+def test_a_segment_of_no_frame_is_left_out_as_every_short_row_is(tmp_path, capsys):
+    """A row of 5 ms holds no 10 ms frame: it is shorter than ``min_frames`` like a row of one
+    frame, and left out by the one rule (it stopped ``awe dtw``, ``awe embed`` and ``awe
+    train`` with 'the segment holds no frame' before, where a 10 ms row was left out)."""
+    audio = folder(tmp_path / "audio")
+    rows = [f"audio/{p.name}\t{p.stem[3:]}\t{p.stem[:2]}\t\t\n" for p in sorted(audio.iterdir())]
+    rows.append("audio/S1_a.wav\ta\tS1\t0.100\t0.105\n")
+    table = tmp_path / "seg.tsv"
+    table.write_text("path\tword\tspeaker\tstart\tend\n" + "".join(rows))
+    code, out, err = run_cli(capsys, "awe", "dtw", "--segments", table)
+    assert code == 0, err
+    assert "left out 1 of 10 rows shorter than 2 frames of 10 ms" in out + err
+    assert "seg.tsv:11, 0 frames" in out + err

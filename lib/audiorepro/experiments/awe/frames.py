@@ -10,7 +10,7 @@ from pathlib import Path
 import librosa
 import numpy as np
 
-from audiorepro.data.recordings import RecordingsError, Segment
+from audiorepro.data.recordings import Segment
 from audiorepro.data.speech_segments import (
     SPEAKER_NORM_SECONDS,
     normalize_features,
@@ -33,7 +33,8 @@ def segment_features(
     """MFCC + Δ + ΔΔ frames (T, feature_dim) float32 of each row (16 kHz, 10 ms frames), cut
     to ``[start, end)``: 13 MFCCs and their Δ and ΔΔ, normalised per ``norm``
     (:data:`FEATURE_NORMS`: over each file, or over all the files of the rows of a speaker,
-    each file once).
+    each file once). A row of a few ms may hold no frame (T = 0): :func:`long_enough` leaves
+    it out with the other short rows.
 
     ``speed`` != 1 perturbs the speed first, as Kaldi's speed perturbation does (``sox speed``):
     the file is played ``speed`` times faster, tempo and pitch together (resampled to
@@ -70,8 +71,6 @@ def segment_features(
         frames = feats[r.speaker, r.path]
         if r.start is not None:
             frames = frames[int(round(r.start * 100 / speed)) : int(round(r.end * 100 / speed))]
-        if frames.shape[0] == 0:
-            raise RecordingsError(r.source, r.line, "start/end: the segment holds no frame")
         out.append(np.ascontiguousarray(frames, dtype=np.float32))
     return out
 
@@ -86,6 +85,7 @@ def long_enough(
     when none is). The one rule by which ``awe train`` leaves short rows out of training and
     ``awe embed`` and ``awe dtw`` leave them out of what they embed and score, so that
     ``awe ap`` compares the embeddings and MFCC + DTW on the same rows."""
+    min_frames = max(min_frames, 1)  # a row of no frame (a few ms) is never embedded
     kept = [i for i, f in enumerate(feats) if f.shape[0] >= min_frames]
     if len(kept) == len(rows):
         return kept, ""
@@ -98,7 +98,7 @@ def long_enough(
 def first_short(rows: Sequence[Segment], feats: Sequence[np.ndarray], min_frames: int) -> str:
     """``"SEG.tsv:82, 1 frame"``: where the first row shorter than ``min_frames`` frames is and
     how many it has (``""`` when none is), for :func:`long_enough`'s line and ``awe train``'s."""
-    first = next((i for i, f in enumerate(feats) if f.shape[0] < min_frames), None)
+    first = next((i for i, f in enumerate(feats) if f.shape[0] < max(min_frames, 1)), None)
     if first is None:
         return ""
     frames = feats[first].shape[0]
