@@ -265,6 +265,13 @@ def _parser() -> argparse.ArgumentParser:
         "(default %(default)s; 1: none)",
     )
     norm_arg(p, "train on")
+    p.add_argument(
+        "--no-refit",
+        action="store_true",
+        help="keep the weights of the development run; by default, when the development rows "
+        "are held out of --segments (no --dev), the kept weights are trained again with them, "
+        "for the epochs and learning rates that made them",
+    )
     preset_args(p)
     p.add_argument("--out", required=True, help="the run folder to write")
     force_arg(p)
@@ -425,6 +432,7 @@ def _output(args: argparse.Namespace, overrides: Mapping[str, Any] | None = None
             "--lexicon": args.lexicon,
             "--speeds": list(args.speeds),
             "--norm": args.norm,
+            "--no-refit": args.no_refit,
         }
         writes = AWE_WRITES
     else:  # units train, encode, voice, resynth: a folder of audio in, a folder out
@@ -569,6 +577,7 @@ def _awe_run(folder: str) -> Any:
         normalisation=info.get("normalisation", "feature normalisation: per file"),
         left_out=info.get("left_out_short", {}),
         first_short=info.get("first_short", ""),
+        refit=info.get("refit_note", ""),
     )
 
 
@@ -729,6 +738,7 @@ def _run(args: argparse.Namespace) -> None:
                     overrides=overrides,
                     speeds=args.speeds,
                     norm=args.norm,
+                    again=not args.no_refit,
                     progress=_progress(),
                 ),
             )
@@ -753,6 +763,8 @@ def _run(args: argparse.Namespace) -> None:
                 "apart; give a larger --dev table, or --set select=final",
                 file=sys.stderr,
             )
+        if run.refit:
+            print(run.refit)
         print(f"best dev cross-view AP {run.best_dev:.4f}")
     elif command == ("awe", "embed"):
         _output(args)

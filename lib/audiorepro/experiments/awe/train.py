@@ -27,6 +27,7 @@ from audiorepro.storage import (
     save_model_weights,
     write_json,
 )
+from audiorepro.training.callbacks import Callback
 from audiorepro.training.loop import Trainer, TrainResult, resolve_device
 from audiorepro.training.optimizers import adam_factory
 from audiorepro.training.selection import WEIGHT_FILES
@@ -58,6 +59,8 @@ class AWERun:
             :func:`~audiorepro.experiments.awe.recordings.train_on_segments`).
         augmentation: the training rows and their speed-perturbed copies, one line (idem).
         normalisation: how the features were normalised and why, one line (idem).
+        refit: how the weights kept were trained again with the development rows, one line
+            (idem; ``""``: they were not).
     """
 
     model: MultiViewAWE
@@ -74,6 +77,7 @@ class AWERun:
     development: str = ""
     augmentation: str = ""
     normalisation: str = ""
+    refit: str = ""
 
 
 def epochs_trained(result: TrainResult) -> int:
@@ -155,6 +159,93 @@ def set_threads(config: Config) -> None:
     """Use ``config.train.torch_threads`` torch threads in this process, when set."""
     if config.train.torch_threads is not None:
         torch.set_num_threads(config.train.torch_threads)
+
+
+def learning_rate_path(
+    result: TrainResult, events: Sequence[tuple[int, str]], epoch: int, factor: float
+) -> list[float]:
+    """The learning rate, as a multiple of the first, of each epoch of training that made the
+    weights at the end of (1-based) ``epoch``, of the training loop's history (epochs from 0)
+    and the plateau schedule's ``events``: an epoch whose evaluation decayed the rate went back
+    to the best weights (:class:`~audiorepro.training.plateau.ReduceLROnPlateauWithReset`), so
+    the epochs since the best leave the path. ``[1, 1, 1, 0.1]``: three epochs at the rate,
+    then one at a tenth."""
+    at: dict[int, list[str]] = {}
+    for step, event in events:
+        at.setdefault(int(result.epochs[result.steps.index(step)]) + 1, []).append(event)
+    path: list[float] = []
+    best: list[float] = []
+    rate = 1.0
+    for e in range(1, epoch + 1):
+        path.append(rate)
+        for event in at.get(e, []):
+            if event == "best":
+                best = list(path)
+            elif event == "decay":
+                path, rate = list(best), rate * factor
+    return path
+
+
+class RatePath(Callback):
+    """Sets each epoch's learning rate to ``path[epoch]`` times the first
+    (:func:`learning_rate_path`), as the plateau schedule sets a decayed rate."""
+
+    def __init__(self, path: Sequence[float]) -> None:
+        self.path = list(path)
+        self.base: list[float] = []
+        self.per_epoch = 1
+
+    def on_fit_start(self, trainer: Trainer) -> None:
+        self.base = list(trainer.scheduler.base_lrs)
+        self.per_epoch = trainer.steps_per_epoch
+
+    def on_step_end(self, trainer: Trainer, step: int, logs: dict[str, float]) -> str | None:
+        epoch = step // self.per_epoch  # the next epoch, from 0
+        if step % self.per_epoch or epoch >= len(self.path):
+            return None
+        scheduler = trainer.scheduler
+        scheduler.base_lrs = [b * self.path[epoch] for b in self.base]
+        for group, rate in zip(trainer.optimizer.param_groups, scheduler.base_lrs, strict=True):
+            group["lr"] = rate
+        scheduler._last_lr = [g["lr"] for g in trainer.optimizer.param_groups]
+        return None
+
+
+def refit(
+    config: Config, data: Mapping[str, WordSegments], path: Sequence[float], progress: str
+) -> MultiViewAWE:
+    """A model trained from the seed's initial weights on ``data["train"]`` for ``len(path)``
+    epochs at the rates of ``path`` (:func:`learning_rate_path`), without evaluation: the
+    training that made a development run's kept weights, again on more rows."""
+    if not path or path[0] != 1.0:
+        raise ValueError(f"a learning-rate path starts at 1, got {list(path)[:3]}")
+    seed_everything(config.seed)
+    model = MultiViewAWE(model_config(config, data))
+    loss = MultiViewContrastiveLoss(config.margin, config.loss_k, config.distance)
+
+    def loss_fn(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> dict[str, Any]:
+        emb_x, emb_c = model(
+            batch["feats"], batch["lengths"], batch["phones"], batch["phone_lengths"]
+        )
+        terms = loss.terms(emb_x, emb_c, batch["inverse"])
+        return {"loss": (terms["obj0"] + terms["obj1"] + terms["obj2"]).mean()}
+
+    dataset = MultiViewDataset(data["train"])
+    train_cfg = dataclasses.replace(
+        config.train.trainer_config(config.seed), num_epochs=len(path), max_steps=None
+    )
+    trainer = Trainer(
+        model,
+        loss_fn,
+        dataset,
+        train_cfg,
+        collate_fn=collate_multiview,
+        optimizer_factory=adam_factory,
+        callbacks=[RatePath(path)],
+        progress=progress,
+    )
+    trainer.fit()
+    return trainer.unwrapped_model
 
 
 def fit(

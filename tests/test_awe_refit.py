@@ -1,0 +1,100 @@
+"""``awe train``'s refit: the learning-rate path that made a development run's kept weights
+(epochs lost to a reset leave it), and a training that follows it on more rows."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from audiorepro.experiments.awe.train import RatePath, learning_rate_path
+from audiorepro.training import TrainConfig, Trainer
+from audiorepro.training.plateau import ReduceLROnPlateauWithReset
+from audiorepro.training.result import TrainResult
+
+
+def _history(epochs: int, per_epoch: int) -> TrainResult:
+    steps = list(range(1, epochs * per_epoch + 1))
+    return TrainResult(steps=steps, epochs=[(s - 1) // per_epoch for s in steps])
+
+
+def test_the_path_of_a_run_without_a_decay_is_its_epochs_at_the_rate():
+    result = _history(5, 3)
+    events = [(3, "best"), (6, "best"), (12, "best")]  # epochs 1, 2, 4
+    assert learning_rate_path(result, events, 4, 0.1) == [1.0] * 4
+    assert learning_rate_path(result, events, 2, 0.1) == [1.0] * 2
+
+
+def test_epochs_after_the_best_leave_the_path_at_each_decay():
+    """Best at epochs 1-3; epochs 4-7 flat, the 7th decays to a tenth and goes back to epoch
+    3's weights; best at 9 (two epochs at a tenth after epoch 3); flat 10-13, the 13th decays
+    again, back to 9's; best at 14."""
+    result = _history(14, 2)
+    e = 2  # steps an epoch: epoch k ends at step 2k
+    events = [(1 * e, "best"), (2 * e, "best"), (3 * e, "best"), (7 * e, "decay")]
+    events += [(9 * e, "best"), (13 * e, "decay"), (14 * e, "best")]
+    assert learning_rate_path(result, events, 3, 0.1) == [1.0, 1.0, 1.0]
+    assert learning_rate_path(result, events, 9, 0.1) == pytest.approx([1, 1, 1, 0.1, 0.1])
+    assert learning_rate_path(result, events, 14, 0.1) == pytest.approx([1, 1, 1, 0.1, 0.1, 0.01])
+    # the weights at the end of epoch 6 (select final, had it stopped there): three flat
+    # epochs after the best, still on the path
+    assert learning_rate_path(result, events, 6, 0.1) == [1.0] * 6
+
+
+class _Scripted:
+    def __init__(self, values):
+        self.values, self.calls = list(values), 0
+
+    def __call__(self, model):
+        self.calls += 1
+        return {"crossview_ap": self.values[self.calls - 1]}
+
+
+def _trainer(callbacks, epochs, eval_fn=None, rows=8):
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 1)
+    x = torch.randn(rows, 3)
+    data = [(x[i], x[i].sum()) for i in range(rows)]
+
+    def loss_fn(model, batch):
+        inputs, target = batch
+        return ((model(inputs).squeeze(1) - target) ** 2).mean()
+
+    config = TrainConfig(num_epochs=epochs, batch_size=4, lr=1e-2, weight_decay=0.0, seed=0)
+    return Trainer(
+        model,
+        loss_fn,
+        data,
+        config,
+        eval_fn=eval_fn,
+        optimizer_factory=lambda m, c: torch.optim.Adam(m.parameters(), lr=c.lr),
+        callbacks=callbacks,
+        progress="none",
+    )
+
+
+def test_a_refit_trains_each_epoch_at_the_rate_of_the_path_the_plateau_schedule_took():
+    """A plateau run (patience 2: best at evaluations 1 and 2, a decay at 4, best at 6) keeps
+    epoch 6's weights, made by epochs 1-2 at the rate and two at a tenth; a training of 12 rows
+    instead of 8 (three steps an epoch, not two) on that path takes those rates, epoch by
+    epoch, and stops after four epochs."""
+    schedule = ReduceLROnPlateauWithReset("crossview_ap", patience=2, factor=0.1, min_lr=0)
+    values = [0.5, 0.6, 0.55, 0.55, 0.58, 0.7, 0.6, 0.6]
+    run = _trainer([schedule], 8, _Scripted(values))
+    result = run.fit()
+    assert [ev for _, ev in schedule.history] == ["best", "best", "decay", "best", "decay"]
+    path = learning_rate_path(result, schedule.history, 6, 0.1)
+    assert path == pytest.approx([1, 1, 0.1, 0.1])
+    again = _trainer([RatePath(path)], len(path), rows=12).fit()
+    assert again.epochs == [0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3]
+    assert again.lrs == pytest.approx([1e-2] * 6 + [1e-3] * 6)
+
+
+def test_the_path_is_said_in_words_with_each_rate_and_its_epochs():
+    from audiorepro.experiments.awe.recordings import _rates
+
+    assert _rates([1.0]) == "1 epoch at the learning rate"
+    assert _rates([1.0] * 7) == "7 epochs at the learning rate"
+    assert _rates([1, 1, 1, 0.1, 0.1]) == "3 epochs at the learning rate and 2 at 0.1 of it"
+    assert _rates([1, 0.1, 0.01, 0.01]) == (
+        "1 epoch at the learning rate, 1 at 0.1 of it and 2 at 0.01 of it"
+    )
