@@ -124,3 +124,33 @@ def test_the_centred_study_takes_each_input_speakers_running_mean_off_before_the
     with torch.no_grad():
         ours, theirs = plain.quantize(feats, lengths), library.quantize(feats, lengths)
     assert torch.equal(ours[2], theirs[2]) and torch.equal(ours[3], theirs[3])
+
+
+def test_the_awe_speakers_study_writes_the_tables_of_the_speakers_it_names(tmp_path):
+    """bench/study_awe_speakers.py: the first N training speakers, one development speaker and
+    every test speaker, times from 10 ms frames, each row's wav the side's."""
+    study = _study("study_awe_speakers")
+    corpus = tmp_path / "words"
+    corpus.mkdir()
+    lists = {
+        "train": ["yes_S001-A_000100-000160", "no_S002-B_000200-000250", "yes_S003-A_1-9"],
+        "dev": ["maybe_S025-A_000010-000090", "yes_S026-A_000010-000090"],
+        "test": ["no_S033-A_000300-000345", "no_S034-B_000300-000345"],
+    }
+    for split, keys in lists.items():
+        (corpus / f"{split}.list").write_text("".join(k + "\n" for k in keys))
+    study.main([str(tmp_path / "out"), "--corpus", str(corpus), "--speakers", "2"])
+    rows = {
+        split: [
+            line.split("\t")
+            for line in (tmp_path / "out" / f"{split}.tsv").read_text().splitlines()[1:]
+        ]
+        for split in lists
+    }
+    assert [(r[1], r[2], r[3], r[4]) for r in rows["train"]] == [
+        ("yes", "S001", "1.00", "1.60"),
+        ("no", "S002", "2.00", "2.50"),
+    ]
+    assert rows["train"][1][0] == str((corpus / "audio" / "S002-B.wav").resolve())
+    assert [r[2] for r in rows["dev"]] == ["S025"]
+    assert [r[2] for r in rows["test"]] == ["S033", "S034"]
