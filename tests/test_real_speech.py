@@ -132,8 +132,9 @@ def test_the_chapter_runs_the_awe_commands_path_on_the_shipped_words(tmp_path, c
     capsys.readouterr()
     assert main(["awe", "ap", str(tmp_path / "test-seed0.npz")]) == 0
     printed = capsys.readouterr().out.splitlines()
-    assert printed[1:] == run.lines[4:]  # after the word rule: the table and the verdict
+    assert printed[1:] == run.lines[5:]  # after the word rule: the table and the verdict
     assert run.lines[2].startswith("feature normalisation: per speaker (2 speakers, at least ")
+    assert run.lines[3] == "epochs: at most 1 (the preset's train.num_epochs)"  # no table_steps
     assert run.lines[0].startswith("training rows: 118 and ")
     assert run.baseline["num_pairs"] == 80 * 79 // 2
     assert run.baseline["chance"] == pytest.approx(40 / (80 * 79 // 2))

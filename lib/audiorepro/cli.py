@@ -578,6 +578,7 @@ def _awe_run(folder: str) -> Any:
         left_out=info.get("left_out_short", {}),
         first_short=info.get("first_short", ""),
         refit=info.get("refit_note", ""),
+        budget=info.get("budget", ""),
     )
 
 
@@ -748,6 +749,8 @@ def _run(args: argparse.Namespace) -> None:
         print(run.development)
         print(run.augmentation)
         print(run.normalisation)
+        if run.budget:
+            print(run.budget)
         if sum(run.left_out.values()):
             splits = ", ".join(f"{split} {n}" for split, n in run.left_out.items())
             splits += f"; first: {run.first_short}" if run.first_short else ""

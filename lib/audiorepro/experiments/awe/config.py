@@ -64,6 +64,12 @@ class Config:
     table1_heads: int = field(4, help="Table 1: heads of every phoneme encoder (paper: 4)")
     dtw_tokens: int = field(200, help="test tokens of the MFCC + DTW baseline (all pairs)")
     eval_batch_size: int = field(512, help="segments per forward pass when embedding")
+    table_steps: int | None = field(
+        None,
+        help="awe train on a segments table: epochs enough for about this many optimizer "
+        "steps (at least train.num_epochs, at most the paper's 100), the plateau schedule "
+        "ending them sooner; None: train.num_epochs (the chapter's runs never read it)",
+    )
     select: str = field(
         "best",
         help="the weights a run evaluates: best (the epoch of the best dev cross-view AP, the "
@@ -81,6 +87,14 @@ class Config:
         if not self.seeds:
             raise ConfigError("seeds: give at least one seed")
         check_select(self.select, "Config.select")
+        if self.table_steps is not None and (
+            isinstance(self.table_steps, bool)
+            or not isinstance(self.table_steps, int)
+            or self.table_steps < 1
+        ):
+            raise ConfigError(
+                f"table_steps: expected an int >= 1 or null, got {self.table_steps!r}"
+            )
 
     @property
     def ledger_seeds(self) -> tuple[int, ...]:

@@ -114,6 +114,7 @@ def awe_on_real_speech(
         run.augmentation,
         run.development,
         run.normalisation,
+        run.budget,
         f"kept the weights of epoch {run.kept_epoch} (select: {run.selected}); "
         f"best dev cross-view AP {run.best_dev:.4f}",
         *ap_table(ap, baseline),

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from audiorepro.config import from_dict, refuse_unused, to_dict
+from audiorepro.config import from_dict, refuse_unused, replace, to_dict
 from audiorepro.data.awe import WordSegments
 from audiorepro.data.embedded.lexicon import SWITCHBOARD_SYMBOLS
 from audiorepro.data.recordings import (
@@ -202,10 +202,40 @@ def segments_data(
 
 SEGMENTS_FIELDS = (
     "model", "train", "seed", "select", "margin", "loss_k", "distance", "min_frames",
-    "eval_batch_size",
+    "eval_batch_size", "table_steps",
 )  # fmt: skip
 """The configuration fields that shape a :func:`train_on_segments` run; ``--set`` of any other
 (the chapter's sweeps, seed lists and baseline size, the corpus) is refused, never ignored."""
+
+
+MAX_TABLE_EPOCHS = 100
+"""The most epochs ``awe train`` gives a table (the paper's cap on the chosen model, §3.2)."""
+
+
+def epoch_budget(
+    config: Config, overrides: Mapping[str, Any] | None, rows: int
+) -> tuple[Config, str]:
+    """``(config, note)``: the epochs ``awe train`` trains ``rows`` training rows (speed copies
+    included) for. The preset's ``table_steps`` asks for about that many optimizer steps, in
+    whole epochs, at least ``train.num_epochs`` (the chapter's budget for its own corpus) and
+    at most :data:`MAX_TABLE_EPOCHS`; the plateau schedule ends training sooner once the
+    development AP stops rising. ``train.num_epochs`` or ``train.max_steps`` set by the user,
+    or no ``table_steps``, keep ``train.num_epochs``."""
+    per_epoch = -(-rows // config.train.batch_size)
+    given = {k for k in (overrides or {}) if k in ("train.num_epochs", "train.max_steps")}
+    if given or config.table_steps is None:
+        why = ", ".join(sorted(given)) + " as set" if given else "the preset's train.num_epochs"
+        return config, f"epochs: at most {config.train.num_epochs} ({why})"
+    epochs = max(
+        config.train.num_epochs, min(MAX_TABLE_EPOCHS, -(-config.table_steps // per_epoch))
+    )
+    note = (
+        f"epochs: at most {epochs}, for about {config.table_steps:,} steps of "
+        f"{config.train.batch_size} rows ({per_epoch} an epoch; at most {MAX_TABLE_EPOCHS}), "
+        "the plateau schedule ending sooner when the development AP stops rising "
+        "(--set train.num_epochs=N)"
+    )
+    return replace(config, **{"train.num_epochs": epochs}), note
 
 
 def train_on_segments(
@@ -308,6 +338,7 @@ def train_on_segments(
         )
     else:
         augmentation = f"training rows: {rows_kept}, no speed perturbation"
+    config, budget = epoch_budget(config, overrides, len(data["train"].words))
     set_threads(config)
     model, result, schedule, final = fit(config, data, progress)
     best_dev = float(schedule.best) if schedule.best is not None else float("nan")
@@ -370,6 +401,7 @@ def train_on_segments(
                 "augmentation": augmentation,
                 "feature_norm": norm,
                 "normalisation": normalisation,
+                "budget": budget,
                 "refit": again_record,
                 "refit_note": again_note,
                 "history": result.to_dict(),
@@ -395,6 +427,7 @@ def train_on_segments(
         augmentation=augmentation,
         normalisation=normalisation,
         refit=again_note,
+        budget=budget,
     )
 
 

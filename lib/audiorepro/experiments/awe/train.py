@@ -61,6 +61,7 @@ class AWERun:
         normalisation: how the features were normalised and why, one line (idem).
         refit: how the weights kept were trained again with the development rows, one line
             (idem; ``""``: they were not).
+        budget: the most epochs the run could train and why, one line (idem).
     """
 
     model: MultiViewAWE
@@ -78,6 +79,7 @@ class AWERun:
     augmentation: str = ""
     normalisation: str = ""
     refit: str = ""
+    budget: str = ""
 
 
 def epochs_trained(result: TrainResult) -> int:

@@ -1,5 +1,6 @@
-"""``awe train``'s refit: the learning-rate path that made a development run's kept weights
-(epochs lost to a reset leave it), and a training that follows it on more rows."""
+"""How ``awe train`` trains a segments table: its epoch budget, and its refit (the
+learning-rate path that made a development run's kept weights, epochs lost to a reset left
+out, and a training that follows it on more rows)."""
 
 from __future__ import annotations
 
@@ -98,3 +99,43 @@ def test_the_path_is_said_in_words_with_each_rate_and_its_epochs():
     assert _rates([1, 0.1, 0.01, 0.01]) == (
         "1 epoch at the learning rate, 1 at 0.1 of it and 2 at 0.01 of it"
     )
+
+
+def test_the_epoch_budget_asks_for_the_steps_of_the_preset_within_its_epochs_and_the_papers():
+    from audiorepro.experiments.awe.config import load_config
+    from audiorepro.experiments.awe.recordings import MAX_TABLE_EPOCHS, epoch_budget
+
+    config = load_config("embedded", {"table_steps": 1000})  # 7 epochs, batches of 32
+    assert (config.train.num_epochs, config.train.batch_size, MAX_TABLE_EPOCHS) == (7, 32, 100)
+    budget = {rows: epoch_budget(config, {"table_steps": 1000}, rows) for rows in (32, 3200, 3201)}
+    assert budget[3200][0].train.num_epochs == 10  # 100 steps an epoch
+    assert budget[3201][0].train.num_epochs == 10  # 101 steps an epoch: 10 epochs, 1,010 steps
+    assert budget[32][0].train.num_epochs == 100  # one step an epoch: the paper's cap
+    assert budget[3200][1] == (
+        "epochs: at most 10, for about 1,000 steps of 32 rows (100 an epoch; at most 100), "
+        "the plateau schedule ending sooner when the development AP stops rising "
+        "(--set train.num_epochs=N)"
+    )
+    big, _ = epoch_budget(config, {}, 320_000)  # 10,000 steps an epoch: the preset's 7
+    assert big.train.num_epochs == 7
+    for given in ({"train.num_epochs": 3}, {"train.max_steps": 5}):
+        loaded = load_config("embedded", given)  # max_steps alone: epochs enough for them
+        kept, note = epoch_budget(loaded, given, 3200)
+        assert kept == loaded
+        assert note.endswith(f"({next(iter(given))} as set)")
+    smoke, note = epoch_budget(load_config("smoke"), {}, 3200)  # no table_steps
+    assert smoke.train.num_epochs == 1 and note == (
+        "epochs: at most 1 (the preset's train.num_epochs)"
+    )
+
+
+def test_table_steps_must_be_a_positive_whole_number():
+    from audiorepro.config import ConfigError
+    from audiorepro.experiments.awe.config import load_config
+
+    for bad in (0, -5):
+        with pytest.raises(ConfigError, match="table_steps: expected an int >= 1"):
+            load_config("embedded", {"table_steps": bad})
+    for bad in (2.5, True):
+        with pytest.raises(ConfigError, match="table_steps"):
+            load_config("embedded", {"table_steps": bad})
