@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from test_awe_data_training import _Scripted
 
 from audiorepro.experiments.awe.train import RatePath, learning_rate_path
 from audiorepro.training import TrainConfig, Trainer
@@ -39,15 +40,6 @@ def test_epochs_after_the_best_leave_the_path_at_each_decay():
     # the weights at the end of epoch 6 (select final, had it stopped there): three flat
     # epochs after the best, still on the path
     assert learning_rate_path(result, events, 6, 0.1) == [1.0] * 6
-
-
-class _Scripted:
-    def __init__(self, values):
-        self.values, self.calls = list(values), 0
-
-    def __call__(self, model):
-        self.calls += 1
-        return {"crossview_ap": self.values[self.calls - 1]}
 
 
 def _trainer(callbacks, epochs, eval_fn=None, rows=8):

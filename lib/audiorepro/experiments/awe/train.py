@@ -5,7 +5,7 @@ trained model is kept in the chapter's run store, keyed by what defines it."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -213,14 +213,10 @@ class RatePath(Callback):
         return None
 
 
-def refit(
-    config: Config, data: Mapping[str, WordSegments], path: Sequence[float], progress: str
-) -> MultiViewAWE:
-    """A model trained from the seed's initial weights on ``data["train"]`` for ``len(path)``
-    epochs at the rates of ``path`` (:func:`learning_rate_path`), without evaluation: the
-    training that made a development run's kept weights, again on more rows."""
-    if not path or path[0] != 1.0:
-        raise ValueError(f"a learning-rate path starts at 1, got {list(path)[:3]}")
+def _model_and_loss(
+    config: Config, data: Mapping[str, WordSegments]
+) -> tuple[MultiViewAWE, Callable[..., dict[str, Any]]]:
+    """The seed's initial model and the eq. (4) loss of a batch (its three terms beside)."""
     seed_everything(config.seed)
     model = MultiViewAWE(model_config(config, data))
     loss = MultiViewContrastiveLoss(config.margin, config.loss_k, config.distance)
@@ -230,8 +226,22 @@ def refit(
             batch["feats"], batch["lengths"], batch["phones"], batch["phone_lengths"]
         )
         terms = loss.terms(emb_x, emb_c, batch["inverse"])
-        return {"loss": (terms["obj0"] + terms["obj1"] + terms["obj2"]).mean()}
+        out: dict[str, Any] = {"loss": (terms["obj0"] + terms["obj1"] + terms["obj2"]).mean()}
+        out.update({k: v.detach().mean() for k, v in terms.items()})
+        return out
 
+    return model, loss_fn
+
+
+def refit(
+    config: Config, data: Mapping[str, WordSegments], path: Sequence[float], progress: str
+) -> MultiViewAWE:
+    """A model trained from the seed's initial weights on ``data["train"]`` for ``len(path)``
+    epochs at the rates of ``path`` (:func:`learning_rate_path`), without evaluation: the
+    training that made a development run's kept weights, again on more rows."""
+    if not path or path[0] != 1.0:
+        raise ValueError(f"a learning-rate path starts at 1, got {list(path)[:3]}")
+    model, loss_fn = _model_and_loss(config, data)
     dataset = MultiViewDataset(data["train"])
     train_cfg = dataclasses.replace(
         config.train.trainer_config(config.seed), num_epochs=len(path), max_steps=None
@@ -261,19 +271,7 @@ def fit(
     schedule and the final weights (a CPU state dict). With ``staging``, checkpoint there
     after every epoch's evaluation (the best weights too) and continue from the newest
     checkpoint found there."""
-    seed_everything(config.seed)
-    model = MultiViewAWE(model_config(config, data))
-    loss = MultiViewContrastiveLoss(config.margin, config.loss_k, config.distance)
-
-    def loss_fn(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> dict[str, Any]:
-        emb_x, emb_c = model(
-            batch["feats"], batch["lengths"], batch["phones"], batch["phone_lengths"]
-        )
-        terms = loss.terms(emb_x, emb_c, batch["inverse"])
-        out: dict[str, Any] = {"loss": (terms["obj0"] + terms["obj1"] + terms["obj2"]).mean()}
-        out.update({k: v.detach().mean() for k, v in terms.items()})
-        return out
-
+    model, loss_fn = _model_and_loss(config, data)
     dev = data["dev"]
 
     def eval_fn(model: torch.nn.Module) -> dict[str, float]:
