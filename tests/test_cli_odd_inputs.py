@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import soundfile as sf
+from test_cli_safety import one_paragraph, run_cli
 
-from audiorepro.cli import main
 from audiorepro.data.recordings import content_problem
 from audiorepro.features.audio import AudioError, load_audio
 
@@ -42,17 +42,6 @@ def folder(root: Path) -> Path:
         for word in FORMANTS:
             sf.write(root / f"S{s}_{word}.wav", vowel(word, f0), RATE, subtype="PCM_16")
     return root
-
-
-def run_cli(capsys, *argv) -> tuple[int, str, str]:
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    assert "Traceback" not in err
-    return code, out, err
-
-
-def one_paragraph(err: str) -> bool:
-    return "\n\n" not in err.strip() and err.startswith("audiorepro: error: ")
 
 
 # ------------------------------------------------------------------------------- empty files
