@@ -83,7 +83,7 @@ def test_a_refit_trains_each_epoch_at_the_rate_of_the_path_the_plateau_schedule_
 
 
 def test_the_path_is_said_in_words_with_each_rate_and_its_epochs():
-    from audiorepro.experiments.awe.recordings import _rates
+    from audiorepro.experiments.awe.train import rates_in_words as _rates
 
     assert _rates([1.0]) == "1 epoch at the learning rate"
     assert _rates([1.0] * 7) == "7 epochs at the learning rate"
@@ -95,7 +95,7 @@ def test_the_path_is_said_in_words_with_each_rate_and_its_epochs():
 
 def test_the_epoch_budget_asks_for_the_steps_of_the_preset_within_its_epochs_and_the_papers():
     from audiorepro.experiments.awe.config import load_config
-    from audiorepro.experiments.awe.recordings import MAX_TABLE_EPOCHS, epoch_budget
+    from audiorepro.experiments.awe.train import MAX_TABLE_EPOCHS, epoch_budget
 
     config = load_config("embedded", {"table_steps": 1000})  # 7 epochs, batches of 32
     assert (config.train.num_epochs, config.train.batch_size, MAX_TABLE_EPOCHS) == (7, 32, 100)

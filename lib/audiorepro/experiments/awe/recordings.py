@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from audiorepro.config import from_dict, refuse_unused, replace, to_dict
+from audiorepro.config import from_dict, refuse_unused, to_dict
 from audiorepro.data.awe import WordSegments
 from audiorepro.data.embedded.lexicon import SWITCHBOARD_SYMBOLS
 from audiorepro.data.recordings import (
@@ -40,10 +40,12 @@ from audiorepro.experiments.awe.frames import (
 from audiorepro.experiments.awe.train import (
     EPOCHS_FROM,
     AWERun,
+    epoch_budget,
     fit,
     kept_epoch,
     learning_rate_path,
     numbered_from_one,
+    rates_in_words,
     refit,
     set_threads,
 )
@@ -208,36 +210,6 @@ SEGMENTS_FIELDS = (
 (the chapter's sweeps, seed lists and baseline size, the corpus) is refused, never ignored."""
 
 
-MAX_TABLE_EPOCHS = 100
-"""The most epochs ``awe train`` gives a table (the paper's cap on the chosen model, §3.2)."""
-
-
-def epoch_budget(
-    config: Config, overrides: Mapping[str, Any] | None, rows: int
-) -> tuple[Config, str]:
-    """``(config, note)``: the epochs ``awe train`` trains ``rows`` training rows (speed copies
-    included) for. The preset's ``table_steps`` asks for about that many optimizer steps, in
-    whole epochs, at least ``train.num_epochs`` (the chapter's budget for its own corpus) and
-    at most :data:`MAX_TABLE_EPOCHS`; the plateau schedule ends training sooner once the
-    development AP stops rising. ``train.num_epochs`` or ``train.max_steps`` set by the user,
-    or no ``table_steps``, keep ``train.num_epochs``."""
-    per_epoch = -(-rows // config.train.batch_size)
-    given = {k for k in (overrides or {}) if k in ("train.num_epochs", "train.max_steps")}
-    if given or config.table_steps is None:
-        why = ", ".join(sorted(given)) + " as set" if given else "the preset's train.num_epochs"
-        return config, f"epochs: at most {config.train.num_epochs} ({why})"
-    epochs = max(
-        config.train.num_epochs, min(MAX_TABLE_EPOCHS, -(-config.table_steps // per_epoch))
-    )
-    note = (
-        f"epochs: at most {epochs}, for about {config.table_steps:,} steps of "
-        f"{config.train.batch_size} rows ({per_epoch} an epoch; at most {MAX_TABLE_EPOCHS}), "
-        "the plateau schedule ending sooner when the development AP stops rising "
-        "(--set train.num_epochs=N)"
-    )
-    return replace(config, **{"train.num_epochs": epochs}), note
-
-
 def train_on_segments(
     segments: str | os.PathLike[str],
     out: str | os.PathLike[str],
@@ -369,7 +341,7 @@ def train_on_segments(
         again_note = (
             f"refit: the kept weights trained again with the {len(dev_rows)} development rows "
             f"({len(data_all.words)} rows with their copies), from the same initial weights, "
-            f"for the {_rates(path)} that made them; --no-refit: the development run's"
+            f"for the {rates_in_words(path)} that made them; --no-refit: the development run's"
         )
         again_record = {"epochs": len(path), "rates": path, "rows": len(data_all.words)}
         again_record["weights"] = weights
@@ -429,24 +401,6 @@ def train_on_segments(
         refit=again_note,
         budget=budget,
     )
-
-
-def _rates(path: Sequence[float]) -> str:
-    """``"7 epochs at the learning rate"``, ``"5 epochs at the learning rate and 2 at 0.1 of
-    it"``: a learning-rate path (:func:`~audiorepro.experiments.awe.train.learning_rate_path`)
-    in words."""
-    runs: list[list[float]] = []
-    for rate in path:
-        if runs and runs[-1][0] == rate:
-            runs[-1][1] += 1
-        else:
-            runs.append([rate, 1])
-    words = [
-        f"{n:g}{(' epoch' if n == 1 else ' epochs') if i == 0 else ''} at "
-        + ("the learning rate" if rate == 1 else f"{rate:g} of it")
-        for i, (rate, n) in enumerate(runs)
-    ]
-    return ", ".join(words[:-1]) + (" and " if len(words) > 1 else "") + words[-1]
 
 
 def load_run(run: str | os.PathLike[str]) -> tuple[MultiViewAWE, Config]:

@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from audiorepro.config import to_dict
+from audiorepro.config import replace, to_dict
 from audiorepro.data.awe import MultiViewDataset, WordSegments, collate_multiview
 from audiorepro.experiments.awe.config import CHAPTER, Config
 from audiorepro.experiments.awe.data import data_digest, model_config
@@ -211,6 +211,54 @@ class RatePath(Callback):
             group["lr"] = rate
         scheduler._last_lr = [g["lr"] for g in trainer.optimizer.param_groups]
         return None
+
+
+MAX_TABLE_EPOCHS = 100
+"""The most epochs ``awe train`` gives a table (the paper's cap on the chosen model, §3.2)."""
+
+
+def epoch_budget(
+    config: Config, overrides: Mapping[str, Any] | None, rows: int
+) -> tuple[Config, str]:
+    """``(config, note)``: the epochs ``awe train`` trains ``rows`` training rows (speed copies
+    included) for. The preset's ``table_steps`` asks for about that many optimizer steps, in
+    whole epochs, at least ``train.num_epochs`` (the chapter's budget for its own corpus) and
+    at most :data:`MAX_TABLE_EPOCHS`; the plateau schedule ends training sooner once the
+    development AP stops rising. ``train.num_epochs`` or ``train.max_steps`` set by the user,
+    or no ``table_steps``, keep ``train.num_epochs``."""
+    per_epoch = -(-rows // config.train.batch_size)
+    given = {k for k in (overrides or {}) if k in ("train.num_epochs", "train.max_steps")}
+    if given or config.table_steps is None:
+        why = ", ".join(sorted(given)) + " as set" if given else "the preset's train.num_epochs"
+        return config, f"epochs: at most {config.train.num_epochs} ({why})"
+    epochs = max(
+        config.train.num_epochs, min(MAX_TABLE_EPOCHS, -(-config.table_steps // per_epoch))
+    )
+    note = (
+        f"epochs: at most {epochs}, for about {config.table_steps:,} steps of "
+        f"{config.train.batch_size} rows ({per_epoch} an epoch; at most {MAX_TABLE_EPOCHS}), "
+        "the plateau schedule ending sooner when the development AP stops rising "
+        "(--set train.num_epochs=N)"
+    )
+    return replace(config, **{"train.num_epochs": epochs}), note
+
+
+def rates_in_words(path: Sequence[float]) -> str:
+    """``"7 epochs at the learning rate"``, ``"5 epochs at the learning rate and 2 at 0.1 of
+    it"``: a learning-rate path (:func:`~audiorepro.experiments.awe.train.learning_rate_path`)
+    in words."""
+    runs: list[list[float]] = []
+    for rate in path:
+        if runs and runs[-1][0] == rate:
+            runs[-1][1] += 1
+        else:
+            runs.append([rate, 1])
+    words = [
+        f"{n:g}{(' epoch' if n == 1 else ' epochs') if i == 0 else ''} at "
+        + ("the learning rate" if rate == 1 else f"{rate:g} of it")
+        for i, (rate, n) in enumerate(runs)
+    ]
+    return ", ".join(words[:-1]) + (" and " if len(words) > 1 else "") + words[-1]
 
 
 def _model_and_loss(
