@@ -19,23 +19,21 @@ model (no centring).
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import torch
-from study_units_channels import TrainingSet, training_set
+from study_units_adversary import SourcedPairs, collate
+from study_units_channels import TrainingSet, fit_units, training_set
 
 from audiorepro.data.recordings import scan_folder, speakers_of
 from audiorepro.data.speech_segments import load_wav_features
 from audiorepro.experiments.zerospeech.config import store
 from audiorepro.experiments.zerospeech.data import model_inputs, training_files
-from audiorepro.experiments.zerospeech.pairs import aligned_to, collate_paired
-from audiorepro.experiments.zerospeech.train import _vqvae_step, fit_one_thread
+from audiorepro.experiments.zerospeech.train import _vqvae_step
 from audiorepro.losses.vq import length_mask
 from audiorepro.metrics.abx import abx_error
-from audiorepro.models.vqvae import VQVAE, VQVAEConfig, input_statistics
-from audiorepro.repro import seed_everything
+from audiorepro.models.vqvae import VQVAE, VQVAEConfig
 
 
 class CentredVQVAE(VQVAE):
@@ -72,41 +70,6 @@ class CentredVQVAE(VQVAE):
                 z = z - self.speaker_mean[src][:, None, :]
         codes, e = self.quantizer(z, mask)
         return x, z, codes, e, code_lengths
-
-
-class SourcedSegments(torch.utils.data.Dataset):
-    """``units train``'s items (:class:`PairedSegments`) with the input's speaker beside the
-    target's: ``(input, target, target speaker, input speaker)``."""
-
-    def __init__(self, data: TrainingSet) -> None:
-        frames, speakers, seg = data.clean, data.index, data.config.train.segment_frames
-        self.items = []
-        own = [(i, i) for i in range(len(frames))]
-        for i, j in [*data.found.pairs, *own]:
-            for src, dst in ((i, j), (j, i))[: 1 if i == j else 2]:
-                target = frames[src] if src == dst else aligned_to(frames[src], frames[dst])
-                x = frames[src]
-                for start in range(0, len(x), seg):
-                    if len(x[start : start + seg]) >= 8:
-                        self.items.append(
-                            (
-                                x[start : start + seg],
-                                target[start : start + seg],
-                                speakers[dst],
-                                speakers[src],
-                            )
-                        )
-
-    def __len__(self) -> int:
-        return len(self.items)
-
-    def __getitem__(self, index: int):
-        return self.items[index]
-
-
-def collate(batch: Sequence[tuple]):
-    inputs, lengths, speakers, targets = collate_paired([b[:3] for b in batch])
-    return inputs, lengths, speakers, targets, torch.tensor([b[3] for b in batch])
 
 
 def step(model: CentredVQVAE, batch) -> dict[str, torch.Tensor]:
@@ -156,15 +119,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--momentum", type=float, default=0.01)
     args = parser.parse_args(argv)
     data = training_set(args.train, args.seed)
-    dataset = SourcedSegments(data)
-    seed_everything(args.seed)
-    model = CentredVQVAE(data.config.model, len(data.order), args.momentum)
-    model.set_normalization(
-        *input_statistics(np.concatenate(data.clean), data.config.model.input_scale)
+    dataset = SourcedPairs(
+        data.clean, data.index, data.found.pairs, data.config.train.segment_frames
     )
-    loop = data.config.train.loop(args.seed)
-    trainer, _ = fit_one_thread(model, step, dataset, loop, collate, None, (), "none")
-    score(trainer.unwrapped_model.cpu().eval(), data, args.test, args.items)
+    model = fit_units(
+        data,
+        dataset,
+        lambda: CentredVQVAE(data.config.model, len(data.order), args.momentum),
+        step,
+        collate,
+    )
+    score(model, data, args.test, args.items)
 
 
 if __name__ == "__main__":

@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import argparse
 import io
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import librosa
 import numpy as np
@@ -138,19 +140,31 @@ def training_set(folder: Path, seed: int) -> TrainingSet:
     return TrainingSet(config, feature, wavs, names, voices, clean, found, order, index)
 
 
+def fit_units(
+    data: TrainingSet,
+    dataset: Any,
+    model: Callable[[], VQVAE] | None = None,
+    step: Callable[..., dict[str, Any]] = _vqvae_step,
+    collate: Callable[..., Any] = collate_paired,
+) -> VQVAE:
+    """A VQ-VAE (``model()``, default :class:`VQVAE`, made after the seed is set) trained on
+    ``dataset`` as ``units train`` trains (its seed, inputs' statistics and loop), in eval
+    mode on the CPU."""
+    seed = data.config.seed
+    seed_everything(seed)
+    net = model() if model is not None else VQVAE(data.config.model, n_speakers=len(data.order))
+    net.set_normalization(
+        *input_statistics(np.concatenate(data.clean), data.config.model.input_scale)
+    )
+    loop = data.config.train.loop(seed)
+    trainer, _ = fit_one_thread(net, step, dataset, loop, collate, None, (), "none")
+    return trainer.unwrapped_model.cpu().eval()
+
+
 def train_and_score(data: TrainingSet, dataset: PairedSegments, test: Path, items: Path) -> float:
     """Train a VQ-VAE on ``dataset`` as ``units train`` does and print (and return) its units'
     word ABX across speakers on ``items`` of the folder ``test``."""
-    seed = data.config.seed
-    seed_everything(seed)
-    model = VQVAE(data.config.model, n_speakers=len(data.order))
-    stats = input_statistics(np.concatenate(data.clean), data.config.model.input_scale)
-    model.set_normalization(*stats)
-    trainer, _ = fit_one_thread(
-        model, _vqvae_step, dataset, data.config.train.loop(seed), collate_paired, None, (),
-        "none",
-    )  # fmt: skip
-    model = trainer.unwrapped_model.cpu().eval()
+    model = fit_units(data, dataset)
     test_wavs, _ = training_files(scan_folder(test).files)
     feats = load_wav_features(test_wavs, data.feature, store())
     _, units = encode_files(model, feats, speakers=speakers_of(test_wavs, "parent", test))
