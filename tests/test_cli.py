@@ -798,7 +798,8 @@ def test_awe_train_counts_and_prints_the_rows_too_short_to_embed(corpus, tmp_pat
     says how many, per split, and records them; nothing is dropped without a word."""
     rows = (corpus / "seg.tsv").read_text().splitlines()[1:]
     short = rows[0].split("\t")
-    short[3:5] = ["0.100", "0.110"]  # 10 ms: one frame
+    short[1], short[3:5] = "short", ["0.100", "0.110"]  # 10 ms: one frame (of another word:
+    # as the file's own word, it would be its whole-file row's token again, which is refused)
     table = tmp_path / "short.tsv"
     table.write_text(HEADER + "".join(f"{r}\n" for r in rows) + "\t".join(short) + "\n")
     (tmp_path / "audio").symlink_to(corpus / "audio")  # the table's paths are relative

@@ -121,7 +121,7 @@ def test_a_segment_of_no_frame_is_left_out_as_every_short_row_is(tmp_path, capsy
     train`` with 'the segment holds no frame' before, where a 10 ms row was left out)."""
     audio = folder(tmp_path / "audio")
     rows = [f"audio/{p.name}\t{p.stem[3:]}\t{p.stem[:2]}\t\t\n" for p in sorted(audio.iterdir())]
-    rows.append("audio/S1_a.wav\ta\tS1\t0.100\t0.105\n")
+    rows.append("audio/S1_a.wav\tb\tS1\t0.100\t0.105\n")  # as 'a': the whole file's token again
     table = tmp_path / "seg.tsv"
     table.write_text("path\tword\tspeaker\tstart\tend\n" + "".join(rows))
     code, out, err = run_cli(capsys, "awe", "dtw", "--segments", table)

@@ -255,6 +255,36 @@ def test_a_segment_listed_twice_or_with_two_words_names_both_lines(tmp_path):
         read_segments(table)
 
 
+def test_one_token_listed_twice_is_refused_and_a_word_said_twice_in_a_row_is_not(tmp_path):
+    from audiorepro.data.recordings import read_segments
+
+    write(tmp_path / "S1_a.wav", seconds=1.0)
+    head = "path\tword\tspeaker\tstart\tend\n"
+    table = tmp_path / "seg.tsv"
+
+    def rows(*lines):
+        table.write_text(head + "".join(f"S1_a.wav\t{line}\n" for line in lines))
+        return table
+
+    # "no no": two tokens sharing a boundary's 20 ms; another word over both is fine
+    ok = rows("no\tS1\t0.10\t0.32", "no\tS1\t0.30\t0.50", "yes\tS1\t0.0\t1.0")
+    assert [r.word for r in read_segments(ok)] == ["no", "no", "yes"]
+    # the whole file and an excerpt of it, listed in either order, with or without durations
+    for lines in (("no\tS1\t\t", "no\tS1\t0.2\t0.4"), ("no\tS1\t0.2\t0.4", "no\tS1\t\t")):
+        for check_audio in (True, False):
+            with pytest.raises(
+                RecordingsError,
+                match=r"seg.tsv:3: S1_a.wav .*the word 'no' of line 2 .* again, sharing 100 %",
+            ):
+                read_segments(rows(*lines), check_audio=check_audio)
+    # looser bounds around one token: 0.20 of the shorter 0.25 s shared (80 %)
+    with pytest.raises(RecordingsError, match=r"seg.tsv:4: .*\(0.15-0.4 s\) again, sharing 80 %"):
+        read_segments(rows("no\tS1\t0.15\t0.4", "yes\tS1\t0.5\t0.7", "No\tS1\t0.2\t0.45"))
+    # a row inside an earlier long one, another word between them in the table
+    with pytest.raises(RecordingsError, match=r"seg.tsv:4: .*line 2 \(0-0.9 s\)"):
+        read_segments(rows("no\tS1\t0\t0.9", "yes\tS1\t0.1\t0.3", "no\tS1\t0.5\t0.7"))
+
+
 def test_a_lexicon_line_repeated_is_an_error_and_another_pronunciation_is_kept_apart(tmp_path):
     from audiorepro.data.recordings import read_lexicon
 
@@ -398,6 +428,13 @@ def test_field_rule_reads_free_spoken_digit_names(tmp_path):
         speakers_of(dashed, "field:2")
     assert speaker_rule("field:2") == "field:2"
     assert speaker_rule("field:2:-") == "field:2:-"
+    # fields are counted in the name as written: a space does not start one (prefix ends there)
+    write(tmp_path / "spaced" / "anna lee_7_3.wav")
+    spaced = find_wavs(tmp_path / "spaced")
+    assert list(spaced) == ["anna_lee_7_3"]
+    assert speakers_of(spaced, "field:1") == {"anna_lee_7_3": "anna_lee"}
+    assert labels_of(spaced, "field:2", what="word") == {"anna_lee_7_3": "7"}
+    assert speakers_of(spaced, "prefix") == {"anna_lee_7_3": "anna"}
 
 
 def test_a_speaker_rule_that_takes_the_word_is_named():

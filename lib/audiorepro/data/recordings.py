@@ -459,7 +459,8 @@ def speakers_of(
         wavs: ``{file id: path}``.
         rule: ``"prefix"`` (the file name up to the first ``_`` or space), ``"prefix:SEP"``
             (up to the first ``SEP``: ``prefix:-`` for LibriSpeech's ``84-121123-0000``),
-            ``"field:N"`` (the N-th field, from 1, of the name split at ``_``; ``field:N:SEP``
+            ``"field:N"`` (the N-th field, from 1, of the name as written split at ``_``, a
+            space inside a field read as ``_``: ``anna lee_7_3`` has 3; ``field:N:SEP``
             at ``SEP``: ``field:2`` for the Free Spoken Digit names ``7_jackson_32``),
             ``"parent"`` (the name of the file's folder) or the path of a ``MAP.tsv`` whose
             lines are ``file<TAB>speaker`` (``file``: a path relative to ``root``, or a file
@@ -495,7 +496,10 @@ def labels_of(
         index, separator = field
         out = {}
         for name, path in wavs.items():
-            fields = file_id(path.stem).split(separator)
+            # field:N counts the fields of the name as written ("anna lee_7_3": field 1 is
+            # "anna lee", read as anna_lee); prefix also ends at a space
+            stem = file_id(path.stem) if prefix is not None else path.stem
+            fields = [file_id(f) for f in stem.split(separator)]
             if len(fields) >= max(index, 2) and fields[index - 1]:
                 out[name] = fields[index - 1]
                 continue
@@ -885,7 +889,56 @@ def read_segments(path: str | os.PathLike[str], check_audio: bool = True) -> lis
         out.append(Segment(audio_path, word, speaker, start, end, path, number))
     if not out:
         raise RecordingsError(path, None, "the table has a header but no segment")
+    _refuse_one_token_twice(out, durations)
     return out
+
+
+SAME_TOKEN_OVERLAP = 0.5
+"""Two rows of one word on one file that share more than this fraction of the shorter one are
+one spoken token listed twice (:func:`read_segments`): a whole file and an excerpt of it, or
+an excerpt with looser bounds. Tokens of a word said twice in a row share at most a boundary's
+few frames."""
+
+
+def _span_text(row: Segment) -> str:
+    return "the whole file" if row.start is None else f"{row.start:g}-{row.end:g} s"
+
+
+def _refuse_one_token_twice(rows: Sequence[Segment], durations: Mapping[Path, float]) -> None:
+    """RecordingsError at the later line of the first two ``rows`` of the same word and audio
+    file that overlap by more than :data:`SAME_TOKEN_OVERLAP` of the shorter; a whole-file row
+    spans the file (its duration from ``durations`` when read, else without end)."""
+    groups: dict[tuple[Path, str], list[Segment]] = {}
+    for row in rows:
+        groups.setdefault((row.path.resolve(), row.word), []).append(row)
+
+    def span(row: Segment) -> tuple[float, float]:
+        if row.start is None:
+            return 0.0, durations.get(row.path, math.inf)
+        return row.start, row.end
+
+    for group in groups.values():
+        if len(group) < 2:
+            continue
+        active: list[tuple[float, float, Segment]] = []  # rows still open at ``start``
+        for row in sorted(group, key=lambda r: (span(r)[0], r.line)):
+            start, end = span(row)
+            active = [a for a in active if a[1] > start]
+            for a_start, a_end, other in active:
+                shared = min(a_end, end) - start
+                shorter = min(a_end - a_start, end - start)
+                if shared > SAME_TOKEN_OVERLAP * shorter:
+                    first, later = sorted((other, row), key=lambda r: r.line)
+                    raise RecordingsError(
+                        later.source,
+                        later.line,
+                        f"{later.path.name} {_span_text(later)}: the word {later.word!r} of line "
+                        f"{first.line} ({_span_text(first)}) again, sharing "
+                        f"{100 * shared / shorter:.0f} % of the shorter: one spoken token listed "
+                        "twice would be matched with itself (a same-word pair of AP 1, a "
+                        "training pair of one sound); keep one of the two rows",
+                    )
+            active.append((start, end, row))
 
 
 def read_lexicon(path: str | os.PathLike[str]) -> dict[str, tuple[str, ...]]:
