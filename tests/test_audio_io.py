@@ -70,6 +70,43 @@ def test_zero_length_audio(tmp_path):
             read(path)
 
 
+def _data_size(path, size):
+    """Write ``size`` as the WAV's data chunk length, as a program writing to a pipe does."""
+    import struct
+
+    raw = bytearray(path.read_bytes())
+    at = raw.find(b"data")
+    raw[at + 4 : at + 8] = struct.pack("<I", size)
+    path.write_bytes(bytes(raw))
+
+
+def test_a_wav_cut_short_is_read_as_far_as_it_goes_with_a_warning(tmp_path):
+    import warnings
+
+    from audiorepro.features.audio import AudioWarning
+
+    wav = sine(440, 2.0, 8000)
+    whole = tmp_path / "whole.wav"
+    sf.write(whole, wav, 8000, subtype="PCM_16")
+    cut = tmp_path / "cut.wav"
+    cut.write_bytes(whole.read_bytes()[: 44 + 2 * 6000])  # 0.75 s of the 2 s the header says
+    with pytest.warns(AudioWarning, match=r"cut\.wav: cut short: its header says 2\.000 s .*"
+                      r"holds 0\.750 s .*are read"):  # fmt: skip
+        got, sr = load_audio(cut, None)
+    assert sr == 8000 and len(got) == 6000
+    np.testing.assert_allclose(got, wav[:6000], atol=1 / 32768)
+    stream = tmp_path / "stream.wav"  # ffmpeg to a pipe: 0xFFFFFFFF, the length unknown
+    stream.write_bytes(whole.read_bytes())
+    _data_size(stream, 0xFFFFFFFF)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert len(load_audio(whole, None)[0]) == len(load_audio(stream, None)[0]) == 16000
+    _data_size(stream, 0)  # a header never finished: libsndfile reads no sample
+    with pytest.raises(EmptyAudioError, match=r"stream\.wav: its WAV header gives 0 bytes of "
+                       r"samples, and the file is 32044 bytes: .*did not finish the header"):  # fmt: skip
+        load_audio(stream, None)
+
+
 @pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
 def test_non_finite_samples(tmp_path, bad):
     path = tmp_path / "nan.wav"

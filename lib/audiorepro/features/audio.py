@@ -14,6 +14,7 @@ Resampling uses librosa with the ``soxr_hq`` filter when the ``soxr`` package is
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 import warnings
 from pathlib import Path
@@ -25,6 +26,7 @@ from audiorepro.paths import free_space
 
 __all__ = [
     "AudioError",
+    "AudioWarning",
     "CANCEL_DB",
     "EmptyAudioError",
     "LOUD_PEAK",
@@ -63,6 +65,43 @@ class AudioError(Exception):
 class EmptyAudioError(AudioError):
     """An audio file of no sample (a header alone, or 0 bytes): ``units train`` leaves it out as
     it leaves out files too short to train on; every other reader refuses it."""
+
+
+class AudioWarning(UserWarning):
+    """An audio file that reads, but not whole: a WAV cut short of what its header says (an
+    interrupted copy or download). The commands print it once as ``audiorepro: warning: ...``."""
+
+
+STREAM_PLACEHOLDER = 0x7FFF0000
+"""A WAV data size at or above this is a placeholder that a program writing to a pipe puts in
+the header (``0xFFFFFFFF``, ``0x7FFFF000``), not a length the file fell short of."""
+
+
+def _wav_data_sizes(log: str) -> tuple[int, int | None] | None:
+    """``(bytes the WAV header gives its data, bytes the file holds or None when as many)``
+    from libsndfile's header log (``SoundFile.extra_info``); None when the log has no data
+    chunk (not a WAV)."""
+    match = re.search(r"^data\s*:\s*(\d+)(?:\s*\(should be (\d+)\))?", log, re.MULTILINE)
+    if match is None:
+        return None
+    return int(match.group(1)), None if match.group(2) is None else int(match.group(2))
+
+
+def _check_whole_wav(path: Path, log: str, frames: int, rate: int) -> None:
+    """Warn (:class:`AudioWarning`) when a WAV's data ends before its header says (libsndfile
+    reads the samples there are), unless the header's size is a stream's placeholder."""
+    sizes = _wav_data_sizes(log)
+    if sizes is None or sizes[1] is None or not sizes[1] < sizes[0] < STREAM_PLACEHOLDER:
+        return
+    declared, held = sizes
+    said = frames * declared / max(held, 1) / rate
+    warnings.warn(
+        f"{path}: cut short: its header says {said:.3f} s of audio ({declared} bytes), the "
+        f"file holds {frames / rate:.3f} s ({held} bytes); the {frames / rate:.3f} s there are "
+        "are read (an interrupted copy or download? copy the file again to have all of it)",
+        AudioWarning,
+        stacklevel=3,
+    )
 
 
 def resample_type() -> str:
@@ -141,6 +180,15 @@ def _read_soundfile(
     with sf.SoundFile(str(path)) as f:
         native_sr = int(f.samplerate)
         total = int(f.frames)
+        _check_whole_wav(path, f.extra_info, total, native_sr)
+        if total == 0 and (sizes := _wav_data_sizes(f.extra_info)) and sizes[0] == 0:
+            size = path.stat().st_size
+            if size > 1024:  # more than a header
+                raise EmptyAudioError(
+                    f"{path}: its WAV header gives 0 bytes of samples, and the file is {size} "
+                    "bytes: the program that wrote it did not finish the header (a stream); "
+                    "write it again whole (e.g. sox in.wav out.wav), or leave it out"
+                )
         start = int(round(offset * native_sr))
         frames = -1 if duration is None else int(round(duration * native_sr))
         if start > 0:
