@@ -72,3 +72,66 @@ def test_the_split_says_how_it_chose(speakers, tokens, said):
     else:
         assert "chosen on speakers the model trains on" in note
         assert {r.speaker for r in dev} <= {r.speaker for r in train}
+
+
+def words_of(feats, words):
+    from audiorepro.data.awe import WordSegments
+
+    return WordSegments(
+        split="dev", keys=[f"k{i}" for i in range(len(words))], words=list(words),
+        speakers=["s"] * len(words), feats=list(feats), phones=[], word_phones={},
+        num_phones=0, dropped={},
+    )  # fmt: skip
+
+
+def test_the_kept_weights_are_set_beside_mfcc_dtw_on_the_same_development_pairs(monkeypatch):
+    """``awe train``'s line on the development rows: the embeddings' AP and MFCC + DTW's on the
+    same pairs, each equal to its score computed on its own, and the verdict in words."""
+    import numpy as np
+    import torch
+
+    from audiorepro.experiments.awe import development
+    from audiorepro.experiments.awe.evaluate import dtw_ap
+    from audiorepro.experiments.awe.views import embed_segments
+    from audiorepro.metrics.average_precision import same_different_ap
+    from audiorepro.models.awe import AWEModelConfig, MultiViewAWE
+
+    torch.manual_seed(0)
+    model = MultiViewAWE(AWEModelConfig(
+        feature_dim=3, num_phones=5, d_model=8, acoustic_layers=1, acoustic_heads=2,
+        acoustic_ff=16, phone_layers=1, phone_heads=2, phone_ff=16, dropout=0.0, max_len=32,
+    )).eval()  # fmt: skip
+    rng = np.random.default_rng(0)
+    shapes = {w: rng.standard_normal((1, 3)) for w in ("a", "b", "c")}
+    words = [w for w in ("a", "b", "c") for _ in range(4)]
+    feats = [
+        (
+            shapes[w] * np.linspace(1, 2, int(n))[:, None] + 0.3 * rng.standard_normal((n, 3))
+        ).astype(np.float32)
+        for w, n in zip(words, rng.integers(5, 12, len(words)), strict=True)
+    ]
+    dev = words_of(feats, words)
+    line, record = development.beside_dtw(model, dev, seed=0, batch_size=4, refit=True)
+    expected_ap = same_different_ap(embed_segments(model, dev, 4), words)
+    expected_dtw, pairs = dtw_ap(feats, words)
+    assert record == {
+        "ap": pytest.approx(expected_ap), "dtw_ap": pytest.approx(expected_dtw),
+        "rows": 12, "pairs": 66,
+    }  # fmt: skip
+    beat = "beat" if expected_ap > expected_dtw else "do not beat"
+    assert line == (
+        f"development rows: same-different AP {expected_ap:.4f}, MFCC + DTW {expected_dtw:.4f} "
+        f"on the same 66 pairs (12 rows; before the refit, the epoch chosen on them): the "
+        f"embeddings {beat} MFCC + DTW there"
+    )
+    # past the cap, a seeded subset of rows, both scores on it; no refit, no "before"
+    monkeypatch.setattr(development, "DEVELOPMENT_DTW_ROWS", 8)
+    line, record = development.beside_dtw(model, dev, seed=0, batch_size=4, refit=False)
+    assert record["rows"] == 8 and record["pairs"] == 28
+    assert "(8 rows, a subset of 12; the epoch chosen on them)" in line
+    # rows of one word, or of words said once, have no pair to rank apart
+    for labels in (["a"] * 4, ["a", "b", "c", "d"]):
+        line, record = development.beside_dtw(
+            model, words_of(feats[:4], labels), 0, 4, refit=False
+        )
+        assert record is None and "not scored" in line

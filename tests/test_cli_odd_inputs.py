@@ -112,6 +112,27 @@ def test_an_unreadable_file_says_permission_denied(tmp_path, monkeypatch):
         load_audio(path, 16000)
 
 
+# --------------------------------------------------------------------- a file cut short
+
+
+def test_a_file_cut_short_is_scored_as_far_as_it_goes_and_said_once(tmp_path, capsys):
+    """A WAV whose data ends before its header says (an interrupted copy) is read as far as it
+    goes: the command warns once, naming the file and both lengths, however often it reads it."""
+    audio = folder(tmp_path / "audio")
+    whole = (audio / "S1_a.wav").read_bytes()
+    (audio / "S1_a.wav").write_bytes(whole[: len(whole) // 2])
+    rows = [f"audio/{p.name}\t{p.stem[3:]}\t{p.stem[:2]}\t\t\n" for p in sorted(audio.iterdir())]
+    rows.append("audio/S1_a.wav\tb\tS1\t0.0\t0.1\n")  # the file read a second time
+    table = tmp_path / "seg.tsv"
+    table.write_text("path\tword\tspeaker\tstart\tend\n" + "".join(rows))
+    code, out, err = run_cli(capsys, "awe", "dtw", "--segments", table)
+    assert code == 0, err
+    said = [line for line in err.splitlines() if "cut short" in line]
+    assert len(said) == 1, err
+    assert said[0].startswith(f"audiorepro: warning: {audio / 'S1_a.wav'}: cut short: its ")
+    assert "are read" in said[0]
+
+
 # ------------------------------------------------------------------- segments of no frame
 
 

@@ -579,6 +579,7 @@ def _awe_run(folder: str) -> Any:
         first_short=info.get("first_short", ""),
         refit=info.get("refit_note", ""),
         budget=info.get("budget", ""),
+        beside_dtw=info.get("development_vs_dtw_note", ""),
     )
 
 
@@ -766,6 +767,8 @@ def _run(args: argparse.Namespace) -> None:
                 "apart; give a larger --dev table, or --set select=final",
                 file=sys.stderr,
             )
+        if run.beside_dtw:
+            print(run.beside_dtw)
         if run.refit:
             print(run.refit)
         print(f"best dev cross-view AP {run.best_dev:.4f}")
@@ -861,16 +864,22 @@ def _run_printing_warnings(args: argparse.Namespace) -> None:
     """:func:`_run`, printing each warning that a score is weak (a handful of pairs, one
     speaker: :class:`~audiorepro.metrics.checks.ScoreWarning`) or that an input is most likely
     not what was meant (:class:`~audiorepro.data.recordings.InputWarning`) as one line
-    ``audiorepro: warning: ...`` on stderr, every time it is warned."""
+    ``audiorepro: warning: ...`` on stderr, every time it is warned; a file read but not whole
+    (:class:`~audiorepro.features.audio.AudioWarning`) once, however often it is read."""
     import warnings
 
     from audiorepro.data.recordings import InputWarning
+    from audiorepro.features.audio import AudioWarning
     from audiorepro.metrics.checks import ScoreWarning
 
     shown = warnings.showwarning
+    once: set[str] = set()
 
     def show(message, category, filename, lineno, file=None, line=None):  # noqa: ANN001
-        if issubclass(category, (ScoreWarning, InputWarning)):
+        if issubclass(category, AudioWarning) and str(message) in once:
+            return
+        if issubclass(category, (ScoreWarning, InputWarning, AudioWarning)):
+            once.add(str(message))
             print(f"audiorepro: warning: {message}", file=sys.stderr)
         else:
             shown(message, category, filename, lineno, file, line)
@@ -878,6 +887,7 @@ def _run_printing_warnings(args: argparse.Namespace) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("always", ScoreWarning)
         warnings.simplefilter("always", InputWarning)
+        warnings.simplefilter("always", AudioWarning)
         warnings.showwarning = show
         _run(args)
 

@@ -1,15 +1,21 @@
 """The development rows of ``awe train``: the rows held out of training whose cross-view AP
 drives the plateau schedule and picks the epoch kept (:func:`development_split`: whole
-speakers when the table can lend them, else pairs of one word), and the check that rows given
-with ``--dev`` are not training rows (:func:`refuse_shared_rows`)."""
+speakers when the table can lend them, else pairs of one word), the check that rows given
+with ``--dev`` are not training rows (:func:`refuse_shared_rows`), and the kept weights beside
+MFCC + DTW on them (:func:`beside_dtw`)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
+from audiorepro.data.awe import WordSegments
 from audiorepro.data.recordings import RecordingsError, Segment
+from audiorepro.experiments.awe.evaluate import acoustic_ap_on, dtw_baseline
+from audiorepro.metrics.checks import ScoreError
+from audiorepro.models.awe import MultiViewAWE
 
 
 def hold_out(
@@ -150,3 +156,38 @@ def refuse_shared_rows(train_rows: Sequence[Segment], dev_rows: Sequence[Segment
                 "development rows that are not in --segments (or no --dev: rows are then held "
                 "out of training)",
             )
+
+
+DEVELOPMENT_DTW_ROWS = 500
+"""The most development rows ``awe train`` scores the kept weights and MFCC + DTW on
+(:func:`beside_dtw`; a seeded subset of a larger set): 124,750 pairs, about 10 s of DTW on
+two cores."""
+
+
+def beside_dtw(
+    model: MultiViewAWE, dev: WordSegments, seed: int, batch_size: int, refit: bool
+) -> tuple[str, dict[str, Any] | None]:
+    """``(line, record)``: the same-different AP of ``model``'s embeddings and of MFCC + DTW
+    (:func:`~audiorepro.experiments.awe.evaluate.dtw_baseline`) on the same pairs of the
+    development rows ``dev``, the features as the model reads them, and one plain sentence
+    whether the embeddings beat it there. Without ``--dev`` these rows are speakers held out of
+    training, so this is what ``awe ap`` will say on new speakers before the user scores any;
+    the epoch was chosen on them, so it leans the model's way. ``refit``: the weights are
+    trained again afterwards, and the line says it scored them before. ``record`` is ``None``
+    (and the line says why) when the rows hold no same-word pair."""
+    try:
+        base = dtw_baseline(dev, DEVELOPMENT_DTW_ROWS, seed)
+    except ScoreError as err:  # rows of one word, or of words said once
+        return f"development rows beside MFCC + DTW: not scored ({err})", None
+    words = [dev.words[i] for i in base["indices"]]
+    ap = acoustic_ap_on(model, dev, base["indices"], batch_size)
+    subset = f", a subset of {len(dev)}" if len(words) < len(dev) else ""
+    when = "before the refit, " if refit else ""
+    beat = "beat" if ap > base["ap"] else "do not beat"
+    line = (
+        f"development rows: same-different AP {ap:.4f}, MFCC + DTW {base['ap']:.4f} on the "
+        f"same {base['num_pairs']} pairs ({len(words)} rows{subset}; {when}the epoch chosen on "
+        f"them): the embeddings {beat} MFCC + DTW there"
+    )
+    record = {"ap": ap, "dtw_ap": base["ap"], "rows": len(words), "pairs": base["num_pairs"]}
+    return line, record

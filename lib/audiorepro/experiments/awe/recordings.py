@@ -29,7 +29,11 @@ from audiorepro.data.recordings import (
 )
 from audiorepro.experiments.awe.config import MIN_FRAMES, Config, load_config
 from audiorepro.experiments.awe.data import model_config
-from audiorepro.experiments.awe.development import development_split, refuse_shared_rows
+from audiorepro.experiments.awe.development import (
+    beside_dtw,
+    development_split,
+    refuse_shared_rows,
+)
 from audiorepro.experiments.awe.evaluate import dtw_ap
 from audiorepro.experiments.awe.frames import (
     feature_norm_of,
@@ -319,8 +323,16 @@ def train_on_segments(
     final_model = MultiViewAWE(resolved)
     final_model.load_state_dict(final)
     kept = kept_epoch(result, schedule.history, config.select)
+    again = again and dev is None
+    versus, versus_record = beside_dtw(
+        final_model if config.select == "final" else model,
+        data["dev"],
+        config.seed,
+        config.eval_batch_size,
+        refit=again,
+    )
     again_note, again_record = "", None
-    if again and dev is None:
+    if again:
         path = learning_rate_path(result, schedule.history, kept, config.train.lr_factor)
         everything = train_rows + dev_rows
         data_all = segments_data(
@@ -375,6 +387,8 @@ def train_on_segments(
                 "normalisation": normalisation,
                 "budget": budget,
                 "refit": again_record,
+                "development_vs_dtw": versus_record,
+                "development_vs_dtw_note": versus,
                 "refit_note": again_note,
                 "history": result.to_dict(),
                 EPOCHS_FROM: 1,
@@ -400,6 +414,7 @@ def train_on_segments(
         normalisation=normalisation,
         refit=again_note,
         budget=budget,
+        beside_dtw=versus,
     )
 
 

@@ -62,6 +62,8 @@ class AWERun:
         refit: how the weights kept were trained again with the development rows, one line
             (idem; ``""``: they were not).
         budget: the most epochs the run could train and why, one line (idem).
+        beside_dtw: the kept weights' same-different AP beside MFCC + DTW on the development
+            rows, one line (idem, :func:`~audiorepro.experiments.awe.development.beside_dtw`).
     """
 
     model: MultiViewAWE
@@ -80,6 +82,7 @@ class AWERun:
     normalisation: str = ""
     refit: str = ""
     budget: str = ""
+    beside_dtw: str = ""
 
 
 def epochs_trained(result: TrainResult) -> int:
