@@ -323,6 +323,14 @@ def test_bad_inputs_name_the_line_or_file(tmp_path):
         abx_error(alone, _write(tmp_path, one_speaker))
     with pytest.raises(ScoreError, match=r"constant features: all 12 frames of the 3 files"):
         abx_error(alone, _write(tmp_path, one_speaker), mode="within")  # every triplet a tie
+    # scaled copies of one vector: the angular distance ignores the length, so all ties too
+    scaled = {f"S1_{k}": np.outer(np.arange(1, 5) * k, [0.3, -1.0]) for k in (1, 2, 3)}
+    for distance in ("angular", "cosine"):
+        with pytest.raises(ScoreError, match=rf"constant features for the {distance} distance: "
+                           r"all 12 frames of the 3 files point the same way"):  # fmt: skip
+            abx_error(scaled, _write(tmp_path, one_speaker), mode="within", distance=distance)
+    scaled["S1_3"][0] = [0.3, -0.9]  # one frame another way: scored
+    assert 0 <= abx_error(scaled, _write(tmp_path, one_speaker), mode="within") <= 100
     with pytest.raises(ValueError, match="distance must be one of"):
         abx_error(feats, _write(tmp_path, good), distance="dtw")
 

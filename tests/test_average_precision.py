@@ -348,9 +348,21 @@ def test_collapsed_embeddings_are_refused():
         same_different_ap(x, labels)
     with pytest.raises(ScoreError, match=r"acoustic_emb: all 6 rows are the same vector"):
         cross_view_ap(x, labels, np.eye(3), ["a", "b", "c"])
-    # a poorly trained model whose rows differ in the last bit is scored
+    # scaled copies of one vector are one vector for the cosine distance; so are 1-D rows
+    scaled = x * np.arange(1, 7)[:, None]
+    with pytest.raises(ScoreError, match=r"embeddings: all 6 rows point the same way"):
+        same_different_ap(scaled, labels)
+    with pytest.raises(ScoreError, match=r"word_emb: all 3 rows point the same way"):
+        cross_view_ap(np.eye(3)[[0, 0, 1, 1, 2, 2]], labels, scaled[:3], ["a", "b", "c"])
+    with pytest.raises(ScoreError, match=r"embeddings: one dimension: the cosine distance"):
+        same_different_ap((np.arange(1.0, 7.0) * [1, -1, 1, -1, 1, 1])[:, None], labels)
+    # rows that differ in the last bit point the same way; a hair apart (1 - cos 2e-6), scored
     y = x.copy()
     y[0, 0] = np.nextafter(y[0, 0], 1.0)
+    with pytest.raises(ScoreError, match=r"embeddings: all 6 rows point the same way"):
+        same_different_ap(y, labels)
+    y = scaled.copy()
+    y[0] += [0.0, 0.0, 0.01]
     assert 0.0 < same_different_ap(y, labels) <= 1.0
 
 

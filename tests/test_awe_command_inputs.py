@@ -136,6 +136,7 @@ def test_check_no_repeats_names_the_first_repeat_and_its_first_occurrence():
         (lambda a: a.update(speakers=a["speakers"][:5]), "speakers: shape (5,) for 6 embeddings"),
         (lambda a: a.update(embeddings=a["embeddings"] + 1j), "embeddings: expected real"),
         (lambda a: a.update(embeddings=a["embeddings"][:, :0]), "embeddings: rows of no dim"),
+        (lambda a: a["labels"].__setitem__(slice(1, 3), " "), "labels: row 2 is empty (2 of"),
     ],
 )
 def test_ap_errors_name_the_npz(embedded, change, said, tmp_path, capsys):

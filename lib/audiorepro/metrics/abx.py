@@ -56,7 +56,7 @@ from audiorepro.data.recipes.zerospeech import (
     read_item_file,
     write_item_file,
 )
-from audiorepro.metrics.checks import FEW, ScoreError, naming, weak
+from audiorepro.metrics.checks import FEW, ScoreError, naming, parallel_rows, weak
 from audiorepro.metrics.dtw import partner_dtw, undefined_frames
 
 __all__ = [
@@ -852,6 +852,14 @@ def _check_features(items: Sequence[AbxItem], frames: Sequence[np.ndarray], dist
             f"constant features: all {n_frames} frames of the {len(files)} files are the same "
             "vector (collapsed units?), so every distance ties and the ABX is 50 whatever "
             "the model"
+        )
+    if distance in ("angular", "cosine") and parallel_rows(stacked):
+        n_frames = sum(len(x) for x in files.values())
+        raise ScoreError(
+            f"constant features for the {distance} distance: all {n_frames} frames of the "
+            f"{len(files)} files point the same way (scaled copies of one vector: collapsed "
+            "units?), and the distance ignores a frame's length, so every distance ties and "
+            "the ABX is 50 whatever the model"
         )
     if distance == "kl":
         for item, x in zip(items, frames, strict=True):

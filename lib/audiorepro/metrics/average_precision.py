@@ -270,7 +270,7 @@ def same_different_ap(
         raise ValueError(f"embeddings: need at least 2 rows, got {n}")
     codes = _label_codes(labels, n, "labels")
     check_pair_labels(codes, "labels")
-    check_not_collapsed(raw, "embeddings")
+    check_not_collapsed(raw, "embeddings", cosine=True)
 
     # Positive pairs, enumerated per label (i < j).
     order = np.argsort(codes, kind="stable")
@@ -328,8 +328,8 @@ def _cross_view_pairs(
     and word row ``pj[k]`` carry the same label."""
     a = _normalized(acoustic_emb, "acoustic_emb")
     w = _normalized(word_emb, "word_emb")
-    check_not_collapsed(np.asarray(acoustic_emb), "acoustic_emb")
-    check_not_collapsed(np.asarray(word_emb), "word_emb")
+    check_not_collapsed(np.asarray(acoustic_emb), "acoustic_emb", cosine=True)
+    check_not_collapsed(np.asarray(word_emb), "word_emb", cosine=True)
     if a.shape[1] != w.shape[1]:
         raise ValueError(f"acoustic_emb has dimension {a.shape[1]} but word_emb has {w.shape[1]}")
     m, n = a.shape[0], w.shape[0]

@@ -39,6 +39,7 @@ __all__ = [
     "check_pair_labels",
     "check_speakers",
     "naming",
+    "parallel_rows",
     "weak",
 ]
 
@@ -108,12 +109,48 @@ def check_pair_labels(codes: np.ndarray, name: str = "labels") -> int:
     return positives
 
 
-def check_not_collapsed(x: np.ndarray, name: str = "embeddings") -> None:
+def parallel_rows(x: np.ndarray, tolerance: float = 1e-6) -> bool:
+    """Whether the (N, D) rows with a length all point one way (1 - cosine to the first such
+    row below ``tolerance``): for the cosine and angular distances, which ignore a row's
+    length, they are one vector. Rows of zeros are left aside."""
+    x = np.asarray(x)
+    first, rows = None, 0
+    for start in range(0, len(x), 65536):  # a block at a time: features can be millions
+        block = np.asarray(x[start : start + 65536], dtype=np.float64)
+        norms = np.linalg.norm(block, axis=1)
+        block = block[norms > 0] / norms[norms > 0, None]
+        if first is None and len(block):
+            first = block[0]
+        if len(block) and float((1.0 - block @ first).max()) >= tolerance:
+            return False  # most features stop at the first block
+        rows += len(block)
+    return rows >= 2
+
+
+def check_not_collapsed(x: np.ndarray, name: str = "embeddings", cosine: bool = False) -> None:
     """:class:`ScoreError` when the (N, D) rows, N >= 2, are all the same vector (collapsed):
-    every distance is then 0 and the score is that of the tie rule, not of the model."""
+    every distance is then 0 and the score is that of the tie rule, not of the model. With
+    ``cosine`` (a distance that ignores the rows' lengths) also when they all point one way
+    (:func:`parallel_rows`: scaled copies of one vector), or have one dimension (the cosine
+    distance of two numbers is 0 or 2: their signs alone)."""
     if len(x) >= 2 and bool((x == x[0]).all()):
         raise ScoreError(
             f"{name}: all {len(x)} rows are the same vector (collapsed embeddings): every "
+            "distance is 0, so the score would be the tie rule's, not the model's; check the "
+            "model's training (a constant output)"
+        )
+    if not cosine:
+        return
+    if x.ndim == 2 and x.shape[1] == 1:
+        raise ScoreError(
+            f"{name}: one dimension: the cosine distance of two numbers is 0 or 2 (their signs "
+            "alone), so the score would be the tie rule's over two distances; score "
+            "embeddings of two or more dimensions"
+        )
+    if parallel_rows(x):
+        raise ScoreError(
+            f"{name}: all {len(x)} rows point the same way (scaled copies of one vector: "
+            "collapsed embeddings for the cosine distance, which ignores their lengths): every "
             "distance is 0, so the score would be the tie rule's, not the model's; check the "
             "model's training (a constant output)"
         )

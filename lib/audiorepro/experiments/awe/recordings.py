@@ -540,6 +540,13 @@ def _embeddings(path: str | os.PathLike[str]) -> tuple[dict[str, np.ndarray], np
     labels = archive["labels"]
     if labels.dtype.kind == "U":  # words as training and tables compare them (WORD_RULE)
         labels = np.asarray([word_label(str(w)) for w in labels])
+        empty = np.flatnonzero(labels.reshape(-1) == "")
+        if len(empty):  # a segments table refuses an empty word: so does its .npz
+            raise ValueError(
+                f"{path}: labels: row {int(empty[0]) + 1} is empty ({len(empty)} of the "
+                f"{labels.size} rows): every row needs its word; empty labels would be scored "
+                "as one word"
+            )
     return dict(archive), labels
 
 
