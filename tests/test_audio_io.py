@@ -239,6 +239,43 @@ def test_librosa_fallback_for_formats_soundfile_cannot_read(tmp_path, monkeypatc
     assert audio_info(path) == (2205, 22050, 2)
 
 
+def test_a_gsm_wav_libsndfile_cannot_seek_in_is_read_in_blocks(tmp_path):
+    """A GSM 6.10 WAV (Asterisk voicemail's format) is a file libsndfile decodes but cannot seek
+    in: it stopped every reader with soundfile's 'frames must be specified for non-seekable
+    files', naming no file. It is read in blocks to its end, offset and duration honoured, and
+    audio_info gives the length load_audio reads."""
+    path = tmp_path / "msg0000.wav"
+    sf.write(path, sine(440, 2.0, 8000, amp=0.3), 8000, subtype="GSM610", format="WAV")
+    with sf.SoundFile(path) as f:
+        assert not f.seekable()
+    whole, sr = load_audio(path, None)
+    assert sr == 8000 and len(whole) == 16000
+    assert 400 < peak_hz(whole, sr) < 480  # the tone, through the lossy codec
+    assert audio_info(path) == (16000, 8000, 1)
+    part, _ = load_audio(path, None, offset=0.5, duration=0.25)
+    np.testing.assert_array_equal(part, whole[4000:6000])
+    assert len(load_audio(path, None, offset=1.9)[0]) == 800
+    assert len(load_audio(path, 16000)[0]) == 32000
+    with pytest.raises(AudioError, match=r"msg0000\.wav: no samples after offset 2\.5 s"):
+        load_audio(path, None, offset=2.5)
+
+
+def test_any_other_failure_of_soundfile_names_the_file(tmp_path, monkeypatch):
+    path = tmp_path / "odd.wav"
+    sf.write(path, sine(440, 0.1, 8000), 8000)
+
+    def fail(*args, **kwargs):
+        raise ValueError("something libsndfile's wrapper did not expect")
+
+    monkeypatch.setattr(sf, "SoundFile", fail)
+    monkeypatch.setattr(sf, "info", fail)
+    with pytest.raises(AudioError, match=r"odd\.wav: cannot decode audio: soundfile failed .*"
+                       r"ValueError: something .*convert it"):  # fmt: skip
+        load_audio(path, None)
+    with pytest.raises(AudioError, match=r"odd\.wav: cannot read audio header: .*ValueError"):
+        audio_info(path)
+
+
 # ---------------------------------------------------------------------------------------------
 # saving
 

@@ -173,11 +173,38 @@ def silence(data: np.ndarray) -> str | None:
     return None
 
 
+def _read_blocks(f: sf.SoundFile, start: int, frames: int, block: int = 65536) -> np.ndarray:
+    """Read ``frames`` frames (-1: to the end) after the first ``start`` of a file libsndfile
+    cannot seek in (a GSM 6.10 WAV): in blocks, skipping by reading, until the end. Returns
+    (S, C) float32."""
+    while start > 0:
+        skipped = f.read(frames=min(start, block), dtype="float32", always_2d=True)
+        if len(skipped) == 0:
+            return np.zeros((0, f.channels), dtype=np.float32)
+        start -= len(skipped)
+    blocks = []
+    left = frames
+    while left != 0:
+        want = block if left < 0 else min(left, block)
+        data = f.read(frames=want, dtype="float32", always_2d=True)
+        if len(data) == 0:
+            break
+        blocks.append(data)
+        left = left if left < 0 else left - len(data)
+    if not blocks:
+        return np.zeros((0, f.channels), dtype=np.float32)
+    return np.concatenate(blocks)
+
+
 def _read_soundfile(
     path: Path, offset: float, duration: float | None
 ) -> tuple[np.ndarray, int, int]:
-    """Decode with libsndfile. Returns (data (S, C) float32, sr, total frames in the file)."""
-    with sf.SoundFile(str(path)) as f:
+    """Decode with libsndfile. Returns (data (S, C) float32, sr, total frames in the file).
+
+    A file libsndfile cannot seek in (a GSM 6.10 WAV, Asterisk voicemail's format) is read in
+    blocks until its end (:func:`_read_blocks`). The path goes to libsndfile as bytes, so a
+    name that is not UTF-8 opens too."""
+    with sf.SoundFile(os.fsencode(path)) as f:
         native_sr = int(f.samplerate)
         total = int(f.frames)
         _check_whole_wav(path, f.extra_info, total, native_sr)
@@ -191,6 +218,8 @@ def _read_soundfile(
                 )
         start = int(round(offset * native_sr))
         frames = -1 if duration is None else int(round(duration * native_sr))
+        if not f.seekable():
+            return _read_blocks(f, start, frames), native_sr, total
         if start > 0:
             # Seeking past the end raises in libsndfile; an empty read gives the clearer error.
             if start >= total:
@@ -262,6 +291,8 @@ def load_audio(
     total = None
     try:
         data, native_sr, total = _read_soundfile(path, offset, duration)
+    except AudioError:
+        raise
     except (sf.LibsndfileError, RuntimeError) as sf_err:
         try:
             data, native_sr = _read_librosa(path, offset, duration)
@@ -270,6 +301,11 @@ def load_audio(
                 f"{path}: cannot decode audio: not readable by soundfile ({sf_err}) "
                 f"nor by librosa/audioread ({_describe(lr_err)})"
             ) from sf_err
+    except Exception as err:  # noqa: BLE001 - whatever soundfile raises, name the file
+        raise AudioError(
+            f"{path}: cannot decode audio: soundfile failed reading it ({_describe(err)}); "
+            "convert it to 16-bit PCM WAV (e.g. sox in.wav -b 16 out.wav) or leave it out"
+        ) from err
 
     if data.shape[0] == 0:
         if offset > 0 and (total is None or total > 0):
@@ -379,7 +415,7 @@ def audio_info(path: str | os.PathLike) -> tuple[int, int, int]:
     path = Path(path)
     _check_exists(path)
     try:
-        info = sf.info(str(path))
+        info = sf.info(os.fsencode(path))
         num_samples, sr, channels = int(info.frames), int(info.samplerate), int(info.channels)
     except (sf.LibsndfileError, RuntimeError) as sf_err:
         try:
@@ -390,6 +426,10 @@ def audio_info(path: str | os.PathLike) -> tuple[int, int, int]:
                 f"nor by librosa/audioread ({_describe(lr_err)})"
             ) from sf_err
         num_samples, channels = int(data.shape[0]), int(data.shape[1])
+    except Exception as err:  # noqa: BLE001 - whatever soundfile raises, name the file
+        raise AudioError(
+            f"{path}: cannot read audio header: soundfile failed reading it ({_describe(err)})"
+        ) from err
     if num_samples == 0:
         raise EmptyAudioError(f"{path}: empty audio (the file contains zero samples)")
     return num_samples, sr, channels
