@@ -66,10 +66,10 @@ def test_pairs_equal_a_brute_force_search_on_three_speakers():
 
 def test_files_of_very_different_lengths_are_not_compared():
     rng = np.random.default_rng(2)
-    frames = [_word(rng, 10), _word(rng, 21), _word(rng, 20)]
-    found = find_pairs(frames, ["a", "b", "b"])
+    frames = [_word(rng, 10), _word(rng, 21), _word(rng, 20), _word(rng, 45)]
+    found = find_pairs(frames, ["a", "b", "b", "a"])
     assert found.compared == 1 and found.pairs == ((0, 2),)  # 21 > 2 x 10: never compared
-    none = find_pairs(frames[:2], ["a", "b"])
+    none = find_pairs([*frames[:2], _word(rng, 100), frames[3]], ["a", "b", "b", "a"])
     assert none.pairs == () and none.compared == 0
     assert none.line() == (
         "pairs: none, no two files of different speakers are within 2x of each other's "
@@ -83,10 +83,30 @@ def test_no_pairs_for_one_speaker_or_too_much_audio_and_it_says_why():
     one = find_pairs(frames, ["a", "a"])
     assert one.pairs == ()
     assert one.line() == "pairs: none, the files are one speaker's: trained as the paper does"
-    big = find_pairs(frames, ["a", "b"], max_cells=1000)
+    big = find_pairs(frames * 2, ["a", "a", "b", "b"], max_cells=1000)
     assert big.pairs == () and "would take over 1e+03 DTW cells" in big.line()
     with pytest.raises(ValueError, match="3 files but 2 speakers"):
         find_pairs([*frames, frames[0]], ["a", "b"])
+
+
+def test_a_speaker_of_one_file_takes_no_part_in_pairs():
+    """A speaker's only file is its nearest to everything: with one file per speaker, every
+    comparison would be a 'mutual nearest' pair whatever the two say (sweep 2, F9: 276 pairs of
+    276 compared, 216 of them different words). Such speakers are left out of the pairs."""
+    rng = np.random.default_rng(6)
+    frames = [_word(rng, int(n)) for n in rng.integers(15, 25, size=8)]
+    each = find_pairs(frames, [f"p{i}" for i in range(8)])  # every file its own speaker
+    assert each.pairs == () and each.compared == 0
+    assert each.line() == (
+        "pairs: none, fewer than two speakers have 2 files or more (a speaker's only file is "
+        "its nearest to any other, whatever either says): trained as the paper does"
+    )
+    # two speakers of four files and one of one: the lone file is never compared
+    speakers = ["a"] * 4 + ["b"] * 3 + ["c"]
+    found = find_pairs(frames, speakers)
+    assert all(7 not in pair for pair in found.pairs)
+    assert found.compared == find_pairs(frames[:7], speakers[:7]).compared == 12
+    assert list(found.pairs) == _mutual_brute_force(frames[:7], speakers[:7])
 
 
 def test_aligned_to_puts_the_partner_on_the_files_time_axis():

@@ -36,6 +36,12 @@ a folder of long recordings needs more and trains without pairs (the search is q
 both the files and their lengths: whole-file pairs are for word- or prompt-length files)."""
 
 
+MIN_SPEAKER_FILES = 2
+"""A speaker takes part in pairs with at least this many files: its only file would be the
+nearest of its speaker's files to every other file, so every comparison with it would be a
+pair, whatever the two say."""
+
+
 @dataclass(frozen=True)
 class Pairing:
     """What :func:`find_pairs` found: the pairs ``(i, j)`` of file indices (``i`` before ``j``
@@ -74,7 +80,8 @@ def find_pairs(
     every file of the other whose length is within ``max_ratio`` of its own, by the
     path-normalised DTW of the ABX (angular frame distance); ``(i, j)`` is a pair when ``j`` is
     ``i``'s nearest file of ``j``'s speaker and ``i`` is ``j``'s nearest of ``i``'s. A file
-    can pair with one file of each other speaker. Deterministic: no draw, ties to the lower
+    can pair with one file of each other speaker. A speaker with fewer than
+    :data:`MIN_SPEAKER_FILES` files takes no part. Deterministic: no draw, ties to the lower
     index. With more than ``max_cells`` DTW cells to fill, no pair is sought (``skipped``).
     """
     if len(frames) != len(speakers):
@@ -84,6 +91,14 @@ def find_pairs(
     members = {s: np.array([i for i, t in enumerate(speakers) if t == s]) for s in names}
     if len(names) < 2:
         return Pairing((), 0, "the files are one speaker's")
+    # a speaker's only file is the nearest of its files to anything: no evidence of content
+    names = [s for s in names if len(members[s]) >= MIN_SPEAKER_FILES]
+    if len(names) < 2:
+        return Pairing(
+            (), 0,
+            f"fewer than two speakers have {MIN_SPEAKER_FILES} files or more (a speaker's "
+            "only file is its nearest to any other, whatever either says)",
+        )  # fmt: skip
     blocks = []
     cells = 0.0
     for a, s in enumerate(names):
