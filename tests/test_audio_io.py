@@ -107,6 +107,32 @@ def test_a_wav_cut_short_is_read_as_far_as_it_goes_with_a_warning(tmp_path):
         load_audio(stream, None)
 
 
+def test_a_constant_offset_and_no_signal_is_silent_and_speech_over_an_offset_is_not(tmp_path):
+    """Silence is judged around each channel's mean: a file of pure DC (a disconnected USB
+    microphone's offset, at -26 dBFS) passed the peak rule and was read as a word."""
+    dc = tmp_path / "dc.wav"
+    sf.write(dc, np.full(16000, 0.05), 16000, subtype="PCM_16")
+    with pytest.raises(AudioError, match=r"dc\.wav: silent: a constant offset \(DC 0\.05\) and "
+                       r"no signal, so the file would read as silence; leave it out"):  # fmt: skip
+        load_audio(dc, 16000)
+    hum = tmp_path / "hum.wav"  # the offset with a trace of noise far below -70 dBFS around it
+    noise = 1e-5 * np.random.default_rng(0).standard_normal(16000)
+    sf.write(hum, -0.2 + noise, 16000, subtype="FLOAT")
+    with pytest.raises(AudioError, match=r"hum\.wav: silent: a constant offset \(DC -0\.2\) and "
+                       r"no signal \(peak -\d+ dBFS around it, below -70 dBFS\)"):  # fmt: skip
+        load_audio(hum, None)
+    stereo = tmp_path / "stereo.wav"  # offsets of opposite sign: no signal in either channel
+    sf.write(stereo, np.stack([np.full(8000, 0.05), np.full(8000, -0.1)], axis=1), 8000)
+    with pytest.raises(AudioError, match=r"stereo\.wav: silent: a constant offset \(DC -0\.1\)"):
+        load_audio(stereo, None)
+    wav, _ = load_audio(stereo, None, mono=False)  # the channels as they are
+    assert wav.shape == (2, 8000)
+    speech = tmp_path / "speech.wav"  # a real recording: a tone at -26 dBFS over a 0.02 offset
+    sf.write(speech, 0.02 + sine(440, 1.0, 16000, amp=0.05), 16000, subtype="PCM_16")
+    got, _ = load_audio(speech, 16000)
+    assert abs(got.mean() - 0.02) < 1e-3 and 400 < peak_hz(got - got.mean(), 16000) < 480
+
+
 @pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
 def test_non_finite_samples(tmp_path, bad):
     path = tmp_path / "nan.wav"

@@ -1,14 +1,16 @@
-"""The ``audiorepro`` command on files as other programs and disks leave them: a telephony codec,
-a file name that is not UTF-8, a link that loops, a macOS ``._`` copy. Each is read, or left
-out and named, or refused with one paragraph naming the file (exit status 1).
+"""The ``audiorepro`` command on files as other programs and disks leave them: a telephony
+codec, a microphone's offset and no signal, a file name that is not UTF-8, a link that loops,
+a macOS ``._`` copy. Each is read, or left out and named, or refused with one paragraph naming
+the file (exit status 1).
 
-Found by the second sweep of odd inputs (F3, F7, F13)."""
+Found by the second sweep of odd inputs (F3, F7, F12, F13)."""
 
 from __future__ import annotations
 
+import numpy as np
 import soundfile as sf
 from test_cli_odd_inputs import RATE, folder, vowel
-from test_cli_safety import run_cli
+from test_cli_safety import one_paragraph, run_cli
 
 
 def whole_file_table(audio, table):
@@ -30,3 +32,17 @@ def test_a_gsm_wav_among_pcm_files_is_read_by_the_commands(tmp_path, capsys):
     code, out, err = run_cli(capsys, "awe", "dtw", "--segments", table)
     assert code == 0, err
     assert "non-seekable" not in out + err
+
+
+# ----------------------------------------------------------------------- a microphone's offset
+
+
+def test_a_file_of_a_constant_offset_is_refused_as_silent_naming_it(tmp_path, capsys):
+    """A file of pure DC (a disconnected microphone's offset, -26 dBFS) passed the silent-file
+    check, looking only at the peak, and was scored as a word (exit 0)."""
+    audio = folder(tmp_path / "audio")
+    sf.write(audio / "S3_u.wav", np.full(RATE, 0.05), RATE, subtype="PCM_16")
+    table = whole_file_table(audio, audio / "seg.tsv")
+    code, out, err = run_cli(capsys, "awe", "dtw", "--segments", table)
+    assert code == 1 and one_paragraph(err), err
+    assert "S3_u.wav: silent: a constant offset (DC 0.05) and no signal" in err

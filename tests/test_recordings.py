@@ -217,6 +217,12 @@ def test_content_problems_are_named_for_training(tmp_path):
     sf.write(tmp_path / "fine.wav", x, 16000)
     assert content_problem(tmp_path / "fine.wav") is None
     assert content_problem(tmp_path / "silent.wav") == "silent: every sample is 0"
+    sf.write(tmp_path / "dc.wav", np.full(8000, 0.05), 16000, subtype="PCM_16")  # a mic's offset
+    assert (
+        content_problem(tmp_path / "dc.wav") == "silent: a constant offset (DC 0.05) and no signal"
+    )
+    sf.write(tmp_path / "offset.wav", 0.05 + x, 16000)  # speech over an offset trains
+    assert content_problem(tmp_path / "offset.wav") is None
     assert content_problem(tmp_path / "cancel.wav").startswith(
         "its 2 channels cancel when mixed to mono"
     )

@@ -332,7 +332,8 @@ def scan_folder(folder: str | os.PathLike[str]) -> FolderScan:
 def content_problem(path: str | os.PathLike[str]) -> str | None:
     """Why a file's samples cannot train a model, or None: ``empty`` (no sample: a header
     alone, or 0 bytes, the shortest of the files too short to train on), ``silent`` (every
-    sample below :data:`SILENT_PEAK`) or channels that cancel when mixed to mono
+    sample below :data:`SILENT_PEAK`, or within it of a constant offset: :func:`silence`) or
+    channels that cancel when mixed to mono
     (:func:`~audiorepro.features.audio.channels_cancel`).
 
     Raises:

@@ -46,8 +46,9 @@ mixes to silence; natural stereo loses a few dB at most."""
 
 
 SILENT_PEAK = 10 ** (-70 / 20)
-"""A file whose every sample lies below this (-70 dBFS, a few steps of 16-bit audio) is
-silent: :func:`load_audio` refuses it read whole as mono, and ``units train`` leaves it out
+"""A file whose every sample lies below this (-70 dBFS, a few steps of 16-bit audio), or
+within this of its mean (a constant offset and no signal), is silent (:func:`silence`):
+:func:`load_audio` refuses it read whole as mono, and ``units train`` leaves it out
 (:func:`audiorepro.data.recordings.content_problem`)."""
 
 
@@ -162,15 +163,31 @@ def channels_cancel(data: np.ndarray) -> float | None:
     return float(drop) if drop > CANCEL_DB else None
 
 
-def silence(data: np.ndarray) -> str | None:
-    """Why the samples ``data`` (any shape) are silent, or None: ``every sample is 0``, or
-    ``peak -90 dBFS, below -70 dBFS`` (:data:`SILENT_PEAK`)."""
+def silence(data: np.ndarray, axis: int = -1) -> str | None:
+    """Why the samples ``data`` (any shape, time along ``axis``) are silent, or None: ``every
+    sample is 0``, ``peak -90 dBFS, below -70 dBFS`` (:data:`SILENT_PEAK`), or ``a constant
+    offset (DC 0.05) and no signal``: silence is judged after each channel's mean is removed,
+    so a file of a disconnected microphone's offset (a constant far above -70 dBFS) is silent,
+    and a recording of speech over a small offset is not."""
     peak = float(np.max(np.abs(data))) if data.size else 0.0
     if peak == 0.0:
         return "every sample is 0"
     if peak < SILENT_PEAK:
         return f"peak {20 * np.log10(peak):.0f} dBFS, below {20 * np.log10(SILENT_PEAK):.0f} dBFS"
-    return None
+    mean = np.mean(data, axis=axis, dtype=np.float64)  # each channel's offset
+    above = np.max(data, axis=axis).astype(np.float64) - mean
+    below = mean - np.min(data, axis=axis).astype(np.float64)
+    rest = float(np.max(np.maximum(above, below)))  # the peak around the offset
+    if rest >= SILENT_PEAK:
+        return None
+    dc = float(np.ravel(mean)[np.argmax(np.abs(np.ravel(mean)))])
+    beside = (  # below float32 resolution: the offset's own rounding, not a signal
+        f" (peak {20 * np.log10(rest):.0f} dBFS around it, below "
+        f"{20 * np.log10(SILENT_PEAK):.0f} dBFS)"
+        if rest > 2.0**-24
+        else ""
+    )
+    return f"a constant offset (DC {dc:.2g}) and no signal{beside}"
 
 
 def _read_blocks(f: sf.SoundFile, start: int, frames: int, block: int = 65536) -> np.ndarray:
@@ -331,7 +348,7 @@ def load_audio(
         )
 
     whole = offset == 0 and duration is None
-    if mono and whole and (why := silence(data)) is not None:
+    if mono and whole and (why := silence(data, axis=0)) is not None:
         raise AudioError(
             f"{path}: silent: {why}, so the file would read as silence; leave it out (units "
             "train leaves such files out and names them)"
