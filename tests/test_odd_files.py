@@ -7,10 +7,15 @@ Found by the second sweep of odd inputs (F3, F7, F12, F13)."""
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
+import pytest
 import soundfile as sf
-from test_cli_odd_inputs import RATE, folder, vowel
+from test_cli_odd_inputs import RATE, SMOKE, folder, vowel
 from test_cli_safety import one_paragraph, run_cli
+
+from audiorepro.cli import main
 
 
 def whole_file_table(audio, table):
@@ -46,3 +51,40 @@ def test_a_file_of_a_constant_offset_is_refused_as_silent_naming_it(tmp_path, ca
     code, out, err = run_cli(capsys, "awe", "dtw", "--segments", table)
     assert code == 1 and one_paragraph(err), err
     assert "S3_u.wav: silent: a constant offset (DC 0.05) and no signal" in err
+
+
+# ------------------------------------------------------------------ a name that is not UTF-8
+
+
+@pytest.fixture(scope="module")
+def units_run(tmp_path_factory):
+    """A units run trained once for the module (4 steps of the smoke preset)."""
+    root = tmp_path_factory.mktemp("odd_files")
+    audio = folder(root / "audio")
+    code = main(["units", "train", "--audio", str(audio), *SMOKE, "--out", str(root / "u")])
+    assert code == 0
+    return root / "u"
+
+
+def test_a_file_name_that_is_not_utf8_is_refused_by_every_command_naming_it(
+    tmp_path, capsys, units_run
+):
+    """A Latin-1 name (``S1_g\\xe4rden_0.wav`` from unzip of a Windows zip) stopped
+    ``segments``, ``units encode`` and ``units train`` with "'utf-8' codec can't encode
+    character '\\udce4'", naming no file: each refuses it in one paragraph naming the file with
+    its byte escaped and saying how to rename it; nothing is written."""
+    audio = folder(tmp_path / "audio")
+    os.rename(os.fsencode(audio / "S1_a.wav"), os.fsencode(audio) + b"/S1_g\xe4rden_0.wav")
+    for argv in (
+        ("segments", "--audio", audio, "--word-of", "field:2", "--out", tmp_path / "seg.tsv"),
+        ("units", "encode", units_run, "--audio", audio, "--out", tmp_path / "sub"),
+        ("units", "train", "--audio", audio, *SMOKE, "--out", tmp_path / "run"),
+    ):
+        code, out, err = run_cli(capsys, *argv)
+        assert code == 1 and one_paragraph(err), err
+        assert err.startswith(
+            f"audiorepro: error: {audio}/S1_g\\xe4rden_0.wav: the file name is not UTF-8 "
+            "(byte 0xe4)"
+        ), err
+        assert "convmv -f latin1 -t utf8" in err and "codec" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["audio"]

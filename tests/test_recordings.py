@@ -573,3 +573,46 @@ def test_a_file_name_with_a_tab_is_refused_with_what_to_do(tmp_path):
         write_folder_segments(tmp_path / "audio", tmp_path / "seg.tsv")
     assert "S1_b\tc.wav" in str(err.value)
     assert not (tmp_path / "seg.tsv").exists()
+
+
+def latin1_name(path, name):
+    """Rename ``path`` to the bytes ``name`` (a name that is not UTF-8); the new path."""
+    import os
+
+    new = os.path.join(os.fsencode(path.parent), name)
+    os.rename(os.fsencode(path), new)
+    return Path(os.fsdecode(new))
+
+
+def test_a_file_name_that_is_not_utf8_is_refused_naming_its_bytes(tmp_path):
+    """A Latin-1 name (unzip of a Windows zip) stopped segments, units encode and units train
+    with a codec error naming no file: the scan refuses it, its bytes escaped, saying how to
+    rename it; another file of such a name is left out and named in the same escape."""
+    from audiorepro.data.recordings import scan_folder
+
+    write(tmp_path / "audio" / "S1_garden_1.wav")
+    write(tmp_path / "audio" / "S1_garden_0.wav")
+    latin1 = latin1_name(tmp_path / "audio" / "S1_garden_0.wav", b"S1_g\xe4rden_0.wav")
+    with pytest.raises(RecordingsError, match=r"S1_g\\xe4rden_0\.wav: the file name is not "
+                       r"UTF-8 \(byte 0xe4\).*rename it, e.g\. convmv -f latin1 -t utf8"):  # fmt: skip
+        find_wavs(tmp_path / "audio")
+    Path(latin1).rename(tmp_path / "audio" / "S1_garden_0.wav")
+    (tmp_path / "audio" / "notes.txt").write_text("a transcript")
+    latin1_name(tmp_path / "audio" / "notes.txt", b"n\xf6tes.txt")
+    note = scan_folder(tmp_path / "audio").note()
+    assert note == "2 files; left out 1: n\\xf6tes.txt (not audio: .txt)"
+    note.encode("utf-8")  # prints on any terminal
+    write(tmp_path / "audio" / "garden" / "S2_a.wav")
+    latin1_name(tmp_path / "audio" / "garden", b"g\xe4rden")
+    with pytest.raises(RecordingsError, match=r"S2_a\.wav: the folder name g\\xe4rden is not "):
+        find_wavs(tmp_path / "audio")
+
+
+def test_the_features_of_a_file_name_that_is_not_utf8_are_keyed_by_its_bytes(tmp_path):
+    from audiorepro.data.speech_segments import features_key
+
+    write(tmp_path / "S1_garden_0.wav")
+    latin1_name(tmp_path / "S1_garden_0.wav", b"S1_g\xe4rden_0.wav")
+    key = features_key(tmp_path, "mfcc")
+    write(tmp_path / "S1_garden_0.wav")
+    assert features_key(tmp_path, "mfcc")["content"] != key["content"]

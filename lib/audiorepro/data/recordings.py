@@ -164,10 +164,28 @@ class FolderScan:
 
 
 def _under(path: Path, folder: Path | None) -> str:
-    """``path`` relative to ``folder`` when under it, else as it is."""
+    """``path`` relative to ``folder`` when under it, else as it is (:func:`_shown`)."""
     if folder is not None and path.is_relative_to(folder):
-        return path.relative_to(folder).as_posix()
-    return str(path)
+        return _shown(path.relative_to(folder).as_posix())
+    return _shown(path)
+
+
+def _shown(path: str | os.PathLike[str]) -> str:
+    """``path`` as text that prints: a byte of a name that is not UTF-8 (Python holds it as a
+    lone surrogate) written as ``\\xe4``."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
+def _not_utf8(path: Path) -> tuple[str, int] | None:
+    """``(the part of path, its first byte)`` where the name of a file or folder is not
+    UTF-8 (a Latin-1 name, as unzip of a Windows zip or an old archive makes), or None."""
+    for part in path.parts:
+        raw = os.fsencode(part)
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError as err:
+            return part, raw[err.start]
+    return None
 
 
 def left_out_note(
@@ -290,6 +308,18 @@ def scan_folder(folder: str | os.PathLike[str]) -> FolderScan:
             paths.append(p)
         else:
             left_out.append((p, _why_not_read(p)))
+    named = [(p, bad) for p in [*paths, *unread] if (bad := _not_utf8(p)) is not None]
+    if named:
+        path, (part, byte) = named[0]
+        what = "file name" if part == path.name else f"folder name {_shown(part)}"
+        raise RecordingsError(
+            _shown(path),
+            None,
+            f"the {what} is not UTF-8 (byte 0x{byte:02x}), and tables and units files name each "
+            "file in UTF-8: rename it, e.g. convmv -f latin1 -t utf8 -r --notest "
+            f"{_shown(folder)} (for names from a Windows zip or an old archive); "
+            f"{len(named)} audio file(s) under {_shown(folder)} have such a name",
+        )
     if unread:
         raise RecordingsError(
             unread[0],
@@ -370,8 +400,10 @@ def find_wavs(folder: str | os.PathLike[str]) -> dict[str, Path]:
 
     Raises:
         RecordingsError: the folder is missing or holds no audio file, holds audio in a format
-            not read here (:data:`UNREAD_AUDIO_SUFFIXES`, e.g. ``.mp3``), or two files have one
-            id even by path (``a.wav`` and ``a.flac`` side by side).
+            not read here (:data:`UNREAD_AUDIO_SUFFIXES`, e.g. ``.mp3``), an audio file whose
+            name (or a folder's above it) is not UTF-8 (named with its bytes escaped,
+            ``g\\xe4rden.wav``: tables and units files name each file in UTF-8), or two files
+            have one id even by path (``a.wav`` and ``a.flac`` side by side).
     """
     return scan_folder(folder).files
 

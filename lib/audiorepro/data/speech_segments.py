@@ -102,7 +102,8 @@ def _wavs(folder: Path) -> list[Path]:
 def _files_key(paths: Mapping[str, Path], feature: str) -> dict[str, object]:
     content = hashlib.sha1()
     for name, path in sorted(paths.items()):
-        content.update(f"{name}\t{_file_digest(Path(path))}\n".encode())
+        # a name that is not UTF-8 (a Latin-1 file name) is keyed by its own bytes
+        content.update(f"{name}\t{_file_digest(Path(path))}\n".encode("utf-8", "surrogateescape"))
     return {"feature": feature, "version": FEATURES_VERSION, "content": content.hexdigest()}
 
 
