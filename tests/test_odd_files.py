@@ -88,3 +88,32 @@ def test_a_file_name_that_is_not_utf8_is_refused_by_every_command_naming_it(
         ), err
         assert "convmv -f latin1 -t utf8" in err and "codec" not in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["audio"]
+
+
+# ------------------------------------------------------------- links that loop, macOS copies
+
+
+def test_segments_leaves_out_a_link_that_loops_and_a_damaged_mac_copy_naming_them(
+    tmp_path, capsys
+):
+    """A looping link stopped ``segments`` and ``units encode`` ('too many levels of symbolic
+    links'); a damaged ``._S1_a.wav`` (not AppleDouble bytes) beside ``S1_a.wav`` got a row of
+    its own (word ``S1``, speaker ``.``) that the next command could not decode. Both are left
+    out of the table and named, as a broken link and a real AppleDouble file are."""
+    audio = folder(tmp_path / "audio")
+    (audio / "loopA.wav").symlink_to("loopB.wav")
+    (audio / "loopB.wav").symlink_to("loopA.wav")
+    (audio / "._S1_a.wav").write_bytes(np.random.default_rng(0).bytes(4096))
+    (audio / "._S2_a.wav").write_bytes(b"\x00\x05\x16\x07" + bytes(60))  # a real one
+    table = tmp_path / "seg.tsv"
+    code, out, err = run_cli(
+        capsys, "segments", "--audio", audio, "--word-of", "field:2", "--out", table
+    )
+    assert code == 0, err
+    rows = table.read_text().splitlines()[1:]
+    assert len(rows) == 9 and not any("._" in row or "loop" in row for row in rows)
+    assert (
+        "left out 4: ._S1_a.wav (macOS metadata (a ._ file beside S1_a.wav), not audio), " in out
+    )
+    assert "._S2_a.wav (macOS metadata (an AppleDouble ._ file), not audio)" in out
+    assert "loopA.wav (a link that loops), loopB.wav (a link that loops)" in out

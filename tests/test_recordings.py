@@ -616,3 +616,29 @@ def test_the_features_of_a_file_name_that_is_not_utf8_are_keyed_by_its_bytes(tmp
     key = features_key(tmp_path, "mfcc")
     write(tmp_path / "S1_garden_0.wav")
     assert features_key(tmp_path, "mfcc")["content"] != key["content"]
+
+
+def test_a_link_that_loops_and_a_damaged_mac_copy_are_left_out_and_named(tmp_path):
+    """A looping link stopped the whole scan ('too many levels of symbolic links') where a
+    broken link is left out; a ``._x.wav`` beside ``x.wav`` whose bytes are not AppleDouble (a
+    damaged copy) was read as a recording. Both are left out and named; a wav named ``._y.wav``
+    with no ``y.wav`` beside it is still read."""
+    from audiorepro.data.recordings import scan_folder
+
+    write(tmp_path / "S1_a.wav")
+    write(tmp_path / "._S2_b.wav")
+    (tmp_path / "loopA.wav").symlink_to("loopB.wav")
+    (tmp_path / "loopB.wav").symlink_to("loopA.wav")
+    (tmp_path / "S9_x.wav").symlink_to("S9_x.wav")
+    (tmp_path / "spk9").symlink_to("spk9", target_is_directory=True)
+    (tmp_path / "._S1_a.wav").write_bytes(np.random.default_rng(0).bytes(4096))
+    scan = scan_folder(tmp_path)
+    assert list(scan.files) == ["._S2_b", "S1_a"]
+    reasons = {p.name: why for p, why in scan.left_out}
+    assert reasons == {
+        "._S1_a.wav": "macOS metadata (a ._ file beside S1_a.wav), not audio",
+        "S9_x.wav": "a link that loops",
+        "loopA.wav": "a link that loops",
+        "loopB.wav": "a link that loops",
+        "spk9": "a link that loops",
+    }

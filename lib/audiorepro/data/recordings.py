@@ -29,6 +29,7 @@ everywhere (:data:`WORD_RULE`, :func:`word_label`): in training, in tables and i
 from __future__ import annotations
 
 import dataclasses
+import errno
 import math
 import os
 import warnings
@@ -136,8 +137,9 @@ class FolderScan:
     Attributes:
         folder: the folder scanned.
         files: ``{file id: path}`` of the audio files read (as :func:`find_wavs`).
-        left_out: ``(path, why)`` of every other entry: not audio, a broken link, a link to a
-            folder or file already read, a folder that cannot be listed.
+        left_out: ``(path, why)`` of every other entry: not audio, a broken link, a link
+            that loops, a link to a folder or file already read, a folder that cannot be
+            listed.
         linked_folders: the linked sub-folders followed.
     """
 
@@ -204,15 +206,22 @@ def left_out_note(
     return f"left out {len(entries)}: " + ", ".join(shown)
 
 
-def _apple_double(path: Path) -> bool:
-    """A macOS ``._`` metadata file (copied beside each file onto a non-Mac disk)."""
+def _apple_double(path: Path) -> str | None:
+    """Why ``path`` is a macOS ``._`` metadata file (copied beside each file onto a non-Mac
+    disk), or None: its AppleDouble bytes, or its name ``._x.wav`` beside ``x.wav`` (a damaged
+    copy, whose bytes say nothing: such a file is never audio). A ``._x.wav`` of other bytes
+    with no ``x.wav`` beside it is a file like any other."""
     if not path.name.startswith("._"):
-        return False
+        return None
     try:
         with open(path, "rb") as handle:
-            return handle.read(4) == _APPLE_DOUBLE
+            if handle.read(4) == _APPLE_DOUBLE:
+                return "macOS metadata (an AppleDouble ._ file), not audio"
     except OSError:
-        return False
+        pass
+    if path.name[2:] and os.path.lexists(path.with_name(path.name[2:])):
+        return f"macOS metadata (a ._ file beside {_shown(path.name[2:])}), not audio"
+    return None
 
 
 def _why_not_read(path: Path) -> str:
@@ -222,8 +231,8 @@ def _why_not_read(path: Path) -> str:
             head = handle.read(12)
     except OSError as err:
         return f"cannot be read: {err.strerror or err}"
-    if _apple_double(path):
-        return "macOS metadata (an AppleDouble ._ file), not audio"
+    if (metadata := _apple_double(path)) is not None:
+        return metadata
     suffix = path.suffix or "no suffix"
     for offset, magic, kind, read in _HEADERS:
         if head[offset : offset + len(magic)] == magic:
@@ -241,7 +250,8 @@ def _why_not_read(path: Path) -> str:
 
 def _walk(folder: Path) -> tuple[list[Path], list[tuple[Path, str]], list[Path]]:
     """Every file under ``folder``, linked sub-folders followed once each: ``(files, left out,
-    linked folders followed)``."""
+    linked folders followed)``; a link that loops (to itself, or two links to each other) is
+    left out, as a broken link is."""
     seen = {folder.resolve(): folder}
     for top, dirs, _ in os.walk(folder):  # the real folders first: a link to one is a repeat
         for d in dirs:
@@ -261,6 +271,12 @@ def _walk(folder: Path) -> tuple[list[Path], list[tuple[Path, str]], list[Path]]
             continue
         for entry in reversed(entries):
             path = Path(entry.path)
+            try:
+                entry.is_dir()
+            except OSError as err:  # ELOOP: a link to itself, or two links to each other
+                why = f"cannot be read: {err.strerror or err}"
+                left.append((path, "a link that loops" if err.errno == errno.ELOOP else why))
+                continue
             if entry.is_dir():
                 real = path.resolve()
                 if seen.setdefault(real, path) != path:
@@ -286,7 +302,8 @@ def scan_folder(folder: str | os.PathLike[str]) -> FolderScan:
     :data:`AUDIO_SUFFIXES` in any case; ids as :func:`find_wavs`. Left out, each with its
     reason: files of other names (``not audio: .txt``; a file whose header says WAV, FLAC or
     OGG under another name, or MP4 and other formats not read, says so), macOS ``._``
-    metadata files, broken links, a second link to one file, folders that cannot be listed.
+    metadata files (AppleDouble bytes, or ``._x.wav`` beside ``x.wav``), broken links, links
+    that loop, a second link to one file, folders that cannot be listed.
 
     Raises:
         RecordingsError: as :func:`find_wavs`.
@@ -304,7 +321,7 @@ def scan_folder(folder: str | os.PathLike[str]) -> FolderScan:
         suffix = p.suffix.lower()
         if suffix in UNREAD_AUDIO_SUFFIXES:
             unread.append(p)
-        elif suffix in AUDIO_SUFFIXES and not _apple_double(p):
+        elif suffix in AUDIO_SUFFIXES and _apple_double(p) is None:
             paths.append(p)
         else:
             left_out.append((p, _why_not_read(p)))
