@@ -250,6 +250,8 @@ def test_units_train_on_a_full_disk_leaves_no_folder_and_says_so(tmp_path, monke
     assert "Traceback" not in err and "SafetensorError" not in err
     assert err.startswith(f"audiorepro: error: {out}: could not write: {FULL}")
     assert "free on that disk" in err and "the folder was not created" in err
+    # the file the disk refused, named inside the --out given, not the temporary folder
+    assert f"({out / 'model.safetensors'})" in err and ".tmp" not in err
     assert not out.exists() and not out.parent.exists()
 
 

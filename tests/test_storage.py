@@ -180,3 +180,33 @@ def test_a_run_is_built_under_its_lock_and_the_lock_file_goes_with_it(tmp_path):
     with pytest.raises(RuntimeError, match="killed"):
         store.cached("m", {"a": 2}, broken, str)
     assert sorted(os.listdir(run.path.parent)) == [run.key]
+
+
+def test_an_error_in_a_temporary_output_names_the_output_given(tmp_path):
+    """A refused write inside ``output_folder``'s or ``atomic_write``'s temporary folder or
+    file (``.run.tmp-3703-fce211dc``, a name the user never gave) names the output instead."""
+    import errno
+
+    from audiorepro.storage import atomic_write, output_folder
+
+    out = tmp_path / "run"
+    with pytest.raises(PermissionError) as caught:
+        with output_folder(out) as folder:
+            raise PermissionError(errno.EACCES, "Permission denied", str(folder / "w.json"))
+    assert caught.value.filename == str(out / "w.json")
+    assert caught.value.errno == errno.EACCES and not out.exists()
+
+    def refused(tmp):
+        raise PermissionError(errno.EACCES, "Permission denied", str(tmp))
+
+    with pytest.raises(PermissionError) as caught:
+        atomic_write(tmp_path / "x.tsv", refused)
+    assert caught.value.filename == str(tmp_path / "x.tsv")
+
+    def elsewhere(tmp):
+        raise OSError(errno.EIO, "other", "/elsewhere")
+
+    with pytest.raises(OSError, match="other") as caught:  # another path: as it was
+        atomic_write(tmp_path / "x.tsv", elsewhere)
+    assert caught.value.filename == "/elsewhere"
+    assert sorted(os.listdir(tmp_path)) == []

@@ -8,7 +8,8 @@ Everything the project writes to disk and reads back goes through these primitiv
   published with one rename, so a reader sees the old file or the new one, never half of one.
 - :class:`WriteError`, :func:`write_fault`, :func:`output_folder`: a write the disk refuses
   (full, over quota, read-only, failing) becomes one message naming the path, the space left
-  and what was kept; a command's output folder appears whole or not at all.
+  and what was kept; a command's output folder appears whole or not at all, and an error about
+  its temporary folder or file names the output instead (:func:`as_written_to`).
 - :func:`load_npz`: every array of a NumPy ``.npz`` archive (feature caches, word features),
   read at once; a missing, truncated or corrupt archive is an :class:`ArrayFileError` naming the
   file and what was expected, never a bare ``zipfile``, ``zlib`` or ``EOFError``.
@@ -310,16 +311,36 @@ def atomic_write(
         os.replace(tmp, target)
         fsync_dir(target.parent)
     except OSError as err:
-        if not (say_faults and is_write_fault(err)):
-            raise
+        named = as_written_to(err, tmp, target)
+        if not (say_faults and is_write_fault(named)):
+            if named is err:
+                raise
+            raise named from err
         kept = "Its earlier content is as it was." if existed else "It was not created."
-        raise write_fault(err, target, kept) from err
+        raise write_fault(named, target, kept) from err
     finally:
         if tmp.exists():
             tmp.unlink()
 
 
-def _created_parents(path: Path) -> list[Path]:
+def as_written_to(err: OSError, tmp: Path, target: Path) -> OSError:
+    """``err`` as if raised writing ``target``: an error the system raised about the temporary
+    file or folder ``tmp`` (or a file inside it) that stands for ``target`` until it is
+    published names ``target`` (or the file of that name inside it), a path the user gave,
+    instead of ``.run.tmp-3703-fce211dc``. Any other error is returned as it is."""
+    name = getattr(err, "filename", None)
+    if name is None or type(err).__module__ != "builtins":
+        return err
+    try:
+        inside = Path(os.fsdecode(name)).relative_to(tmp)
+    except (TypeError, ValueError):
+        return err
+    renamed = type(err)(err.errno, err.strerror, str(target / inside))
+    renamed.__traceback__ = err.__traceback__
+    return renamed
+
+
+def created_parents(path: Path) -> list[Path]:
     """The folders above ``path`` that do not exist yet, innermost first."""
     missing = []
     for parent in path.absolute().parents:
@@ -341,7 +362,7 @@ def output_folder(out: str | Path) -> Iterator[Path]:
     :class:`WriteError` saying so.
     """
     out = Path(out)
-    made = _created_parents(out)
+    made = created_parents(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.parent / f".{out.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     existed = out.exists()
@@ -359,14 +380,17 @@ def output_folder(out: str | Path) -> Iterator[Path]:
             os.rename(tmp, out)
         fsync_dir(out.parent)
     except OSError as err:
-        if not is_write_fault(err):
-            raise
+        named = as_written_to(err, tmp, out)  # the --out given, not the temporary folder
+        if not is_write_fault(named):
+            if named is err:
+                raise
+            raise named from err
         kept = (
             "Its earlier files are as they were; none was replaced."
             if existed
             else "Nothing was left there: the folder was not created."
         )
-        raise write_fault(err, out, kept) from err
+        raise write_fault(named, out, kept) from err
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
         if not out.exists():
