@@ -462,7 +462,10 @@ def _output(args: argparse.Namespace, overrides: Mapping[str, Any] | None = None
             writes = [f"{n}.txt" for n in wavs]
         else:
             writes = [f"{n}.wav" for n in wavs]
+    refused = _hold_out(args, name, folder, inputs)
     if any(not i.path.exists() for i in inputs):
+        if refused is not None:
+            raise refused
         return OutputPlan(Path(args.out))  # the command names the missing input before writing
     request = None
     if folder:
@@ -477,9 +480,43 @@ def _output(args: argparse.Namespace, overrides: Mapping[str, Any] | None = None
         writes=writes,
         force=args.force,
     )
+    if refused is not None and not plan.reuse:
+        raise refused  # reusing its own output, a command writes nothing: it may be read-only
     if plan.note():
         print(plan.note())
     return plan
+
+
+_HELD: list[Any] = []
+"""The ``--out`` locks of commands run without :func:`main` (held until the process ends)."""
+
+
+def _hold_out(
+    args: argparse.Namespace, name: str, folder: bool, inputs: Sequence[Any]
+) -> Exception | None:
+    """Hold the lock of ``--out`` (:func:`~audiorepro.outputs.output_lock`) for the rest of
+    the command, from before any audio is read: another command writing it is refused now,
+    not replaced when this one ends. An ``--out`` that cannot be written is returned (the caller
+    raises it unless the command reuses its earlier output there, which writes nothing). An
+    ``--out`` inside a data folder (a table beside its audio) is checked, not locked: a lock
+    file there would be listed as a file of that folder."""
+    import contextlib
+
+    from audiorepro.outputs import OutputUnwritable, output_lock
+
+    out = Path(args.out).absolute()
+    inside = any(
+        i.data and i.path.is_dir() and out.is_relative_to(i.path.absolute()) for i in inputs
+    )
+    held = getattr(args, "held", None)
+    if held is None:
+        held = contextlib.ExitStack()
+        _HELD.append(held)
+    try:
+        held.enter_context(output_lock(args.out, command=name, folder=folder, lock=not inside))
+    except OutputUnwritable as err:
+        return err
+    return None
 
 
 def _done(args: argparse.Namespace, plan: Any, outputs: Sequence[str]) -> None:
@@ -897,9 +934,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     No traceback reaches the user: every error becomes one paragraph naming the file, line or
     field and what to do (``AUDIOREPRO_DEBUG=1`` shows the traceback instead)."""
+    import contextlib
+
     args = _parser().parse_args(argv)
     try:
-        _run_printing_warnings(args)
+        with contextlib.ExitStack() as args.held:  # the --out lock, freed when the command ends
+            _run_printing_warnings(args)
     except KeyboardInterrupt:
         print("audiorepro: interrupted", file=sys.stderr)
         return 130

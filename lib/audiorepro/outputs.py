@@ -6,24 +6,46 @@ or a new file; into a folder this command wrote before only when the inputs and 
 recorded there (``command.json``) are the same, and then the command reuses it and says so;
 anything else needs ``--force``, and the message names what would be replaced. An output that
 is an input, lies inside an input folder or holds one is refused even with ``--force``.
+
+:func:`output_lock` is held for the whole command, from before it reads any audio: a second
+command writing the same ``--out`` at once is refused at its start (instead of replacing the
+first one's output when it ends), and an ``--out`` that cannot be written is said before any
+work, naming the ``--out`` given and its folder.
 """
 
 from __future__ import annotations
 
+import errno
+import json
 import os
-from collections.abc import Iterable, Mapping, Sequence
+import socket
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from audiorepro.storage import atomic_write, known_file_sha256, plain_values, read_json
+from audiorepro.storage import (
+    atomic_write,
+    created_parents,
+    known_file_sha256,
+    lock_note,
+    plain_values,
+    read_json,
+    release_lock,
+    take_lock,
+)
 
 __all__ = [
     "OUTPUT_RECORD",
     "Input",
+    "OutputBusy",
     "OutputError",
     "OutputPlan",
+    "OutputUnwritable",
     "fingerprint",
+    "output_lock",
     "output_target",
     "read_output_record",
     "record_output",
@@ -41,6 +63,14 @@ _LISTED = 5
 class OutputError(ValueError):
     """An output path a command must not write (as it is, or without ``--force``); the message
     names the path, what is there and what to do."""
+
+
+class OutputBusy(OutputError):
+    """Another ``audiorepro`` command is writing the same ``--out`` (it holds its lock)."""
+
+
+class OutputUnwritable(OutputError):
+    """The ``--out`` given cannot be written: its folder (or the folder itself) refuses it."""
 
 
 @dataclass(frozen=True)
@@ -287,8 +317,6 @@ def record_output(
     """After ``command`` wrote ``outputs`` into the folder of ``plan``: remove what it replaced
     and did not write again (:meth:`OutputPlan.remove_stale`), then write the folder's
     :data:`OUTPUT_RECORD`."""
-    import json
-
     plan.remove_stale()
     path = plan.path
     names = sorted(
@@ -328,3 +356,145 @@ def stale_inputs(record: Mapping[str, Any]) -> list[str]:
         if not Path(name).is_file() or known_file_sha256(name) != sha:
             stale.append(name)
     return stale
+
+
+# --------------------------------------------------------------------------------------------
+# One command at a time per --out
+# --------------------------------------------------------------------------------------------
+
+LOCK_SUFFIX = ".lock"
+"""The lock of ``--out PATH`` is the file ``.<name of PATH>.lock`` beside it, held (``flock``)
+for the whole command and removed when it ends; one left by a killed command is taken over."""
+
+
+def _where(folder: Path) -> str:
+    return f"the current folder ({Path.cwd()})" if str(folder) == "." else str(folder)
+
+
+def _unwritable(path: Path, folder: Path, reason: str, what: str) -> OutputUnwritable:
+    itself = folder == path
+    return OutputUnwritable(
+        f"{path}: --out cannot be written: "
+        + (f"the {what} itself" if itself else f"its folder {_where(folder)}")
+        + f" is not writable ({reason}); nothing was read or written. Give an --out in a "
+        f"folder you can write, or make {_where(folder)} writable"
+    )
+
+
+def _holder(note: str) -> str:
+    """``units train, pid 123, since 14:02`` from a lock's note (what is known of it)."""
+    try:
+        info = json.loads(note)
+    except ValueError:
+        info = None
+    if not isinstance(info, dict):
+        return ""
+    parts = []
+    if isinstance(info.get("command"), str):
+        parts.append(f"`{info['command']}`")
+    if isinstance(info.get("pid"), int):
+        host = info.get("host")
+        on = f" on {host}" if isinstance(host, str) and host != socket.gethostname() else ""
+        parts.append(f"pid {info['pid']}{on}")
+    if isinstance(info.get("since"), int | float):
+        then = time.localtime(info["since"])
+        today = time.localtime()[:3] == then[:3]
+        parts.append("since " + time.strftime("%H:%M" if today else "%Y-%m-%d %H:%M", then))
+    return f" ({', '.join(parts)})" if parts else ""
+
+
+def check_writable(path: str | os.PathLike[str], *, folder: bool) -> tuple[Path, bool]:
+    """Check that ``--out path`` can be written, before any work: its nearest existing folder
+    (the new folders above it are created there) and, for an existing output folder, the folder
+    itself. Returns ``(nearest existing folder, whether it is a folder)``; a file on the way
+    (``--out notes.txt/run``) is left to :func:`output_target` to say.
+
+    Raises:
+        OutputUnwritable: naming ``path`` and the folder that refuses it.
+    """
+    path = Path(path)
+    what = "folder" if folder else "file"
+    anchor = next((p for p in path.parents if p.exists()), Path("."))
+    if not anchor.is_dir():
+        return anchor, False
+    checks = [anchor]
+    if folder and path.is_dir():
+        checks.append(path)
+    for place in checks:
+        if not os.access(place, os.W_OK | os.X_OK):
+            raise _unwritable(path, place, "permission denied or a read-only disk", what)
+    return anchor, True
+
+
+@contextmanager
+def output_lock(
+    path: str | os.PathLike[str], *, command: str, folder: bool, lock: bool = True
+) -> Iterator[None]:
+    """Hold the lock of ``--out path`` for the block, after :func:`check_writable`.
+
+    The lock file ``.<name>.lock`` beside ``path`` (:data:`LOCK_SUFFIX`; the folders above it
+    that do not exist yet are made, and removed again if nothing was written into them) is
+    created, which also proves the place can be written, and locked (``flock``: a killed
+    command frees it, and the next one takes the file over). ``lock=False`` (a file written
+    into a folder of audio, where a lock file would be listed as a file of the folder) only
+    creates and removes that file.
+
+    Raises:
+        OutputBusy: another command holds the lock: the message names ``path``, that command,
+            its process id and since when it writes, and what to do.
+        OutputUnwritable: the place cannot be written (:func:`check_writable`, or creating the
+            lock file failed), naming ``path`` and its folder.
+    """
+    path = Path(path)
+    what = "folder" if folder else "file"
+    anchor, ok = check_writable(path, folder=folder)
+    if not ok:
+        yield
+        return
+    target = path.absolute()
+    made = created_parents(target)
+    lock_file = target.parent / f".{target.name}{LOCK_SUFFIX}"
+    note = json.dumps(
+        {
+            "command": command,
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "since": round(time.time()),
+        }
+    )
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        handle = take_lock(lock_file, wait=False, note=note)
+    except OSError as err:
+        _remove_empty(made, target)
+        if err.errno in (None, errno.ENOENT, errno.ENOTDIR):  # output_target says what
+            raise
+        where = path.parent if path.parent.is_dir() else anchor
+        raise _unwritable(path, where, (err.strerror or str(err)).lower(), what) from err
+    if handle is None:
+        _remove_empty(made, target)
+        raise OutputBusy(
+            f"{path}: another audiorepro command is writing this {what}"
+            f"{_holder(lock_note(lock_file))}; wait for it to end, or give another --out "
+            f"(its lock: {lock_file}, freed when that command ends, even if killed)"
+        )
+    try:
+        if not lock:
+            release_lock(lock_file, handle)
+        yield
+    finally:
+        if lock:
+            release_lock(lock_file, handle)
+        _remove_empty(made, target)
+
+
+def _remove_empty(made: list[Path], target: Path) -> None:
+    """The folders ``made`` for ``target`` (innermost first), each removed if still empty and
+    ``target`` was not written."""
+    if target.exists():
+        return
+    for parent in made:
+        try:
+            parent.rmdir()
+        except OSError:
+            break

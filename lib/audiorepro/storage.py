@@ -10,6 +10,10 @@ Everything the project writes to disk and reads back goes through these primitiv
   (full, over quota, read-only, failing) becomes one message naming the path, the space left
   and what was kept; a command's output folder appears whole or not at all, and an error about
   its temporary folder or file names the output instead (:func:`as_written_to`).
+- :func:`take_lock`, :func:`release_lock`, :func:`lock_note`: an exclusive lock file
+  (``flock``) that goes with its process, so one left by a killed process is taken over: a
+  run's build (:meth:`RunStore.lock`) and a command's ``--out``
+  (:func:`audiorepro.outputs.output_lock`) take it.
 - :func:`load_npz`: every array of a NumPy ``.npz`` archive (feature caches, word features),
   read at once; a missing, truncated or corrupt archive is an :class:`ArrayFileError` naming the
   file and what was expected, never a bare ``zipfile``, ``zlib`` or ``EOFError``.
@@ -532,6 +536,76 @@ def load_model_weights(
 
 
 # --------------------------------------------------------------------------------------------
+# Locks
+# --------------------------------------------------------------------------------------------
+
+def take_lock(
+    path: Path,
+    *,
+    wait: bool,
+    note: str = "",
+    waiting: Callable[[], None] | None = None,
+) -> Any:
+    """The open file ``path`` (created) with an exclusive ``fcntl.flock`` on it, held until
+    :func:`release_lock`. The lock goes with the process: one killed (or crashed) frees it, and
+    the next process takes its file over. ``note`` (who holds it: :func:`lock_note` reads it)
+    is written into the file once it is held.
+
+    Another process holds it: ``wait`` waits for it (calling ``waiting()`` once first), else
+    ``None`` is returned at once. A process that gets the lock of a file its holder removed
+    meanwhile opens the new one instead, so two processes never both hold it. Without
+    ``fcntl`` (not POSIX), the file is opened and nothing is locked.
+    """
+    while True:
+        handle = open(path, "a+b")
+        if fcntl is None:  # pragma: no cover - not POSIX
+            return handle
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if not wait:
+                handle.close()
+                return None
+            if waiting is not None:
+                waiting()
+                waiting = None
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        except OSError:
+            handle.close()
+            raise
+        try:
+            held = os.stat(path)
+        except FileNotFoundError:
+            held = None
+        mine = os.fstat(handle.fileno())
+        if held is not None and (held.st_dev, held.st_ino) == (mine.st_dev, mine.st_ino):
+            break
+        handle.close()  # the file was removed while we waited: lock the current one
+    if note:
+        handle.truncate(0)
+        handle.write(note.encode("utf-8"))
+        handle.flush()
+    return handle
+
+
+def release_lock(path: Path, handle: Any) -> None:
+    """Remove the lock file ``path`` that :func:`take_lock` gave ``handle`` for, then free it."""
+    try:
+        path.unlink(missing_ok=True)
+    finally:
+        handle.close()  # releases the lock
+
+
+def lock_note(path: Path) -> str:
+    """What the holder of the lock ``path`` wrote into it (:func:`take_lock`'s ``note``), or
+    ``""`` when it is gone or not written yet."""
+    try:
+        return path.read_text(encoding="utf-8", errors="replace").strip()
+    except OSError:
+        return ""
+
+
+# --------------------------------------------------------------------------------------------
 # The run store
 # --------------------------------------------------------------------------------------------
 
@@ -669,45 +743,30 @@ class RunStore:
 
     @contextmanager
     def lock(self, run: Run) -> Iterator[None]:
-        """Hold the exclusive lock of ``run`` (``<kind>/.lock-<key>``, ``fcntl.flock``) for the
+        """Hold the exclusive lock of ``run`` (``<kind>/.lock-<key>``, :func:`take_lock`) for the
         block: another process building the same run waits here, saying so once, until this
         one leaves the block. Taken by the main process only (the others of an ``accelerate
         launch`` follow it). The lock goes with the process, so a killed build frees it; the
-        file is removed when the block ends, and a waiting process that then holds the lock of
-        a removed file opens the new one instead, so two processes never both hold it."""
+        file is removed when the block ends (:func:`release_lock`)."""
         if fcntl is None or _rank() != 0:
             yield
             return
         path = run.path.parent / f"{LOCK}{run.key}"
+
+        def waiting() -> None:
+            print(
+                f"waiting for another process that is building {self.chapter}/"
+                f"{run.kind}/{run.key} (it holds {path}); its run is loaded once done",
+                file=sys.stderr,
+                flush=True,
+            )
+
         path.parent.mkdir(parents=True, exist_ok=True)
-        said = False
-        while True:
-            handle = open(path, "a+b")
-            try:
-                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                if not said:
-                    print(
-                        f"waiting for another process that is building {self.chapter}/"
-                        f"{run.kind}/{run.key} (it holds {path}); its run is loaded once done",
-                        file=sys.stderr,
-                        flush=True,
-                    )
-                    said = True
-                fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
-            try:
-                held = os.stat(path)
-            except FileNotFoundError:
-                held = None
-            mine = os.fstat(handle.fileno())
-            if held is not None and (held.st_dev, held.st_ino) == (mine.st_dev, mine.st_ino):
-                break
-            handle.close()  # the file was removed while we waited: lock the current one
+        handle = take_lock(path, wait=True, waiting=waiting)
         try:
             yield
         finally:
-            path.unlink(missing_ok=True)
-            handle.close()  # releases the lock
+            release_lock(path, handle)
 
     def runs(self, kind: str) -> list[Run]:
         """Every complete run of ``kind``, oldest first."""
