@@ -1,4 +1,4 @@
-"""Where a command writes, checked at its start (sweep 2, F4, F6).
+"""Where a command writes, checked at its start (sweep 2, F4, F6, F8).
 
 - Two commands writing one ``--out`` at once: the second is refused at its start, naming the
   first (command, process id, since when), instead of replacing the first one's output when it
@@ -7,6 +7,7 @@
 - An ``--out`` that cannot be written is said before any audio is read or any training runs,
   naming the ``--out`` given and its folder, never a temporary path; an error during the final
   write names ``--out`` too.
+- A feature cache that cannot be written says what it is and which variable moves it.
 
 A root user writes every folder, hence ``os.access`` stands in for a folder that refuses.
 """
@@ -26,6 +27,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
+from audiorepro import storage
 from audiorepro.cli import main
 from audiorepro.outputs import LOCK_SUFFIX, OutputBusy, output_lock
 
@@ -272,3 +274,45 @@ def test_a_write_refused_at_the_end_names_the_out_not_a_temporary_path(
     assert ".tmp" not in err
     assert not out.exists()
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+# ------------------------------------------------- F8: a feature cache that cannot be written
+
+
+def test_a_feature_cache_that_cannot_be_written_says_what_it_is_and_how_to_move_it(
+    audio, tmp_path, capsys, monkeypatch
+):
+    runs = tmp_path / "data" / "runs"
+    monkeypatch.delenv("AUDIOREPRO_RUNS")
+    monkeypatch.setenv("AUDIOREPRO_DATA", str(tmp_path / "data"))
+    mkdir = Path.mkdir
+
+    def refused(self, *args, **kwargs):
+        if self.absolute().is_relative_to(runs):
+            raise PermissionError(errno.EPERM, "Operation not permitted", str(self))
+        return mkdir(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "mkdir", refused)
+    code, _, err = run_cli(
+        capsys, "units", "train", "--audio", audio, *SMOKE, "--out", tmp_path / "run"
+    )
+    assert code == 1 and one_paragraph(err), err
+    assert "cannot write the feature cache" in err
+    assert f"({runs / '03_zerospeech' / 'features'}, under AUDIOREPRO_DATA/runs)" in err
+    assert "operation not permitted" in err
+    assert "Set AUDIOREPRO_RUNS (or AUDIOREPRO_DATA) to a folder you can write" in err
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_run_store_given_its_root_says_so_without_the_variables(tmp_path, monkeypatch):
+    store = storage.RunStore("c", root=tmp_path / "store")
+
+    def refused(self, *args, **kwargs):
+        raise PermissionError(errno.EACCES, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "mkdir", refused)
+    with pytest.raises(storage.WriteError) as caught:
+        store.cached("m", {"a": 1}, lambda folder: None, lambda r: r)
+    text = str(caught.value)
+    assert "the run store, where audiorepro keeps its m runs" in text
+    assert "AUDIOREPRO_RUNS" not in text and "Give another root" in text

@@ -48,6 +48,17 @@ def runs_dir() -> Path:
     return Path(env).expanduser() if env else data_dir() / "runs"
 
 
+def runs_dir_origin() -> tuple[str, str]:
+    """Where :func:`runs_dir` comes from, for a message: ``(what sets it, what to set to move
+    it)``, e.g. ``("AUDIOREPRO_DATA/runs", "AUDIOREPRO_RUNS (or AUDIOREPRO_DATA)")``."""
+    move = "AUDIOREPRO_RUNS (or AUDIOREPRO_DATA)"
+    if os.environ.get("AUDIOREPRO_RUNS"):
+        return "set by AUDIOREPRO_RUNS", "AUDIOREPRO_RUNS"
+    if os.environ.get("AUDIOREPRO_DATA"):
+        return "AUDIOREPRO_DATA/runs", move
+    return "the installation's data/runs: neither AUDIOREPRO_RUNS nor AUDIOREPRO_DATA is set", move
+
+
 def checkpoints_dir() -> Path:
     """Folder of released checkpoints, downloaded by hand under their published file names
     (``passt-s-f128-p16-s16-ap.468.pt``, ``Cnn14_mAP=0.431.pth``, ...):

@@ -61,7 +61,7 @@ from typing import Any, TypeVar
 import numpy as np
 import torch
 
-from audiorepro.paths import free_space, runs_dir
+from audiorepro.paths import free_space, runs_dir, runs_dir_origin
 
 try:
     import fcntl
@@ -539,6 +539,10 @@ def load_model_weights(
 # Locks
 # --------------------------------------------------------------------------------------------
 
+# A place that may not be written: permission refused, an immutable folder, a read-only disk.
+_REFUSED = frozenset({errno.EACCES, errno.EPERM, errno.EROFS})
+
+
 def take_lock(
     path: Path,
     *,
@@ -738,7 +742,8 @@ class RunStore:
         is never cleared on restart, and :meth:`publish` removes it once the run is complete.
         """
         path = run.path.parent / f"{STAGING}{run.key}"
-        path.mkdir(parents=True, exist_ok=True)
+        with self.writable(run):
+            path.mkdir(parents=True, exist_ok=True)
         return path
 
     @contextmanager
@@ -761,12 +766,46 @@ class RunStore:
                 flush=True,
             )
 
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handle = take_lock(path, wait=True, waiting=waiting)
+        with self.writable(run):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            handle = take_lock(path, wait=True, waiting=waiting)
         try:
             yield
         finally:
             release_lock(path, handle)
+
+    @contextmanager
+    def writable(self, run: Run) -> Iterator[None]:
+        """Say a store that may not be written (a read-only or system-wide installation) as what
+        it is: a permission refused under the store's root becomes a :class:`WriteError` that
+        names the store, what it keeps (a feature cache) and the variable that moves it."""
+        try:
+            yield
+        except OSError as err:
+            name = getattr(err, "filename", None)
+            if err.errno not in _REFUSED or name is None or isinstance(err, WriteError):
+                raise
+            where = Path(os.fsdecode(name)).absolute()
+            root = self.root.absolute()
+            if not (where == root or root.is_relative_to(where) or where.is_relative_to(root)):
+                raise
+            raise WriteError(err.errno, self._refused(run, where, err)) from err
+
+    def _refused(self, run: Run, where: Path, err: OSError) -> str:
+        what = (
+            "the feature cache, where audiorepro keeps the features of the audio it reads so "
+            "that the next command on the same files does not compute them again"
+            if run.kind == "features"
+            else f"the run store, where audiorepro keeps its {run.kind} runs for the next call"
+        )
+        origin, variable = runs_dir_origin()
+        default = self.root.absolute() == runs_dir().absolute()
+        move = f"Set {variable} to a folder you can write" if default else "Give another root"
+        reason = (err.strerror or str(err)).lower()
+        return (
+            f"{where}: cannot write {what} ({self.root.absolute() / self.chapter / run.kind}"
+            f"{f', under {origin}' if default else ''}): {reason}. {move}, and run again"
+        )
 
     def runs(self, kind: str) -> list[Run]:
         """Every complete run of ``kind``, oldest first."""
@@ -805,7 +844,8 @@ class RunStore:
     def _publish(self, run: Run, build: Callable[[Path], Mapping[str, Any] | None]) -> Run:
         """:meth:`publish` with the lock held: a full disk said as a :class:`WriteError`."""
         try:
-            return self._build(run, build)
+            with self.writable(run):
+                return self._build(run, build)
         except OSError as err:
             if not is_write_fault(err):
                 raise
