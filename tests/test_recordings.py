@@ -642,3 +642,74 @@ def test_a_link_that_loops_and_a_damaged_mac_copy_are_left_out_and_named(tmp_pat
         "loopB.wav": "a link that loops",
         "spk9": "a link that loops",
     }
+
+
+def _speech_like(seed, frames=800):
+    """int16 samples of noise, as a recorder writes them."""
+    return (np.random.default_rng(seed).normal(0, 0.1, frames) * 32767).astype(np.int16)
+
+
+def _with_list_chunk(wav: Path, out: Path) -> None:
+    """``wav`` re-saved as an editor does: the same samples, a LIST/INFO chunk after fmt."""
+    data = wav.read_bytes()
+    assert data[12:16] == b"fmt "
+    fmt_end = 20 + int.from_bytes(data[16:20], "little")
+    info = b"INFO" + b"ISFT" + (14).to_bytes(4, "little") + b"Audacity 3.4\0\0"
+    chunk = b"LIST" + len(info).to_bytes(4, "little") + info
+    body = data[8:fmt_end] + chunk + data[fmt_end:]
+    out.write_bytes(b"RIFF" + len(body).to_bytes(4, "little") + body)
+
+
+@pytest.mark.parametrize("copy", ["flac", "list_chunk", "float"])
+def test_a_copy_of_the_same_samples_under_other_bytes_is_refused_naming_both(tmp_path, copy):
+    """A FLAC export of a WAV, a WAV re-saved with a LIST chunk, or a float WAV of the same
+    int16 samples are other bytes but the same recording: as two rows an item is matched with
+    itself (sweep 2, F10: MFCC + DTW AP 0.727 -> 0.756, within-speaker ABX 18.8 -> 12.3 %)."""
+    from audiorepro.data.recordings import read_segments
+
+    sf.write(tmp_path / "a.wav", _speech_like(0), 8000, subtype="PCM_16")
+    sf.write(tmp_path / "b.wav", _speech_like(1), 8000, subtype="PCM_16")
+    if copy == "flac":
+        name = "a_2.flac"
+        sf.write(tmp_path / name, _speech_like(0), 8000, subtype="PCM_16")
+    elif copy == "list_chunk":
+        name = "a_2.wav"
+        _with_list_chunk(tmp_path / "a.wav", tmp_path / name)
+        assert sf.read(tmp_path / name, dtype="int16")[0].tolist() == _speech_like(0).tolist()
+    else:
+        name = "a_2.wav"
+        as_float = _speech_like(0).astype(np.float32) / 32768  # as a float export scales them
+        sf.write(tmp_path / name, as_float, 8000, subtype="FLOAT")
+    assert (tmp_path / name).read_bytes() != (tmp_path / "a.wav").read_bytes()
+    head = "path\tword\tspeaker\tstart\tend\n"
+    table = tmp_path / "t.tsv"
+    table.write_text(head + f"a.wav\tyes\tS1\t\t\nb.wav\tno\tS1\t\t\n{name}\tyes\tS2\t\t\n")
+    with pytest.raises(RecordingsError, match=rf"t.tsv:4: {name}: the same recording as .*a.wav, "
+                       r"line 2: the two files hold the same samples \(one a FLAC or re-saved "
+                       r"copy of the other\), so as two rows the item would be matched with a "
+                       r"copy of itself"):  # fmt: skip
+        read_segments(table)
+    # the same times of both: refused; other times: other segments
+    table.write_text(head + f"a.wav\tyes\tS1\t0\t0.05\n{name}\tyes\tS2\t0\t0.05\n")
+    with pytest.raises(RecordingsError, match=rf"t.tsv:3: {name} \(0-0.05 s\): the same rec"):
+        read_segments(table)
+    table.write_text(head + f"a.wav\tyes\tS1\t0\t0.05\n{name}\tno\tS2\t0.05\t0.1\n")
+    assert len(read_segments(table)) == 2
+    assert len(read_segments(table, check_audio=False)) == 2
+
+
+def test_a_file_with_one_sample_changed_is_not_a_copy(tmp_path):
+    """Two takes of one length differ in their samples: one sample apart is another file."""
+    from audiorepro.data.recordings import read_segments
+
+    samples = _speech_like(0)
+    sf.write(tmp_path / "a.wav", samples, 8000, subtype="PCM_16")
+    samples[400] += 1
+    sf.write(tmp_path / "a_2.flac", samples, 8000, subtype="PCM_16")
+    sf.write(tmp_path / "a_3.wav", _speech_like(0), 16000, subtype="PCM_16")  # another rate
+    table = tmp_path / "t.tsv"
+    table.write_text(
+        "path\tword\tspeaker\tstart\tend\n"
+        "a.wav\tyes\tS1\t\t\na_2.flac\tyes\tS2\t\t\na_3.wav\tyes\tS3\t\t\n"
+    )
+    assert [r.line for r in read_segments(table)] == [2, 3, 4]

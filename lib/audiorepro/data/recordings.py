@@ -828,21 +828,44 @@ def _seconds(text: str, path: Path, line: int, column: str) -> float:
     return value
 
 
+def _copy_kind(a: Path, b: Path) -> str:
+    """How two files of one recording (:class:`~audiorepro.data.audio_identity.SameRecordings`)
+    are the same, after "the two files"."""
+    import filecmp
+
+    from audiorepro.data.audio_identity import audio_shape
+
+    if filecmp.cmp(a, b, shallow=False):
+        return "are byte for byte the same"
+    channels = {shape[2] for shape in (audio_shape(a), audio_shape(b)) if shape is not None}
+    if len(channels) > 1:
+        return (
+            "hold the same samples once mixed to mono, as they are read (one a copy of the "
+            "other with its channels repeated or mixed)"
+        )
+    return "hold the same samples (one a FLAC or re-saved copy of the other)"
+
+
 def read_segments(path: str | os.PathLike[str], check_audio: bool = True) -> list[Segment]:
     """Read a segments table (module docstring), in file order; words by :func:`word_label`.
 
     With ``check_audio``, every audio file must exist and every ``end`` lie within its file,
-    and no two files may be the same bytes (a copy under another name) for the same times.
+    and no two files may hold the same recording for the same times: the same bytes (a copy
+    under another name) or the same decoded samples under other bytes (a FLAC export, a WAV
+    re-saved with another chunk, a float WAV of the same int16 samples, a stereo export of two
+    equal channels: read mixed to mono, as every reader does), found by
+    :class:`~audiorepro.data.audio_identity.SameRecordings` (a file is decoded only when
+    another file of the table has its frames and rate).
 
     Raises:
         RecordingsError: naming ``table:line`` and the column for a wrong header, a wrong number
             of fields, an empty path/word/speaker, a word or speaker with whitespace, only one of
             start/end, a non-numeric or negative time, ``start >= end``, a missing audio file or
             an end past the end of the file, a segment (file, start, end) listed twice (naming
-            both lines), the same segment of two byte-identical files (naming both); naming
-            the table for one without rows.
+            both lines), the same segment of two files of the same bytes or the same samples
+            (naming both, and which); naming the table for one without rows.
     """
-    from audiorepro.storage import known_file_sha256
+    from audiorepro.data.audio_identity import SameRecordings, audio_shape
 
     path = Path(path)
     lines = _read_lines(path)
@@ -859,7 +882,7 @@ def read_segments(path: str | os.PathLike[str], check_audio: bool = True) -> lis
     durations: dict[Path, float] = {}
     out = []
     seen: dict[tuple[Path, float | None, float | None], tuple[str, int]] = {}
-    copies: dict[tuple[str, float | None, float | None], tuple[Path, int]] = {}
+    copies = SameRecordings()
     for number, line in lines[1:]:
         fields = [f.strip() for f in line.split("\t")]
         if len(fields) != len(SEGMENT_COLUMNS):
@@ -912,22 +935,21 @@ def read_segments(path: str | os.PathLike[str], check_audio: bool = True) -> lis
         if check_audio:
             if not audio_path.is_file():
                 raise RecordingsError(path, number, f"path: no such audio file {audio_path}")
-            copy = (known_file_sha256(audio_path), start, end)
-            if copy in copies and copies[copy][0] != key[0]:
-                other, other_line = copies[copy]
+            if (copy := copies.add(key[0], start, end, number)) is not None:
+                other, other_line = copy
                 where = "" if start is None else f" ({start_text}-{end_text} s)"
+                same = _copy_kind(other, key[0])
                 raise RecordingsError(
                     path,
                     number,
                     f"{audio}{where}: the same recording as {other}, line {other_line}: the "
-                    "two files are byte for byte the same, so as two rows the item would be "
-                    "matched with a copy of itself (an ABX of 0 %, a pair of AP 1); remove one "
-                    "of the two rows, or the copy",
+                    f"two files {same}, so as two rows the item would be matched with a copy "
+                    "of itself (an ABX of 0 %, a pair of AP 1); remove one of the two rows, or "
+                    "the copy",
                 )
-            copies.setdefault(copy, (key[0], number))
             if end is not None:
                 if audio_path not in durations:
-                    frames, rate, _ = audio_info(audio_path)
+                    frames, rate, _ = audio_shape(audio_path) or audio_info(audio_path)
                     durations[audio_path] = frames / rate
                 if end > durations[audio_path] + 1e-6:
                     raise RecordingsError(
