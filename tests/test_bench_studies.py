@@ -154,3 +154,47 @@ def test_the_awe_speakers_study_writes_the_tables_of_the_speakers_it_names(tmp_p
     assert rows["train"][1][0] == str((corpus / "audio" / "S002-B.wav").resolve())
     assert [r[2] for r in rows["dev"]] == ["S025"]
     assert [r[2] for r in rows["test"]] == ["S033", "S034"]
+
+
+def test_the_within_speaker_study_scores_each_speakers_own_pairs(tmp_path, capsys):
+    """bench/study_awe_within.py: per speaker, the embeddings' AP and MFCC + DTW's on that
+    speaker's rows alone, each equal to the score computed on its own; a speaker of one word
+    (no pair to rank apart) is left out."""
+    from audiorepro.data.recordings import read_segments
+    from audiorepro.experiments.awe.recordings import rows_dtw_ap
+    from audiorepro.metrics.average_precision import same_different_ap
+
+    study = _study("study_awe_within")
+    rng = np.random.default_rng(0)
+    t = np.arange(4000) / 8000
+    lines = ["path\tword\tspeaker\tstart\tend"]
+    for speaker, f0 in (("A", 120), ("B", 200), ("C", 160)):
+        words = ("lo", "hi") if speaker != "C" else ("lo",)
+        for word in words:
+            for take in range(2):
+                tone = np.sin(2 * np.pi * (f0 * (3 if word == "hi" else 1) + 7 * take) * t)
+                wav = (0.3 * tone + 0.01 * rng.standard_normal(t.size)).astype(np.float32)
+                name = tmp_path / f"{speaker}_{word}_{take}.wav"
+                sf.write(name, wav, 8000, subtype="PCM_16")
+                lines.append(f"{name.name}\t{word}\t{speaker}\t\t")
+    table = tmp_path / "t.tsv"
+    table.write_text("\n".join(lines) + "\n")
+    rows = read_segments(table)
+    emb = rng.standard_normal((len(rows), 4)).astype(np.float32)
+    np.savez(
+        tmp_path / "e.npz",
+        embeddings=emb,
+        labels=np.array([r.word for r in rows]),
+        speakers=np.array([r.speaker for r in rows]),
+        rows=np.array([r.line for r in rows]),
+        segments=np.array(str(table.resolve())),
+        feature_norm=np.array("file"),
+    )
+    (found,) = study.main([str(tmp_path / "e.npz")])
+    assert [f[:2] for f in found] == [("A", 4), ("B", 4)]  # C says one word
+    for speaker, _, ap, dtw in found:
+        idx = [i for i, r in enumerate(rows) if r.speaker == speaker]
+        words = [rows[i].word for i in idx]
+        assert ap == pytest.approx(same_different_ap(emb[idx], words))
+        assert dtw == pytest.approx(rows_dtw_ap([rows[i] for i in idx], words)["ap"])
+    assert "mean over 2 speakers" in capsys.readouterr().out
