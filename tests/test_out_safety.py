@@ -26,9 +26,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import soundfile as sf
+from test_cli_safety import one_paragraph, run_cli
 
 from audiorepro import storage
-from audiorepro.cli import main
 from audiorepro.outputs import LOCK_SUFFIX, OutputBusy, output_lock
 
 SMOKE = ("--preset", "smoke", "--set", "train.max_steps=2", "--set", "train.segment_frames=32")
@@ -46,17 +46,6 @@ def audio(tmp_path, monkeypatch):
             wav = 0.1 * rng.standard_normal(16000).astype(np.float32)
             sf.write(folder / f"{speaker}_{k}.wav", wav, 16000, subtype="PCM_16")
     return folder
-
-
-def run_cli(capsys, *argv) -> tuple[int, str, str]:
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    assert "Traceback" not in err
-    return code, out, err
-
-
-def one_paragraph(err: str) -> bool:
-    return "\n\n" not in err.strip() and err.startswith("audiorepro: error: ")
 
 
 def lock_of(out: Path) -> Path:
