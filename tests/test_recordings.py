@@ -713,3 +713,29 @@ def test_a_file_with_one_sample_changed_is_not_a_copy(tmp_path):
         "a.wav\tyes\tS1\t\t\na_2.flac\tyes\tS2\t\t\na_3.wav\tyes\tS3\t\t\n"
     )
     assert [r.line for r in read_segments(table)] == [2, 3, 4]
+
+
+def test_a_table_saved_by_a_spreadsheet_is_refused_saying_how_to_save_it(tmp_path):
+    """Quoted fields, commas or semicolons for tabs, empty columns after the last: the header
+    error says which, and how to save the table; another wrong header says only what it
+    expected."""
+    from audiorepro.data.recordings import read_segments
+
+    table = tmp_path / "excel.tsv"
+    cases = {
+        '"path"\t"word"\t"speaker"\t"start"\t"end"': "(quoted fields)",
+        "path,word,speaker,start,end": "(commas between fields)",
+        '"path";"word";"speaker";"start";"end"': "(semicolons, quoted fields)",
+        "path\tword\tspeaker\tstart\tend\t\t": "(empty columns after the last)",
+    }
+    for header, said in cases.items():
+        table.write_text(header + "\r\n")
+        with pytest.raises(RecordingsError) as caught:
+            read_segments(table)
+        message = str(caught.value)
+        assert message.startswith(f"{table}:1: expected the tab-separated header")
+        assert f"a spreadsheet's way of saving a table {said}; save it as plain" in message
+    table.write_text("path\tword\tspeaker\n")
+    with pytest.raises(RecordingsError) as caught:
+        read_segments(table)
+    assert "spreadsheet" not in str(caught.value)

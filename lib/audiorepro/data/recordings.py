@@ -846,6 +846,26 @@ def _copy_kind(a: Path, b: Path) -> str:
     return "hold the same samples (one a FLAC or re-saved copy of the other)"
 
 
+def _header_hint(header: str) -> str:
+    """What a spreadsheet did to a segments table's header, when it is that: quoted fields,
+    commas for tabs, empty columns after the last; else ``""``."""
+    for separator, what in (("\t", ""), (",", "commas between fields"), (";", "semicolons")):
+        fields = [f.strip() for f in header.split(separator)]
+        quoted = [f[1:-1] if len(f) > 1 and f[0] == f[-1] == '"' else f for f in fields]
+        while quoted and not quoted[-1]:
+            quoted.pop()
+        if tuple(quoted) != SEGMENT_COLUMNS:
+            continue
+        said = [what] if what else []
+        said += ["quoted fields"] if quoted != fields[: len(quoted)] else []
+        said += ["empty columns after the last"] if len(fields) > len(quoted) else []
+        return (
+            f": a spreadsheet's way of saving a table ({', '.join(said)}); save it as plain "
+            "tab-separated text (Tab delimiter, no quotes, no empty columns)"
+        )
+    return ""
+
+
 def read_segments(path: str | os.PathLike[str], check_audio: bool = True) -> list[Segment]:
     """Read a segments table (module docstring), in file order; words by :func:`word_label`.
 
@@ -877,7 +897,8 @@ def read_segments(path: str | os.PathLike[str], check_audio: bool = True) -> lis
         raise RecordingsError(
             path,
             number,
-            f"expected the tab-separated header {' '.join(SEGMENT_COLUMNS)!r}, got {columns}",
+            f"expected the tab-separated header {' '.join(SEGMENT_COLUMNS)!r}, got {columns}"
+            + _header_hint(header),
         )
     durations: dict[Path, float] = {}
     out = []
