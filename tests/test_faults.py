@@ -34,17 +34,22 @@ from audiorepro.training.checkpoint import (
 FULL = "No space left on device"
 
 
-def full_disk_after(monkeypatch, module, name: str, good_calls: int, rust: bool = False) -> list:
+def full_disk_after(
+    monkeypatch, module, name: str, good_calls: int, rust: bool = False, under: Path | None = None
+) -> list:
     """Make ``module.name`` (a writer) work ``good_calls`` times, then fail as a full disk
-    does, after writing part of its file."""
+    does, after writing part of its file; with ``under``, only for files under that folder
+    (the disk that fills), others written as ever."""
     real = getattr(module, name)
     calls = []
 
     def writer(*args, **kwargs):
+        target = next(a for a in args if isinstance(a, str | Path))
+        if under is not None and not Path(target).is_relative_to(under):
+            return real(*args, **kwargs)
         calls.append(args)
         if len(calls) <= good_calls:
             return real(*args, **kwargs)
-        target = next(a for a in args if isinstance(a, str | Path))
         Path(target).write_bytes(b"\0" * 10)  # half a file, as a disk that filled up leaves
         if rust:
             raise SafetensorError(
@@ -241,8 +246,8 @@ def test_units_train_on_a_full_disk_leaves_no_folder_and_says_so(tmp_path, monke
             wav = 0.1 * rng.standard_normal(16000).astype(np.float32)
             sf.write(audio / f"{speaker}_{k}.wav", wav, 16000, subtype="PCM_16")
     monkeypatch.setenv("AUDIOREPRO_RUNS", str(tmp_path / "runs"))
-    full_disk_after(monkeypatch, safetensors.torch, "save_file", 0, rust=True)
-    out = tmp_path / "results" / "u"
+    out = tmp_path / "results" / "u"  # its disk full; the run store's checkpoints elsewhere
+    full_disk_after(monkeypatch, safetensors.torch, "save_file", 0, rust=True, under=out.parent)
     argv = ["units", "train", "--audio", str(audio), "--preset", "smoke", "--out", str(out)]
     code = main(argv + ["--set", "train.max_steps=2", "--set", "train.segment_frames=32"])
     err = capsys.readouterr().err

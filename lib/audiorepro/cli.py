@@ -941,7 +941,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         with contextlib.ExitStack() as args.held:  # the --out lock, freed when the command ends
             _run_printing_warnings(args)
     except KeyboardInterrupt:
-        print("audiorepro: interrupted", file=sys.stderr)
+        resumed = (args.group, args.command) == ("units", "train")
+        print(
+            "audiorepro: interrupted"
+            + (
+                "; nothing was written to --out, and the same command again continues from "
+                "the last checkpoint (every 100 steps)"
+                if resumed
+                else ""
+            ),
+            file=sys.stderr,
+        )
         return 130
     except Exception as err:  # noqa: BLE001 - the top-level guard: one paragraph, no traceback
         if os.environ.get(DEBUG):

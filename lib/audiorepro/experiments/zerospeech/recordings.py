@@ -54,7 +54,7 @@ from audiorepro.experiments.zerospeech.inverter import (
 )
 from audiorepro.experiments.zerospeech.pairs import Pairing, find_pairs, pairs_default
 from audiorepro.experiments.zerospeech.submission import int_lines, vector_lines
-from audiorepro.experiments.zerospeech.train import fit_vqvae
+from audiorepro.experiments.zerospeech.train import fit_vqvae, resumable
 from audiorepro.features import audio_info, save_audio, spectral_convergence
 from audiorepro.metrics.bitrate import bitrate_from_submission, bitrate_of_files
 from audiorepro.models.inverter import CodebookInverter, InverterConfig
@@ -204,34 +204,34 @@ def train_units(
         found = find_pairs(normalize_features(files, config.model.feature_norm, voices), voices)
     lines = [pairing] if found.pairs or paired is config else []  # none found: one line
     config, pairing = (paired if found.pairs else config), "\n".join([*lines, found.line()])
-    model, history = fit_vqvae(
-        config.train, config.model, files, voices, config.seed, progress, pairs=found.pairs
-    )
-    out = Path(out)
-    spk = sorted(set(speakers.values()))
-    with output_folder(out) as folder:  # whole or not at all: a full disk leaves no folder
-        save_model_weights(model, folder / "model.safetensors")
-        baseline = _fit_units_baseline(
-            folder, [feats[n] for n in names], [speakers[n] for n in names], config
-        )
-        write_json(
-            folder / RUN_FILE,
-            {
-                "kind": "units",
-                "preset": preset,
-                "config": to_dict(config),
-                "speakers": spk,
-                "feature": feature,
-                "audio": str(Path(audio).resolve()),
-                "speaker_of": rule,
-                "normalisation": normalisation,
-                "pairing": pairing,
-                "files": len(names),
-                "note": note,
-                "history": history,
-                "kmeans": baseline,
-            },
-        )
+    with resumable(config, files, voices, found.pairs) as checkpoints:  # removed once written
+        model, history = fit_vqvae(config.train, config.model, files, voices, config.seed,
+                                   progress, checkpoints, pairs=found.pairs)  # fmt: skip
+        out = Path(out)
+        spk = sorted(set(speakers.values()))
+        with output_folder(out) as folder:  # whole or not at all: a full disk leaves no folder
+            save_model_weights(model, folder / "model.safetensors")
+            baseline = _fit_units_baseline(
+                folder, [feats[n] for n in names], [speakers[n] for n in names], config
+            )
+            write_json(
+                folder / RUN_FILE,
+                {
+                    "kind": "units",
+                    "preset": preset,
+                    "config": to_dict(config),
+                    "speakers": spk,
+                    "feature": feature,
+                    "audio": str(Path(audio).resolve()),
+                    "speaker_of": rule,
+                    "normalisation": normalisation,
+                    "pairing": pairing,
+                    "files": len(names),
+                    "note": note,
+                    "history": history,
+                    "kmeans": baseline,
+                },
+            )
     return UnitsRun(
         model, config, spk, feature, history, out, baseline, preset, rule, note, normalisation,
         pairing,
