@@ -210,3 +210,29 @@ def test_an_error_in_a_temporary_output_names_the_output_given(tmp_path):
         atomic_write(tmp_path / "x.tsv", elsewhere)
     assert caught.value.filename == "/elsewhere"
     assert sorted(os.listdir(tmp_path)) == []
+
+
+def test_the_same_tensors_make_the_same_bytes_whatever_order_safetensors_writes_metadata(
+    tmp_path,
+):
+    """safetensors writes ``__metadata__`` from a hash map, in an order that changes from call
+    to call (6 orders in 12 calls of three keys): the same weights gave files of other
+    checksums. save_tensors sorts it, and the file reads back the same."""
+    import hashlib
+
+    from safetensors import safe_open
+    from safetensors.torch import load_file
+
+    from audiorepro.storage import save_tensors
+
+    tensors = {"w": torch.arange(6.0).reshape(2, 3), "b": torch.ones(4)}
+    metadata = {"format": "pt", "zeta": "1", "alpha": '{"x": "é"}'}
+    digests = set()
+    for k in range(12):
+        save_tensors(tensors, tmp_path / f"{k}.safetensors", metadata=metadata)
+        digests.add(hashlib.sha256((tmp_path / f"{k}.safetensors").read_bytes()).hexdigest())
+    assert len(digests) == 1
+    back = load_file(str(tmp_path / "0.safetensors"))
+    assert all(torch.equal(back[k], v) for k, v in tensors.items())
+    with safe_open(str(tmp_path / "0.safetensors"), "pt") as fh:
+        assert fh.metadata() == metadata

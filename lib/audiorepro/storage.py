@@ -208,7 +208,27 @@ def save_tensors(
             raise
         code = int(found.group(1))
         raise OSError(code, os.strerror(code), str(path)) from err
+    _sort_metadata(path)
     fsync_file(path)
+
+
+def _sort_metadata(path: Path) -> None:
+    """Rewrite a safetensors header's ``__metadata__`` in key order, in place: safetensors
+    writes it from a hash map, in an order that changes from call to call, so the same tensors
+    made files of other bytes (same weights, other checksums)."""
+    with open(path, "r+b") as fh:
+        size = int.from_bytes(fh.read(8), "little")
+        raw = fh.read(size)
+        header = json.loads(raw)
+        if len(header.get("__metadata__") or {}) < 2:
+            return
+        header["__metadata__"] = dict(sorted(header["__metadata__"].items()))
+        text = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode()
+        text += b" " * (size - len(text))  # the padding safetensors gives the header
+        if len(text) != size or json.loads(text) != json.loads(raw):
+            return  # written otherwise than expected: keep the file as it is
+        fh.seek(8)
+        fh.write(text)
 
 
 def load_tensors(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
