@@ -323,14 +323,7 @@ def train_on_segments(
     final_model = MultiViewAWE(resolved)
     final_model.load_state_dict(final)
     kept = kept_epoch(result, schedule.history, config.select)
-    again = again and dev is None
-    versus, versus_record = beside_dtw(
-        final_model if config.select == "final" else model,
-        data["dev"],
-        config.seed,
-        config.eval_batch_size,
-        refit=again,
-    )
+    again, kept_model = again and dev is None, final_model if config.select == "final" else model
     again_note, again_record = "", None
     if again:
         path = learning_rate_path(result, schedule.history, kept, config.train.lr_factor)
@@ -357,6 +350,10 @@ def train_on_segments(
         )
         again_record = {"epochs": len(path), "rates": path, "rows": len(data_all.words)}
         again_record["weights"] = weights
+    # after the refit: numba's DTW threads before it would change the refit's float rounding
+    versus, versus_record = beside_dtw(
+        kept_model, data["dev"], config.seed, config.eval_batch_size, refit=again
+    )
     result = numbered_from_one(result)
     if again_record is not None:  # the refit model takes the place of the selected weights
         if config.select == "final":
