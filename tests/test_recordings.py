@@ -291,6 +291,43 @@ def test_one_token_listed_twice_is_refused_and_a_word_said_twice_in_a_row_is_not
         read_segments(rows("no\tS1\t0\t0.9", "yes\tS1\t0.1\t0.3", "no\tS1\t0.5\t0.7"))
 
 
+def test_a_row_far_longer_than_the_others_is_warned_of_naming_the_longest(tmp_path):
+    """A whole recording among words (or an end time in ms) weighs as hundreds of words: the
+    table is read, and the longest such row is named with how many there are."""
+    from audiorepro.data.recordings import InputWarning, read_segments
+
+    head = "path\tword\tspeaker\tstart\tend\n"
+    rng = np.random.default_rng(0)
+    for name, seconds in [*((f"w{k}", 0.5) for k in range(5)), ("talk", 60.0)]:
+        noise = 0.1 * rng.standard_normal(int(8000 * seconds)).astype(np.float32)
+        sf.write(tmp_path / f"{name}.wav", noise, 8000)
+    table = tmp_path / "seg.tsv"
+    words = "".join(f"w{k}.wav\tw{k}\tS1\t\t\n" for k in range(5))
+    table.write_text(head + words + "talk.wav\tnews\tS1\t\t\ntalk.wav\tx\tS1\t1\t7.5\n")
+    with pytest.warns(InputWarning) as caught:
+        assert len(read_segments(table)) == 7
+    (message,) = [str(w.message) for w in caught]
+    assert message.startswith(
+        "seg.tsv:7: talk.wav (the whole file) is 60.0 s long, 120 times the table's median row "
+        "(0.50 s); 1 more row as long: a row is one spoken word"
+    ) or message.startswith(f"{table}:7: talk.wav (the whole file) is 60.0 s long, 120 times"), (
+        message
+    )
+    assert "check its start and end (seconds)" in message
+    # long rows alone (utterances), or one just over the rule's 5 s: no warning
+    for rows in ("talk.wav\tnews\tS1\t\t\n", words + "talk.wav\tx\tS1\t0\t4.9\n"):
+        table.write_text(head + rows)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", InputWarning)
+            read_segments(table)
+    table.write_text(head + words + "talk.wav\tx\tS1\t0\t5.5\n")  # 5.5 s, 11 times 0.5 s
+    with pytest.warns(InputWarning, match=r"seg.tsv:7: talk.wav \(0-5.5 s\) is 5.5 s long, 11 "):
+        read_segments(table)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", InputWarning)
+        read_segments(table, check_audio=False)  # no audio read, no lengths known
+
+
 def test_a_lexicon_line_repeated_is_an_error_and_another_pronunciation_is_kept_apart(tmp_path):
     from audiorepro.data.recordings import read_lexicon
 

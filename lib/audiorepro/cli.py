@@ -513,9 +513,17 @@ def _hold_out(
         held = contextlib.ExitStack()
         _HELD.append(held)
     try:
-        held.enter_context(output_lock(args.out, command=name, folder=folder, lock=not inside))
+        left = held.enter_context(
+            output_lock(args.out, command=name, folder=folder, lock=not inside)
+        )
     except OutputUnwritable as err:
         return err
+    for path in left:
+        print(
+            f"{args.out}: removed {path.name}, an unfinished output that a command writing "
+            "there had left when it was stopped before its end (killed, or the machine went "
+            "down)"
+        )
     return None
 
 
@@ -649,12 +657,43 @@ def _abx_score(args: argparse.Namespace) -> None:
     print(baselines.verdict(scored.rows))
 
 
+PATHS = {
+    "out": "--out",
+    "audio": "--audio",
+    "segments": "--segments",
+    "dev": "--dev",
+    "run": "RUN",
+    "voice": "VOICE",
+    "item_file": "ITEM_FILE",
+    "submission_dir": "SUBMISSION_DIR",
+    "embeddings": "EMBEDDINGS",
+}
+"""The path arguments of the commands (attribute: as the usage names it)."""
+
+
+def _checked_paths(args: argparse.Namespace) -> None:
+    """Before any work: a path given with a literal ``~`` (quoted, so the shell left it) is
+    the home folder, as the shell would have made it (``--out "~/runs/a"`` writes there, not
+    into a new folder named ``~``); an input that another ``audiorepro`` command is writing now
+    is refused (:func:`~audiorepro.outputs.check_not_being_written`)."""
+    from audiorepro.outputs import check_not_being_written
+
+    for name, option in PATHS.items():
+        value = getattr(args, name, None)
+        if isinstance(value, str) and value.startswith("~"):
+            setattr(args, name, os.path.expanduser(value))
+        value = getattr(args, name, None)
+        if value and name != "out":
+            check_not_being_written(option, value)
+
+
 def _run(args: argparse.Namespace) -> None:
     from audiorepro.data.recordings import WORD_RULE, find_wavs, scan_folder
     from audiorepro.experiments.awe import recordings as awe
     from audiorepro.experiments.awe.evaluate import ap_table
     from audiorepro.experiments.zerospeech import recordings as units
 
+    _checked_paths(args)
     command = (args.group, args.command)
     if command == ("segments", "table"):
         from audiorepro.data.recordings import write_folder_segments

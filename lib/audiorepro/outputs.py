@@ -16,8 +16,11 @@ work, naming the ``--out`` given and its folder.
 from __future__ import annotations
 
 import errno
+import glob
 import json
 import os
+import re
+import shutil
 import socket
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -40,6 +43,7 @@ from audiorepro.storage import (
 __all__ = [
     "OUTPUT_RECORD",
     "Input",
+    "InputBusy",
     "OutputBusy",
     "OutputError",
     "OutputPlan",
@@ -47,6 +51,7 @@ __all__ = [
     "fingerprint",
     "output_lock",
     "output_target",
+    "being_written",
     "read_output_record",
     "record_output",
     "stale_inputs",
@@ -67,6 +72,11 @@ class OutputError(ValueError):
 
 class OutputBusy(OutputError):
     """Another ``audiorepro`` command is writing the same ``--out`` (it holds its lock)."""
+
+
+class InputBusy(OutputError):
+    """An input of a command is being written by another ``audiorepro`` command now (a run
+    folder that ``units train --force`` is replacing, a table that ``segments`` writes)."""
 
 
 class OutputUnwritable(OutputError):
@@ -429,13 +439,16 @@ def check_writable(path: str | os.PathLike[str], *, folder: bool) -> tuple[Path,
 @contextmanager
 def output_lock(
     path: str | os.PathLike[str], *, command: str, folder: bool, lock: bool = True
-) -> Iterator[None]:
-    """Hold the lock of ``--out path`` for the block, after :func:`check_writable`.
+) -> Iterator[list[Path]]:
+    """Hold the lock of ``--out path`` for the block, after :func:`check_writable`; yields the
+    unfinished copies of ``path`` a killed command had left beside it, now removed
+    (:func:`_remove_left_behind`).
 
     The lock file ``.<name>.lock`` beside ``path`` (:data:`LOCK_SUFFIX`; the folders above it
     that do not exist yet are made, and removed again if nothing was written into them) is
     created, which also proves the place can be written, and locked (``flock``: a killed
-    command frees it, and the next one takes the file over). ``lock=False`` (a file written
+    command frees it, and the next one takes the file over). ``path`` is located with its
+    links followed: a link to a folder and the folder take one lock. ``lock=False`` (a file written
     into a folder of audio, where a lock file would be listed as a file of the folder) only
     creates and removes that file.
 
@@ -449,11 +462,11 @@ def output_lock(
     what = "folder" if folder else "file"
     anchor, ok = check_writable(path, folder=folder)
     if not ok:
-        yield
+        yield []
         return
-    target = path.absolute()
+    target = _located(path)
     made = created_parents(target)
-    lock_file = target.parent / f".{target.name}{LOCK_SUFFIX}"
+    lock_file = _lock_file(target)
     note = json.dumps(
         {
             "command": command,
@@ -479,13 +492,106 @@ def output_lock(
             f"(its lock: {lock_file}, freed when that command ends, even if killed)"
         )
     try:
+        removed = _remove_left_behind(target)
         if not lock:
             release_lock(lock_file, handle)
-        yield
+        yield removed
     finally:
         if lock:
             release_lock(lock_file, handle)
         _remove_empty(made, target)
+
+
+def _located(path: Path) -> Path:
+    """Where ``path`` is: absolute, its links followed (a link to a folder and the folder are
+    one ``--out``, and so take one lock)."""
+    return Path(os.path.realpath(path))
+
+
+def _lock_file(target: Path) -> Path:
+    return target.parent / f".{target.name}{LOCK_SUFFIX}"
+
+
+_LEFT_BEHIND = (
+    re.compile(r"\.(?P<name>.+)\.tmp-(?P<pid>\d+)-[0-9a-f]{8}"),  # output_folder's
+    re.compile(r"\.(?P<name>.+)\.(?P<pid>\d+)\.[0-9a-f]{8}\.tmp"),  # atomic_write's
+)
+"""The names of the temporary siblings a command writes its ``--out`` into before renaming
+it (:func:`audiorepro.storage.output_folder`, :func:`audiorepro.storage.atomic_write`): the
+name of the output and the id of the process that writes it."""
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process ``pid`` runs on this machine (one of another user counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # PermissionError: it runs, as another user
+        return True
+    return True
+
+
+def _remove_left_behind(target: Path) -> list[Path]:
+    """Remove the temporary siblings of ``target`` that a command writing it left when it was
+    killed (``kill -9``, a power cut: nothing ran to remove them), and return them. Called with
+    ``target``'s lock held, so no live command writes them; one of a process still running
+    (another user's, or a process id taken again) is left alone."""
+    removed = []
+    for entry in sorted(target.parent.glob(f".{glob.escape(target.name)}.*")):
+        for pattern in _LEFT_BEHIND:
+            found = pattern.fullmatch(entry.name)
+            if found is None or found["name"] != target.name:
+                continue
+            pid = int(found["pid"])
+            if pid == os.getpid() or _alive(pid):
+                continue
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink(missing_ok=True)
+            if not entry.exists():
+                removed.append(entry)
+    return removed
+
+
+def being_written(path: str | os.PathLike[str]) -> str:
+    """``" (`units train`, pid 123, since 14:02)"`` when another ``audiorepro`` command holds
+    the ``--out`` lock of ``path`` now (:func:`output_lock`), else ``""``. Read from the lock's
+    note without touching the lock (a command starting to write ``path`` at this moment is never
+    refused because of this check): a lock file left by a killed command names a process that
+    is gone, and a command on another machine counts as writing."""
+    note = lock_note(_lock_file(_located(Path(path))))
+    if not note:
+        return ""
+    try:
+        info = json.loads(note)
+    except ValueError:
+        return ""
+    if not isinstance(info, dict) or not isinstance(info.get("pid"), int):
+        return ""
+    if info["pid"] == os.getpid():
+        return ""
+    here = info.get("host") in (None, socket.gethostname())
+    if here and not _alive(info["pid"]):
+        return ""
+    return _holder(note) or " (another audiorepro command)"
+
+
+def check_not_being_written(option: str, path: str | os.PathLike[str]) -> None:
+    """Refuse to read ``path`` (the input ``option`` names) while another ``audiorepro``
+    command writes it (:func:`being_written`): a run folder half replaced by ``--force`` would
+    give codes of one model read with the settings of another.
+
+    Raises:
+        InputBusy: naming ``option``, ``path``, the command that writes it and what to do.
+    """
+    holder = being_written(path)
+    if holder:
+        raise InputBusy(
+            f"{path} ({option}): another audiorepro command is writing it now{holder}; wait "
+            "for it to end, then run this command again"
+        )
 
 
 def _remove_empty(made: list[Path], target: Path) -> None:

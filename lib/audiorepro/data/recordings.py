@@ -32,6 +32,7 @@ import dataclasses
 import errno
 import math
 import os
+import statistics
 import warnings
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -983,7 +984,55 @@ def read_segments(path: str | os.PathLike[str], check_audio: bool = True) -> lis
     if not out:
         raise RecordingsError(path, None, "the table has a header but no segment")
     _refuse_one_token_twice(out, durations)
+    if check_audio:
+        _warn_of_long_rows(out)
     return out
+
+
+LONG_ROW_SECONDS = 5.0
+LONG_ROW_TIMES = 10.0
+"""A row longer than :data:`LONG_ROW_SECONDS` and :data:`LONG_ROW_TIMES` times the median row
+of its table is most likely not one word (a whole recording among words, an end time in
+milliseconds): :func:`read_segments` warns of it."""
+
+
+def _warn_of_long_rows(rows: Sequence[Segment]) -> None:
+    """An :class:`InputWarning` naming the longest of ``rows`` when it is far longer than the
+    table's other rows (:data:`LONG_ROW_SECONDS`, :data:`LONG_ROW_TIMES`), and how many are:
+    one such row holds the time of hundreds of words in training and in the DTW baseline."""
+    from audiorepro.data.audio_identity import audio_shape
+
+    spans = []
+    for row in rows:
+        if row.start is not None:
+            spans.append(row.end - row.start)
+        elif (shape := audio_shape(row.path)) is not None and shape[1] > 0:
+            spans.append(shape[0] / shape[1])
+        else:
+            spans.append(math.nan)
+    known = [d for d in spans if math.isfinite(d)]
+    median = statistics.median(known) if known else math.nan
+    if not median > 0:
+        return
+    long = [i for i, d in enumerate(spans) if d > LONG_ROW_SECONDS and d > LONG_ROW_TIMES * median]
+    if not long:
+        return
+    worst = max(long, key=lambda i: spans[i])
+    row = rows[worst]
+    more = (
+        f"; {len(long) - 1} more row{'s' if len(long) > 2 else ''} as long"
+        if len(long) > 1
+        else ""
+    )
+    warnings.warn(
+        f"{row.source}:{row.line}: {row.path.name} ({_span_text(row)}) is {spans[worst]:.1f} s "
+        f"long, {spans[worst] / median:.0f} times the table's median row ({median:.2f} s)"
+        f"{more}: a row is one spoken word, and this one weighs as hundreds of words in "
+        "training and in MFCC + DTW's time; check its start and end (seconds), or whether "
+        "the file holds more than one word",
+        InputWarning,
+        stacklevel=3,
+    )
 
 
 SAME_TOKEN_OVERLAP = 0.5

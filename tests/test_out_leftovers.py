@@ -1,0 +1,174 @@
+"""What a killed command leaves, and the paths around ``--out``: unfinished copies of an output
+are removed by the next command that writes it; a link and the folder it names take one lock;
+an input that another command is writing is refused; a quoted ``~`` is the home folder."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+from test_cli_safety import one_paragraph, run_cli
+
+from audiorepro.outputs import OutputBusy, being_written, output_lock
+
+SMOKE = ("--preset", "smoke", "--set", "train.max_steps=2", "--set", "train.segment_frames=32")
+
+
+@pytest.fixture
+def audio(tmp_path, monkeypatch):
+    """Two speakers, two noise files each (1 s, 16 kHz); the run store under ``tmp_path``."""
+    monkeypatch.setenv("AUDIOREPRO_RUNS", str(tmp_path / "runs"))
+    folder = tmp_path / "audio"
+    folder.mkdir()
+    rng = np.random.default_rng(0)
+    for speaker in ("ann", "bob"):
+        for k in range(2):
+            wav = 0.1 * rng.standard_normal(16000).astype(np.float32)
+            sf.write(folder / f"{speaker}_{k}.wav", wav, 16000, subtype="PCM_16")
+    return folder
+
+
+def started(code: str, *args: object) -> subprocess.Popen:
+    """A Python process running ``code`` (``sys.argv[1:]``: ``args``), once it printed a line."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", code, *map(str, args)], stdout=subprocess.PIPE, text=True
+    )
+    assert child.stdout.readline().strip() == "ready"
+    return child
+
+
+def killed(child: subprocess.Popen) -> None:
+    child.send_signal(signal.SIGKILL)  # nothing runs after: no finally, no atexit
+    child.wait()
+
+
+WRITING = """
+import sys, time
+from pathlib import Path
+from audiorepro.storage import atomic_write, output_folder
+out = Path(sys.argv[1])
+with output_folder(out / "run") as tmp:
+    (tmp / "model.safetensors").write_bytes(b"half")
+    def write(path):
+        path.write_text("half a table")
+        print("ready", flush=True)
+        time.sleep(60)
+    atomic_write(out / "seg.tsv", write)
+"""
+
+
+def test_what_a_killed_command_left_beside_its_out_goes_with_the_next_command(
+    audio, tmp_path, capsys
+):
+    """A command killed while writing leaves its temporary folder or file (nothing runs to
+    remove it); the next command writing the same ``--out`` removes it and says so. A copy of
+    a process still running, and a file of the user's of a like name, stay."""
+    child = started(WRITING, tmp_path)
+    left = sorted(p.name for p in tmp_path.glob(".*tmp*"))
+    killed(child)
+    assert len(left) == 2 and all(str(child.pid) in name for name in left), left
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        running = tmp_path / f".run.tmp-{live.pid}-0123abcd"
+        running.mkdir()
+        mine = tmp_path / ".run.tmp-notes"
+        mine.write_text("the user's")
+        code, out, err = run_cli(
+            capsys, "units", "train", "--audio", audio, *SMOKE, "--out", tmp_path / "run"
+        )
+        assert code == 0, err
+        removed = [name for name in left if name.startswith(".run.")]
+        assert f"{tmp_path / 'run'}: removed {removed[0]}, an unfinished output" in out
+        assert (tmp_path / "run" / "model.safetensors").read_bytes() != b"half"
+        assert running.is_dir() and mine.read_text() == "the user's"
+        assert not (tmp_path / removed[0]).exists()
+        code, out, err = run_cli(
+            capsys, "segments", "--audio", audio, "--out", tmp_path / "seg.tsv"
+        )
+        assert code == 0, err
+        assert "removed .seg.tsv." in out
+        assert sorted(p.name for p in tmp_path.glob(".*tmp*")) == sorted([mine.name, running.name])
+    finally:
+        live.kill()
+        live.wait()
+
+
+def test_a_link_to_a_folder_and_the_folder_are_one_out(tmp_path):
+    real = tmp_path / "runs" / "a"
+    real.mkdir(parents=True)
+    alias = tmp_path / "latest"
+    alias.symlink_to(real)
+    with output_lock(real, command="units train", folder=True):
+        with pytest.raises(OutputBusy, match=r"latest: another audiorepro command"):
+            with output_lock(alias, command="units train", folder=True):
+                pass
+        assert being_written(alias) == ""  # this process's own lock: not another command
+    with output_lock(alias, command="units train", folder=True):  # free again
+        pass
+
+
+HOLDING = """
+import sys, time
+from audiorepro.outputs import output_lock
+with output_lock(sys.argv[1], command="units train", folder=True):
+    print("ready", flush=True)
+    time.sleep(60)
+"""
+
+
+def test_a_run_that_another_command_is_writing_is_not_read(audio, tmp_path, capsys):
+    """``units train --force RUN`` replaces RUN's files one by one: ``units encode RUN`` in the
+    meantime would read one model's codebook with another's settings. It is refused, naming
+    the writer; once that writer is gone (here killed, its lock file left behind) it runs."""
+    run = tmp_path / "run"
+    code, _, err = run_cli(capsys, "units", "train", "--audio", audio, *SMOKE, "--out", run)
+    assert code == 0, err
+    child = started(HOLDING, run)
+    try:
+        assert f"pid {child.pid}" in being_written(run)
+        code, _, err = run_cli(
+            capsys, "units", "encode", run, "--audio", audio, "--out", tmp_path / "enc"
+        )
+        assert code == 1 and one_paragraph(err), err
+        assert err.startswith(
+            f"audiorepro: error: {run} (RUN): another audiorepro command is writing it now "
+            f"(`units train`, pid {child.pid}, since "
+        ), err
+        assert "wait for it to end, then run this command again" in err
+        assert not (tmp_path / "enc").exists()
+    finally:
+        killed(child)
+    assert (tmp_path / ".run.lock").exists()  # a killed writer's lock: no writer any more
+    assert being_written(run) == ""
+    code, _, err = run_cli(
+        capsys, "units", "encode", run, "--audio", audio, "--out", tmp_path / "enc"
+    )
+    assert code == 0, err
+    assert len(list((tmp_path / "enc").glob("*.txt"))) == 4
+
+
+def test_a_quoted_tilde_is_the_home_folder_not_a_folder_named_tilde(
+    audio, tmp_path, capsys, monkeypatch
+):
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    os.rename(audio, home / "audio")
+    code, _, err = run_cli(capsys, "segments", "--audio", "~/audio", "--out", "~/t/seg.tsv")
+    assert code == 0, err
+    assert (home / "t" / "seg.tsv").is_file()
+    assert list(work.iterdir()) == []  # no folder named "~"
+    code, _, err = run_cli(
+        capsys, "abx", "items", "--segments", "~/t/seg.tsv", "--out", Path("~") / "t" / "w.item"
+    )
+    assert code == 0, err
+    assert (home / "t" / "w.item").is_file() and list(work.iterdir()) == []
