@@ -10,6 +10,7 @@ from test_awe_data_training import _Scripted
 
 from audiorepro.experiments.awe.train import RatePath, learning_rate_path
 from audiorepro.training import TrainConfig, Trainer
+from audiorepro.training.callbacks import Callback
 from audiorepro.training.plateau import ReduceLROnPlateauWithReset
 from audiorepro.training.result import TrainResult
 
@@ -42,7 +43,7 @@ def test_epochs_after_the_best_leave_the_path_at_each_decay():
     assert learning_rate_path(result, events, 6, 0.1) == [1.0] * 6
 
 
-def _trainer(callbacks, epochs, eval_fn=None, rows=8):
+def _trainer(callbacks, epochs, eval_fn=None, rows=8, out_dir=None, every=0):
     torch.manual_seed(0)
     model = torch.nn.Linear(3, 1)
     x = torch.randn(rows, 3)
@@ -52,7 +53,9 @@ def _trainer(callbacks, epochs, eval_fn=None, rows=8):
         inputs, target = batch
         return ((model(inputs).squeeze(1) - target) ** 2).mean()
 
-    config = TrainConfig(num_epochs=epochs, batch_size=4, lr=1e-2, weight_decay=0.0, seed=0)
+    config = TrainConfig(
+        num_epochs=epochs, batch_size=4, lr=1e-2, weight_decay=0.0, seed=0, checkpoint_every=every
+    )
     return Trainer(
         model,
         loss_fn,
@@ -60,6 +63,7 @@ def _trainer(callbacks, epochs, eval_fn=None, rows=8):
         config,
         eval_fn=eval_fn,
         optimizer_factory=lambda m, c: torch.optim.Adam(m.parameters(), lr=c.lr),
+        out_dir=out_dir,
         callbacks=callbacks,
         progress="none",
     )
@@ -131,3 +135,29 @@ def test_table_steps_must_be_a_positive_whole_number():
     for bad in (2.5, True):
         with pytest.raises(ConfigError, match="table_steps"):
             load_config("embedded", {"table_steps": bad})
+
+
+class _CtrlC(Callback):
+    def __init__(self, at: int) -> None:
+        self.at = at
+
+    def on_step_end(self, trainer, step, logs):  # noqa: ANN001
+        if step == self.at:
+            raise KeyboardInterrupt
+
+
+def test_a_refit_resumed_after_an_interrupt_keeps_the_rates_of_its_path(tmp_path):
+    """The path's first rate is kept with the checkpoint: a refit interrupted after a decay
+    continues at the path's rates (not at a tenth of the decayed one), and ends where an
+    uninterrupted refit ends."""
+    path = [1.0, 1.0, 0.1, 0.1, 0.01]
+    whole = _trainer([RatePath(path)], len(path), rows=12)
+    done = whole.fit()
+    with pytest.raises(KeyboardInterrupt):  # in epoch 4 (steps 10-12), after epoch 3's decay
+        _trainer([RatePath(path), _CtrlC(11)], len(path), rows=12, out_dir=tmp_path, every=3).fit()
+    again = _trainer([RatePath(path)], len(path), rows=12, out_dir=tmp_path, every=3)
+    resumed = again.fit(resume=True)
+    assert resumed.steps == done.steps and resumed.lrs == pytest.approx(done.lrs)
+    assert done.lrs[9:] == pytest.approx([1e-3] * 3 + [1e-4] * 3)
+    for a, b in zip(whole.model.parameters(), again.model.parameters(), strict=True):
+        assert torch.equal(a, b)

@@ -182,6 +182,37 @@ def test_a_run_is_built_under_its_lock_and_the_lock_file_goes_with_it(tmp_path):
     assert sorted(os.listdir(run.path.parent)) == [run.key]
 
 
+def test_checkpoints_of_a_command_are_kept_on_an_error_and_shared_with_no_second_process(
+    tmp_path, capsys
+):
+    """``resumable``: the staging folder goes once the block ends well and stays when it
+    raises (the same command continues from it); while another process trains the same run,
+    a second gets no folder (it trains without checkpoints, saying so) and leaves the first
+    one's alone."""
+    import fcntl
+
+    store = RunStore("c", root=tmp_path)
+    run = store.run("train", {"a": 1})
+    with store.resumable(run) as staging:
+        (staging / "checkpoint").write_text("1")
+    assert not staging.exists()
+    with pytest.raises(KeyboardInterrupt), store.resumable(run) as staging:
+        (staging / "checkpoint").write_text("2")
+        raise KeyboardInterrupt
+    assert (staging / "checkpoint").read_text() == "2"
+    lock_file = run.path.parent / f".lock-{run.key}"
+    assert not lock_file.exists()
+    with store.resumable(run) as first:
+        assert (first / "checkpoint").read_text() == "2"  # found again
+        with open(lock_file, "a+b") as other, pytest.raises(BlockingIOError):
+            fcntl.flock(other.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)  # held
+        with store.resumable(run) as second:  # flock is per open file: as another process
+            assert second is None
+        assert "another process is training the same run now" in capsys.readouterr().err
+        assert (first / "checkpoint").is_file()
+    assert not first.exists() and not lock_file.exists()
+
+
 def test_an_error_in_a_temporary_output_names_the_output_given(tmp_path):
     """A refused write inside ``output_folder``'s or ``atomic_write``'s temporary folder or
     file (``.run.tmp-3703-fce211dc``, a name the user never gave) names the output instead."""

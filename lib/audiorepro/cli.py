@@ -968,6 +968,11 @@ def _run_printing_warnings(args: argparse.Namespace) -> None:
         _run(args)
 
 
+RESUMED = {("units", "train"): "every 100 steps", ("awe", "train"): "every epoch"}
+"""The commands that continue an interrupted run when given again, and how often they
+checkpoint."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; returns the exit status (0 done, 1 bad input, 2 bad command line).
 
@@ -980,13 +985,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         with contextlib.ExitStack() as args.held:  # the --out lock, freed when the command ends
             _run_printing_warnings(args)
     except KeyboardInterrupt:
-        resumed = (args.group, args.command) == ("units", "train")
+        every = RESUMED.get((args.group, args.command))
         print(
             "audiorepro: interrupted"
             + (
                 "; nothing was written to --out, and the same command again continues from "
-                "the last checkpoint (every 100 steps)"
-                if resumed
+                f"the last checkpoint ({every})"
+                if every
                 else ""
             ),
             file=sys.stderr,

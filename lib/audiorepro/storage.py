@@ -767,6 +767,39 @@ class RunStore:
         return path
 
     @contextmanager
+    def resumable(self, run: Run) -> Iterator[Path | None]:
+        """The :meth:`staging` folder of ``run``, held by this process for the block (its
+        lock, ``<kind>/.lock-<key>``, taken without waiting), for a command's checkpoints: the
+        same command after an interruption finds them there and continues. Removed when the
+        block ends without an error; kept when it raises (Ctrl-C included).
+
+        ``None`` when another process holds it (the same training running at once, into
+        another ``--out``): this one then trains without checkpoints, saying so on stderr,
+        and neither removes the other's folder under it."""
+        path = run.path.parent / f"{LOCK}{run.key}"
+        handle = None
+        if fcntl is not None:
+            with self.writable(run):
+                path.parent.mkdir(parents=True, exist_ok=True)
+                handle = take_lock(path, wait=False)
+            if handle is None:
+                print(
+                    f"another process is training the same run now (it holds {path}): this "
+                    "one keeps no checkpoints, so an interruption would start it again",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                yield None
+                return
+        try:
+            staging = self.staging(run)
+            yield staging
+            shutil.rmtree(staging, ignore_errors=True)
+        finally:
+            if handle is not None:
+                release_lock(path, handle)
+
+    @contextmanager
     def lock(self, run: Run) -> Iterator[None]:
         """Hold the exclusive lock of ``run`` (``<kind>/.lock-<key>``, :func:`take_lock`) for the
         block: another process building the same run waits here, saying so once, until this

@@ -52,6 +52,8 @@ from audiorepro.experiments.awe.train import (
     rates_in_words,
     refit,
     set_threads,
+    table_staging,
+    within,
 )
 from audiorepro.experiments.awe.views import embed_segments
 from audiorepro.metrics.average_precision import same_different_ap, same_different_chance
@@ -316,82 +318,94 @@ def train_on_segments(
         augmentation = f"training rows: {rows_kept}, no speed perturbation"
     config, budget = epoch_budget(config, overrides, len(data["train"].words))
     set_threads(config)
-    model, result, schedule, final = fit(config, data, progress)
-    best_dev = float(schedule.best) if schedule.best is not None else float("nan")
-    resolved = model_config(config, data)
-    out = Path(out)
-    final_model = MultiViewAWE(resolved)
-    final_model.load_state_dict(final)
-    kept = kept_epoch(result, schedule.history, config.select)
-    again, kept_model = again and dev is None, final_model if config.select == "final" else model
-    again_note, again_record = "", None
-    if again:
-        path = learning_rate_path(result, schedule.history, kept, config.train.lr_factor)
-        everything = train_rows + dev_rows
-        data_all = segments_data(
-            everything,
-            pronunciations,
-            phone_ids,
-            split="train",
-            feature_dim=config.model.feature_dim,
-            min_frames=config.min_frames,
-            norm=norm,
+    with table_staging(config, data) as staging:  # Ctrl-C, then the same command goes on
+        model, result, schedule, final = fit(
+            config, data, progress, within(staging, "development")
         )
-        if speeds:
-            data_all = with_speed_copies(
-                data_all, everything, speeds, config.model.feature_dim, norm
+        best_dev = float(schedule.best) if schedule.best is not None else float("nan")
+        resolved = model_config(config, data)
+        out = Path(out)
+        final_model = MultiViewAWE(resolved)
+        final_model.load_state_dict(final)
+        kept = kept_epoch(result, schedule.history, config.select)
+        again, kept_model = (
+            again and dev is None,
+            final_model if config.select == "final" else model,
+        )
+        again_note, again_record = "", None
+        if again:
+            path = learning_rate_path(result, schedule.history, kept, config.train.lr_factor)
+            everything = train_rows + dev_rows
+            data_all = segments_data(
+                everything,
+                pronunciations,
+                phone_ids,
+                split="train",
+                feature_dim=config.model.feature_dim,
+                min_frames=config.min_frames,
+                norm=norm,
             )
-        refitted = refit(config, {"train": data_all, "dev": data["dev"]}, path, progress)
-        weights = WEIGHT_FILES[config.select]
-        again_note = (
-            f"refit: the kept weights trained again with the {len(dev_rows)} development rows "
-            f"({len(data_all.words)} rows with their copies), from the same initial weights, "
-            f"for the {rates_in_words(path)} that made them; --no-refit: the development run's"
+            if speeds:
+                data_all = with_speed_copies(
+                    data_all, everything, speeds, config.model.feature_dim, norm
+                )
+            refitted = refit(
+                config,
+                {"train": data_all, "dev": data["dev"]},
+                path,
+                progress,
+                within(staging, "refit"),
+            )
+            weights = WEIGHT_FILES[config.select]
+            again_note = (
+                f"refit: the kept weights trained again with the {len(dev_rows)} development rows "
+                f"({len(data_all.words)} rows with their copies), from the same initial weights, "
+                f"for the {rates_in_words(path)} that made them; --no-refit: the development run's"
+            )
+            again_record = {"epochs": len(path), "rates": path, "rows": len(data_all.words)}
+            again_record["weights"] = weights
+        # after the refit: numba's DTW threads before it would change the refit's float rounding
+        versus, versus_record = beside_dtw(
+            kept_model, data["dev"], config.seed, config.eval_batch_size, refit=again
         )
-        again_record = {"epochs": len(path), "rates": path, "rows": len(data_all.words)}
-        again_record["weights"] = weights
-    # after the refit: numba's DTW threads before it would change the refit's float rounding
-    versus, versus_record = beside_dtw(
-        kept_model, data["dev"], config.seed, config.eval_batch_size, refit=again
-    )
-    result = numbered_from_one(result)
-    if again_record is not None:  # the refit model takes the place of the selected weights
-        if config.select == "final":
-            final_model = refitted
-        else:
-            model = refitted
-    with output_folder(out) as folder:  # whole or not at all: a full disk leaves no folder
-        save_model_weights(model, folder / WEIGHT_FILES["best"])
-        save_model_weights(final_model, folder / WEIGHT_FILES["final"])
-        write_json(
-            folder / RUN_FILE,
-            {
-                "kind": "awe",
-                "preset": preset,
-                "config": to_dict(config),
-                "model": to_dict(resolved),
-                "lexicon": str(lexicon),
-                "phones_to_ids": phone_ids,
-                "pronunciations": {w: list(p) for w, p in pronunciations.items()},
-                "best_dev": best_dev,
-                "kept_epoch": kept,
-                "left_out_short": left_out,
-                "first_short": first,
-                "development": dev_note,
-                "speeds": speeds,
-                "augmentation": augmentation,
-                "feature_norm": norm,
-                "normalisation": normalisation,
-                "budget": budget,
-                "refit": again_record,
-                "development_vs_dtw": versus_record,
-                "development_vs_dtw_note": versus,
-                "refit_note": again_note,
-                "history": result.to_dict(),
-                EPOCHS_FROM: 1,
-                "schedule": [list(h) for h in schedule.history],
-            },
-        )
+        result = numbered_from_one(result)
+        if again_record is not None:  # the refit model takes the place of the selected weights
+            if config.select == "final":
+                final_model = refitted
+            else:
+                model = refitted
+        with output_folder(out) as folder:  # whole or not at all: a full disk leaves no folder
+            save_model_weights(model, folder / WEIGHT_FILES["best"])
+            save_model_weights(final_model, folder / WEIGHT_FILES["final"])
+            write_json(
+                folder / RUN_FILE,
+                {
+                    "kind": "awe",
+                    "preset": preset,
+                    "config": to_dict(config),
+                    "model": to_dict(resolved),
+                    "lexicon": str(lexicon),
+                    "phones_to_ids": phone_ids,
+                    "pronunciations": {w: list(p) for w, p in pronunciations.items()},
+                    "best_dev": best_dev,
+                    "kept_epoch": kept,
+                    "left_out_short": left_out,
+                    "first_short": first,
+                    "development": dev_note,
+                    "speeds": speeds,
+                    "augmentation": augmentation,
+                    "feature_norm": norm,
+                    "normalisation": normalisation,
+                    "budget": budget,
+                    "refit": again_record,
+                    "development_vs_dtw": versus_record,
+                    "development_vs_dtw_note": versus,
+                    "refit_note": again_note,
+                    "history": result.to_dict(),
+                    EPOCHS_FROM: 1,
+                    "schedule": [list(h) for h in schedule.history],
+                },
+            )
     if config.select == "final":
         model = final_model
     return AWERun(

@@ -5,7 +5,8 @@ trained model is kept in the chapter's run store, keyed by what defines it."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -201,8 +202,15 @@ class RatePath(Callback):
         self.per_epoch = 1
 
     def on_fit_start(self, trainer: Trainer) -> None:
-        self.base = list(trainer.scheduler.base_lrs)
+        if not self.base:  # resumed: the first rates came with the checkpoint (state_dict)
+            self.base = list(trainer.scheduler.base_lrs)
         self.per_epoch = trainer.steps_per_epoch
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"base": list(self.base)}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.base = [float(b) for b in state["base"]]
 
     def on_step_end(self, trainer: Trainer, step: int, logs: dict[str, float]) -> str | None:
         epoch = step // self.per_epoch  # the next epoch, from 0
@@ -285,11 +293,18 @@ def _model_and_loss(
 
 
 def refit(
-    config: Config, data: Mapping[str, WordSegments], path: Sequence[float], progress: str
+    config: Config,
+    data: Mapping[str, WordSegments],
+    path: Sequence[float],
+    progress: str,
+    staging: Path | None = None,
+    callbacks: Sequence[Any] = (),
 ) -> MultiViewAWE:
     """A model trained from the seed's initial weights on ``data["train"]`` for ``len(path)``
     epochs at the rates of ``path`` (:func:`learning_rate_path`), without evaluation: the
-    training that made a development run's kept weights, again on more rows."""
+    training that made a development run's kept weights, again on more rows. With
+    ``staging``, checkpoint there after every epoch and continue from the newest checkpoint
+    found there."""
     if not path or path[0] != 1.0:
         raise ValueError(f"a learning-rate path starts at 1, got {list(path)[:3]}")
     model, loss_fn = _model_and_loss(config, data)
@@ -297,6 +312,9 @@ def refit(
     train_cfg = dataclasses.replace(
         config.train.trainer_config(config.seed), num_epochs=len(path), max_steps=None
     )
+    if staging is not None:
+        per_epoch = -(-len(dataset) // train_cfg.batch_size)
+        train_cfg = dataclasses.replace(train_cfg, checkpoint_every=per_epoch)
     trainer = Trainer(
         model,
         loss_fn,
@@ -304,11 +322,31 @@ def refit(
         train_cfg,
         collate_fn=collate_multiview,
         optimizer_factory=adam_factory,
-        callbacks=[RatePath(path)],
+        out_dir=staging,
+        callbacks=[RatePath(path), *callbacks],
         progress=progress,
     )
-    trainer.fit()
+    trainer.fit(resume=staging is not None)
     return trainer.unwrapped_model
+
+
+@contextmanager
+def table_staging(config: Config, data: Mapping[str, WordSegments]) -> Iterator[Path | None]:
+    """The folder where ``awe train`` checkpoints both its trainings (``development/``,
+    ``refit/``): in the chapter's run store (kind ``awe-train``), named by the configuration
+    and the rows' frames (:func:`run_config`), so that the same command after an interruption
+    (Ctrl-C, a killed job) continues from the newest checkpoint, and any other starts afresh.
+    Removed when the block ends without an error (``--out`` written), kept when it raises;
+    ``None`` while another process trains the same run
+    (:meth:`~audiorepro.storage.RunStore.resumable`)."""
+    store = RunStore(CHAPTER)
+    with store.resumable(store.run("awe-train", run_config(config, data))) as staging:
+        yield staging
+
+
+def within(staging: Path | None, name: str) -> Path | None:
+    """``staging / name``, or ``None`` without a staging folder."""
+    return None if staging is None else staging / name
 
 
 def fit(

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -233,18 +232,18 @@ def resumable(
     feats: Sequence[np.ndarray],
     speakers: Sequence[str],
     pairs: Sequence[tuple[int, int]] = (),
-) -> Iterator[Path]:
+) -> Iterator[Path | None]:
     """The folder where ``units train`` checkpoints (:func:`fit_vqvae`'s ``out_dir``): in the
     run store (kind ``units-train``), named by the configuration, the utterances' frames, their
     speakers and the pairs, so that the same command after an interruption (Ctrl-C, a killed
     job) continues from its newest checkpoint, and any other starts afresh. Removed when the
-    block ends without an error, kept when it raises."""
+    block ends without an error, kept when it raises; ``None`` while another process trains
+    the same run (:meth:`~audiorepro.storage.RunStore.resumable`)."""
     digest = hashlib.sha256()
     for x, speaker in zip(feats, speakers, strict=True):
         digest.update(f"{speaker}\t{x.shape}\n".encode())
         digest.update(np.ascontiguousarray(x, dtype=np.float32).tobytes())
     runs = store()
     key = {"config": to_dict(config), "frames": digest.hexdigest(), "pairs": [*map(list, pairs)]}
-    path = runs.staging(runs.run("units-train", key))
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
+    with runs.resumable(runs.run("units-train", key)) as path:
+        yield path
