@@ -8,9 +8,9 @@ import hashlib
 
 import pytest
 from test_cli_safety import run_cli
+from test_units_resume import Steps
 
 from audiorepro.experiments.awe import recordings
-from audiorepro.training.callbacks import Callback
 from conftest import espeak_word_files
 
 pytestmark = pytest.mark.filterwarnings("ignore::audiorepro.metrics.checks.ScoreWarning")
@@ -20,18 +20,6 @@ HEADER = "path\tword\tspeaker\tstart\tend\n"
 ARGS = ("--preset", "smoke", "--set", "train.num_epochs=4", "--set", "select=final",
         "--set", "train.patience=10",
         "--speeds", "1")  # fmt: skip
-
-
-class Steps(Callback):
-    """Records the steps a training runs; raises KeyboardInterrupt after ``stop`` (Ctrl-C)."""
-
-    def __init__(self, stop: int | None = None) -> None:
-        self.stop, self.seen = stop, []
-
-    def on_step_end(self, trainer, step, logs):  # noqa: ANN001
-        self.seen.append(step)
-        if step == self.stop:
-            raise KeyboardInterrupt
 
 
 FIT, REFIT = recordings.fit, recordings.refit

@@ -14,10 +14,8 @@ import os
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 import safetensors.torch
-import soundfile as sf
 import torch
 from safetensors import SafetensorError
 
@@ -236,16 +234,11 @@ def test_a_file_a_command_writes_keeps_the_earlier_one_on_a_full_disk(tmp_path):
 
 
 def test_units_train_on_a_full_disk_leaves_no_folder_and_says_so(tmp_path, monkeypatch, capsys):
+    from test_out_safety import noise_folder
+
     from audiorepro.cli import main
 
-    audio = tmp_path / "audio"
-    audio.mkdir()
-    rng = np.random.default_rng(0)
-    for speaker in ("ann", "bob"):
-        for k in range(2):
-            wav = 0.1 * rng.standard_normal(16000).astype(np.float32)
-            sf.write(audio / f"{speaker}_{k}.wav", wav, 16000, subtype="PCM_16")
-    monkeypatch.setenv("AUDIOREPRO_RUNS", str(tmp_path / "runs"))
+    audio = noise_folder(tmp_path, monkeypatch)  # the run store under tmp_path
     out = tmp_path / "results" / "u"  # its disk full; the run store's checkpoints elsewhere
     full_disk_after(monkeypatch, safetensors.torch, "save_file", 0, rust=True, under=out.parent)
     argv = ["units", "train", "--audio", str(audio), "--preset", "smoke", "--out", str(out)]

@@ -10,28 +10,16 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
-import soundfile as sf
 from test_cli_safety import one_paragraph, run_cli
+from test_out_safety import SMOKE, noise_folder
 
 from audiorepro.outputs import OutputBusy, being_written, output_lock
-
-SMOKE = ("--preset", "smoke", "--set", "train.max_steps=2", "--set", "train.segment_frames=32")
 
 
 @pytest.fixture
 def audio(tmp_path, monkeypatch):
-    """Two speakers, two noise files each (1 s, 16 kHz); the run store under ``tmp_path``."""
-    monkeypatch.setenv("AUDIOREPRO_RUNS", str(tmp_path / "runs"))
-    folder = tmp_path / "audio"
-    folder.mkdir()
-    rng = np.random.default_rng(0)
-    for speaker in ("ann", "bob"):
-        for k in range(2):
-            wav = 0.1 * rng.standard_normal(16000).astype(np.float32)
-            sf.write(folder / f"{speaker}_{k}.wav", wav, 16000, subtype="PCM_16")
-    return folder
+    return noise_folder(tmp_path, monkeypatch)
 
 
 def started(code: str, *args: object) -> subprocess.Popen:

@@ -36,6 +36,10 @@ SMOKE = ("--preset", "smoke", "--set", "train.max_steps=2", "--set", "train.segm
 
 @pytest.fixture
 def audio(tmp_path, monkeypatch):
+    return noise_folder(tmp_path, monkeypatch)
+
+
+def noise_folder(tmp_path, monkeypatch):
     """Two speakers, two noise files each (1 s, 16 kHz); the run store under ``tmp_path``."""
     monkeypatch.setenv("AUDIOREPRO_RUNS", str(tmp_path / "runs"))
     folder = tmp_path / "audio"
