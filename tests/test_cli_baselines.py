@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import soundfile as sf
 from test_cli import HEADER, WORDS, last_number, run_cli
 
 from audiorepro.data.recordings import WORD_RULE
@@ -192,6 +193,45 @@ def test_the_baseline_is_scored_on_the_rows_the_embeddings_hold(made, tmp_path, 
     code, out, err = run_cli(capsys, "awe", "ap", tmp_path / "swapped.npz")
     assert code == 0, err
     assert "no baseline: " in out and "its rows and labels do not match the lines of" in out
+
+
+def test_audio_changed_after_awe_embed_gives_no_baseline_and_a_cut_file_counts_its_rows(
+    made, tmp_path, capsys
+):
+    """The baseline reads the audio again: a file re-exported in place at the same length
+    after ``awe embed`` (the table unchanged) would set the old embeddings beside frames of
+    new audio. And an ``.npz`` cut down by hand counts the trained rows it holds."""
+    shutil.copytree(made / "audio", tmp_path / "audio")
+    shutil.copy(made / "seg.tsv", tmp_path / "seg.tsv")
+    npz = tmp_path / "e.npz"
+    code, _, err = run_cli(capsys, "awe", "embed", made / "a", "--segments",
+                           tmp_path / "seg.tsv", "--out", npz)  # fmt: skip
+    assert code == 0, err
+    code, out, err = run_cli(capsys, "awe", "ap", npz)
+    assert code == 0 and "MFCC + DTW" in out, err
+    ap = float(re.search(r"^embeddings\s+(\d\.\d{4})$", out, re.M).group(1))
+    first = sorted((tmp_path / "audio").glob("*.wav"))[0]
+    samples, rate = sf.read(first, dtype="int16")
+    sf.write(first, samples[::-1].copy(), rate, subtype="PCM_16")  # same length, new audio
+    code, out, err = run_cli(capsys, "awe", "ap", npz)
+    assert code == 0, err
+    assert out.splitlines()[1] == (
+        f"no baseline: 1 of the 18 audio files `awe embed` read changed since or are gone "
+        f"(first: {first.resolve()}): the baseline would read other audio than the embeddings "
+        "did; embed them again"
+    )
+    assert last_number(out) == ap and "MFCC + DTW" not in out
+
+    with np.load(made / "e.npz") as arrays:  # of the rows trained on, every second kept
+        kept = {k: arrays[k][::2] if arrays[k].ndim else arrays[k] for k in arrays}
+    assert int(kept["trained_rows"]) == 18 and kept["trained"].sum() == 9
+    np.savez(tmp_path / "half.npz", **kept)
+    code, _, err = run_cli(capsys, "awe", "ap", tmp_path / "half.npz")
+    assert code == 0 and "half.npz: 9 of the 9 rows are rows the run trained on" in err, err
+    del kept["trained"]  # written before the flags: its count, never more than it holds
+    np.savez(tmp_path / "old.npz", **kept)
+    code, _, err = run_cli(capsys, "awe", "ap", tmp_path / "old.npz")
+    assert code == 0 and "9 of the 9 rows are rows the run trained on" in err, err
 
 
 def test_a_folder_without_the_record_prints_its_score_and_why_no_baseline(made, tmp_path, capsys):

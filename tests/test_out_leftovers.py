@@ -160,3 +160,50 @@ def test_a_quoted_tilde_is_the_home_folder_not_a_folder_named_tilde(
     )
     assert code == 0, err
     assert (home / "t" / "w.item").is_file() and list(work.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("segments", "--audio", "{audio}", "--out", ""),
+        ("units", "encode", "{audio}", "--audio", "{audio}", "--out", " "),
+        ("awe", "embed", "run", "--segments", "", "--out", "e.npz"),
+        ("abx", "score", "", "units"),
+    ],
+    ids=["segments-out", "units-encode-out", "awe-embed-segments", "abx-score-item"],
+)
+def test_an_empty_path_is_a_usage_error_not_the_current_folder(
+    audio, tmp_path, capsys, monkeypatch, argv
+):
+    """``--out "$NOT_SET"`` is an empty string, which a path reads as ``.``: the command would
+    write into the current folder (beside, or with --force over, the user's files)."""
+    monkeypatch.chdir(tmp_path)
+    before = sorted(tmp_path.iterdir())
+    with pytest.raises(SystemExit) as stopped:
+        run_cli(capsys, *(a.format(audio=audio) for a in argv))
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err
+    assert "empty (an unset shell variable?); give a path" in err, err
+    assert sorted(tmp_path.iterdir()) == before
+
+
+@pytest.mark.parametrize("text", ["my own notes\n", '{"command": "mine"}\n'])
+def test_a_command_json_of_the_users_is_named_among_what_force_replaces(
+    audio, tmp_path, capsys, text
+):
+    """A ``command.json`` that audiorepro did not write (notes, another tool's JSON) is one of
+    the user's files: the refusal says so and names it among what --force would replace."""
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "command.json").write_text(text)
+    code, _, err = run_cli(capsys, "segments", "--audio", audio, "--out", tmp_path / "t.tsv")
+    assert code == 0, err
+    argv = ("abx", "items", "--segments", tmp_path / "t.tsv", "--out", out / "w.item")
+    code, _, err = run_cli(capsys, *argv)
+    assert code == 0, err  # a file beside it: nothing replaced
+    code, _, err = run_cli(capsys, "units", "train", "--audio", audio, *SMOKE, "--out", out)
+    assert code == 1 and one_paragraph(err), err
+    assert "(its command.json was not written by audiorepro)" in err
+    assert "--force would replace command.json" in err
+    assert "holds the output of `mine`" not in err
+    assert (out / "command.json").read_text() == text

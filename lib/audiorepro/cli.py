@@ -980,7 +980,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     field and what to do (``AUDIOREPRO_DEBUG=1`` shows the traceback instead)."""
     import contextlib
 
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    for name, option in PATHS.items():
+        value = getattr(args, name, None)
+        if isinstance(value, str) and not value.strip():
+            parser.error(f"{option} {value!r}: empty (an unset shell variable?); give a path")
     try:
         with contextlib.ExitStack() as args.held:  # the --out lock, freed when the command ends
             _run_printing_warnings(args)

@@ -268,17 +268,16 @@ def output_target(
     if not path.is_dir() or not any(path.iterdir()):
         return OutputPlan(path, request=request, given=given)
     record_path = path / OUTPUT_RECORD
-    record: Mapping[str, Any] | None = None
-    if record_path.is_file():
-        try:
-            record = read_json(record_path)
-        except Exception:  # noqa: BLE001 - an unreadable record is no record
-            record = None
+    record = read_output_record(path)
     previous = []
-    if isinstance(record, Mapping) and record.get("command") == command:
+    if record is not None and record.get("command") == command:
         previous = [path / name for name in record.get("outputs", []) if isinstance(name, str)]
-    # the record itself is written again after the command succeeded: not named
-    replaced = sorted({p for p in [*previous, *(path / name for name in writes)] if p.is_file()})
+    # the record itself is written again after the command succeeded: named only when it is
+    # a file of the user's (or another tool's) of that name, which --force replaces too
+    foreign = [record_path] if record is None and record_path.exists() else []
+    replaced = sorted(
+        {p for p in [*previous, *(path / name for name in writes), *foreign] if p.is_file()}
+    )
     if (
         previous
         and request is not None
@@ -294,7 +293,7 @@ def output_target(
                 f"holds the output of an earlier `{command}` with other inputs or settings "
                 f"({'; '.join(_differences(record.get('request', {}), plain_values(request or {})))})"
             )
-        elif isinstance(record, Mapping) and record.get("command"):
+        elif record is not None:
             why = f"holds the output of `{record.get('command')}`"
         else:
             entries = f"{len(held)} entr{'ies' if len(held) > 1 else 'y'}"
@@ -302,6 +301,8 @@ def output_target(
                 f"holds {entries} ({_names(held, path)}) and no {OUTPUT_RECORD} of `{command}` "
                 "to compare inputs and settings with"
             )
+            if foreign:
+                why += f" (its {OUTPUT_RECORD} was not written by audiorepro)"
         would = "--force would write beside them"
         if replaced:
             would = f"--force would replace {_names(replaced, path)}"
@@ -354,7 +355,23 @@ def read_output_record(folder: str | os.PathLike[str]) -> dict[str, Any] | None:
         record = read_json(path)
     except Exception:  # noqa: BLE001 - an unreadable record is no record
         return None
-    return dict(record) if isinstance(record, Mapping) and record.get("command") else None
+    return dict(record) if _written_by_audiorepro(record) else None
+
+
+def _written_by_audiorepro(record: Any) -> bool:
+    """Whether a parsed :data:`OUTPUT_RECORD` is one :func:`record_output` wrote (a command of
+    this tool, the request and the outputs), not a user's file of that name."""
+    return (
+        isinstance(record, Mapping)
+        and isinstance(record.get("command"), str)
+        and record["command"].split(" ")[0] in COMMAND_GROUPS
+        and isinstance(record.get("request"), Mapping)
+        and isinstance(record.get("outputs"), list)
+    )
+
+
+COMMAND_GROUPS = ("units", "awe", "abx", "segments")
+"""The first word of every ``audiorepro`` command a record names."""
 
 
 def stale_inputs(record: Mapping[str, Any]) -> list[str]:

@@ -25,7 +25,6 @@ from audiorepro.data.recordings import (
     one_word_speakers,
     read_lexicon,
     read_segments,
-    word_label,
 )
 from audiorepro.experiments.awe.config import MIN_FRAMES, Config, load_config
 from audiorepro.experiments.awe.data import model_config
@@ -33,6 +32,13 @@ from audiorepro.experiments.awe.development import (
     beside_dtw,
     development_split,
     refuse_shared_rows,
+)
+from audiorepro.experiments.awe.embeddings_file import (  # noqa: F401 - awe ap's reading
+    EMBEDDED,
+    audio_identity,
+    embedded_norm,
+    embedded_rows,
+    embeddings_ap,
 )
 from audiorepro.experiments.awe.evaluate import dtw_ap
 from audiorepro.experiments.awe.frames import (
@@ -56,13 +62,12 @@ from audiorepro.experiments.awe.train import (
     within,
 )
 from audiorepro.experiments.awe.views import embed_segments
-from audiorepro.metrics.average_precision import same_different_ap, same_different_chance
-from audiorepro.metrics.checks import ScoreError, check_no_repeats, check_speakers, naming, weak
+from audiorepro.metrics.average_precision import same_different_chance
+from audiorepro.metrics.checks import ScoreError, check_speakers, naming
 from audiorepro.models.awe import AWEModelConfig, MultiViewAWE
 from audiorepro.storage import (
     known_file_sha256,
     load_model_weights,
-    load_npz,
     output_folder,
     read_run_info,
     save_model_weights,
@@ -477,7 +482,8 @@ def embed_table(
         dropped={},
     )
     tables, heard = trained_rows(run)
-    seen = sum((r.path.resolve(), r.start, r.end) in heard for r in rows)
+    trained = np.asarray([(r.path.resolve(), r.start, r.end) in heard for r in rows])
+    seen = int(trained.sum())
     if seen:
         warnings.warn(
             f"{segments}: {seen} of the {len(rows)} rows are rows of {' and '.join(tables)}, "
@@ -491,6 +497,7 @@ def embed_table(
     emb = embed_segments(model, view, config.eval_batch_size)
     return {
         "trained_rows": np.asarray(seen, dtype=np.int64),
+        "trained": trained.astype(bool).reshape(len(rows)),
         "embeddings": emb,
         "labels": np.asarray([r.word for r in rows]),
         "speakers": np.asarray([r.speaker for r in rows]),
@@ -499,6 +506,7 @@ def embed_table(
         "rows": np.asarray([r.line for r in rows], dtype=np.int64),
         "feature_norm": np.asarray(norm),
         "left_out": np.asarray(left_out),
+        **audio_identity(rows),
     }
 
 
@@ -522,107 +530,6 @@ def trained_rows(run: str | os.PathLike[str]) -> tuple[list[str], set[tuple[Path
         tables.append(str(table))
         rows |= {(r.path.resolve(), r.start, r.end) for r in found}
     return tables, rows
-
-
-EMBEDDED = ("segments", "segments_sha256", "rows")
-"""The arrays of an ``awe embed`` .npz that say what it embedded: the segments table (resolved
-path), its SHA-256 then, and the table line of each embedding's row, in order."""
-
-
-def _embeddings(path: str | os.PathLike[str]) -> tuple[dict[str, np.ndarray], np.ndarray]:
-    """``(arrays, labels)`` of an embeddings ``.npz``: labels as words are compared
-    (:data:`~audiorepro.data.recordings.WORD_RULE`); a missing file or array, or a table row
-    embedded twice (:func:`~audiorepro.metrics.checks.check_no_repeats` of ``rows``), is an
-    error naming the file."""
-    path = Path(path)
-    if path.is_dir():
-        raise IsADirectoryError(f"{path}: a folder; give the .npz file `awe embed` wrote")
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such embeddings file")
-    # a .npy, a truncated or a corrupt archive: an ArrayFileError naming the file
-    archive = load_npz(path, expected="the .npz of `awe embed` (embeddings, labels)")
-    for name in ("embeddings", "labels"):
-        if name not in archive:
-            raise KeyError(f"{path}: no array {name!r} (has {', '.join(archive)})")
-    if "rows" in archive:
-        table = f" (lines of {archive['segments']})" if "segments" in archive else ""
-        with naming(path):
-            check_no_repeats(np.asarray(archive["rows"]).reshape(-1), f"rows{table}", "line")
-    labels = archive["labels"]
-    if labels.dtype.kind == "U":  # words as training and tables compare them (WORD_RULE)
-        labels = np.asarray([word_label(str(w)) for w in labels])
-        empty = np.flatnonzero(labels.reshape(-1) == "")
-        if len(empty):  # a segments table refuses an empty word: so does its .npz
-            raise ValueError(
-                f"{path}: labels: row {int(empty[0]) + 1} is empty ({len(empty)} of the "
-                f"{labels.size} rows): every row needs its word; empty labels would be scored "
-                "as one word"
-            )
-    return dict(archive), labels
-
-
-def embedded_norm(path: str | os.PathLike[str]) -> str:
-    """The features' normalisation of the run that wrote an ``awe embed`` .npz (``file`` for
-    one from before it was recorded): the MFCC + DTW baseline reads the same frames."""
-    archive, _ = _embeddings(path)
-    return str(archive["feature_norm"]) if "feature_norm" in archive else "file"
-
-
-def embeddings_ap(path: str | os.PathLike[str]) -> float:
-    """Same-different AP (cosine) of an ``.npz`` with ``embeddings`` (N, D) and ``labels`` (N,)
-    arrays, as :func:`embed_table` writes; a missing file or array, a repeated row, or arrays
-    the AP cannot score (a row of NaN or of zeros, shapes that disagree) are errors naming
-    it."""
-    archive, labels = _embeddings(path)
-    with naming(path):  # errors and warnings of the score name the file
-        speakers = np.asarray(archive["speakers"]) if "speakers" in archive else None
-        rows = len(np.asarray(archive["embeddings"]))
-        if speakers is not None and speakers.shape != (rows,):
-            raise ValueError(
-                f"{path}: speakers: shape {speakers.shape} for {rows} embeddings (one "
-                "speaker a row)"
-            )
-        check_speakers(archive["speakers"] if "speakers" in archive else None, "speakers")
-        seen = int(archive["trained_rows"]) if "trained_rows" in archive else 0
-        if seen:
-            weak(
-                f"{seen} of the {len(labels)} rows are rows the run trained on (or chose its "
-                "epoch on): the AP tells how well it fits tokens it has heard, not how it "
-                "embeds new recordings"
-            )
-        try:
-            return float(same_different_ap(archive["embeddings"], labels))
-        except ScoreError:
-            raise  # named by naming()
-        except ValueError as err:  # the arrays' checks name the array, not the file
-            raise ValueError(f"{path}: {err}") from None
-
-
-def embedded_rows(path: str | os.PathLike[str]) -> tuple[list[Segment] | None, str]:
-    """``(rows, "")``: the segments-table rows an ``awe embed`` .npz embedded, one per
-    embedding in its order; or ``(None, why)`` when they cannot be known (an .npz made by
-    hand, a table that is gone or changed since, rows that no longer match the labels)."""
-    archive, labels = _embeddings(path)
-    missing = [name for name in EMBEDDED if name not in archive]
-    if missing:
-        return None, (
-            f"{path} does not say which segments it embeds (no {', '.join(missing)}: not "
-            "written by `audiorepro awe embed`, or by one from before it recorded them)"
-        )
-    table = Path(str(archive["segments"]))
-    if not table.is_file():
-        return None, f"{table}, the segments table `awe embed` read, is gone"
-    if known_file_sha256(table) != str(archive["segments_sha256"]):
-        return None, f"{table} changed since `awe embed` read it: embed it again"
-    try:
-        by_line = {r.line: r for r in read_segments(table)}
-    except RecordingsError as err:  # its audio moved or changed length
-        return None, f"the segments `awe embed` read cannot be read again: {err}"
-    lines = archive["rows"].tolist()
-    rows = [by_line.get(line) for line in lines]
-    if None in rows or len(rows) != len(labels) or [r.word for r in rows] != labels.tolist():
-        return None, f"{path}: its rows and labels do not match the lines of {table}"
-    return rows, ""
 
 
 def rows_dtw_ap(
