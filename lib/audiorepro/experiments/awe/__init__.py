@@ -5,7 +5,8 @@ The files, each importing only those before it: ``config`` (the preset), ``data`
 segments), ``views`` (f(x) and g(c), and their two APs), ``train`` (one run, kept in the run
 store), ``evaluate`` (chance, sign, geometry, anchors, pronunciation, MFCC + DTW), ``plan``
 (the sweeps, trained ahead), ``figures``, ``findings`` (the paper vs ours), ``development``
-(the rows ``awe train`` holds out), ``recordings`` and ``real_speech`` (the commands' path on
+(the rows ``awe train`` holds out), ``embeddings_file`` (an ``awe embed`` ``.npz`` read
+back), ``recordings`` and ``real_speech`` (the commands' path on
 the Italian number words the book ships). This module hands on the names the book's pages use.
 """
 
@@ -64,6 +65,7 @@ FILES = (
     "findings",
     "frames",
     "development",
+    "embeddings_file",
     "recordings",
     "real_speech",
 )
