@@ -374,3 +374,56 @@ def test_a_handful_of_positive_pairs_warns():
         cross_view_ap(x, [0, 0, 1, 2], np.eye(4)[:1], [0])
     with pytest.warns(ScoreWarning, match=r"positive: the AP rests on 1 positive pair\(s\)"):
         pairs_average_precision([0.1, 0.2], [True, False])
+
+
+def test_the_random_ranking_level_is_the_best_of_random_orders_of_the_pairs():
+    """The AP a random ranking reaches: each draw's AP equals the library's AP of pairs with
+    the positives at those ranks; the level lies in the top few per cent of the exact
+    distribution (all C(20, 4) placements); a set of all positives is at 1 whatever the
+    order; one positive in two pairs is first half the time (1 is reached)."""
+    import itertools
+
+    from audiorepro.metrics.average_precision import random_ranking_ap
+
+    rng = np.random.default_rng(3)
+    for _ in range(5):  # the formula of a draw: AP with the positives at ranks r_k
+        ranks = np.sort(rng.choice(20, size=4, replace=False)) + 1
+        positive = np.zeros(20, dtype=bool)
+        positive[ranks - 1] = True
+        formula = np.mean(np.arange(1, 5) / ranks)
+        assert pairs_average_precision(np.arange(20.0), positive) == pytest.approx(formula)
+    exact = sorted(
+        np.mean(np.arange(1, 5) / (np.asarray(c) + 1))
+        for c in itertools.combinations(range(20), 4)
+    )
+    level = random_ranking_ap(20, 4)
+    assert exact[int(0.95 * len(exact))] <= level <= exact[-1]
+    assert level == random_ranking_ap(20, 4)  # seeded
+    assert random_ranking_ap(7, 7) == 1.0 and random_ranking_ap(2, 1) == 1.0
+    assert np.mean(exact) < level  # the mean of a random ranking is far below its best
+    with pytest.raises(ValueError, match="positives must be within 1..num_pairs, got 0 of 5"):
+        random_ranking_ap(5, 0)
+
+
+def test_the_ap_verdict_says_which_numbers_are_at_chance():
+    from audiorepro.experiments.awe.evaluate import ap_verdict
+    from audiorepro.metrics.average_precision import random_ranking_ap
+
+    level = random_ranking_ap(190, 10)  # 10 same-word pairs among 190: about 0.3
+    assert 0.15 < level < 0.5
+    both = ap_verdict(0.0589, 0.0462, 190, 10)
+    assert both == (
+        "neither the embeddings nor MFCC + DTW is above chance (AP 0.059 vs 0.046; a random "
+        f"ranking of these 190 pairs, 10 of them same-word pairs, reached {level:.3f} in one "
+        "of 100 tries): these pairs cannot tell them apart"
+    )
+    assert ap_verdict(0.2, 0.9, 190, 10).startswith(
+        "the embeddings do not beat MFCC + DTW (AP 0.200 vs 0.900); the embeddings are at chance"
+    )
+    assert ap_verdict(0.9, 0.2, 190, 10).startswith(
+        "the embeddings beat MFCC + DTW (AP 0.900 vs 0.200); MFCC + DTW is at chance here"
+    )
+    assert ap_verdict(0.9, 0.8, 190, 10) == "the embeddings beat MFCC + DTW (AP 0.900 vs 0.800)"
+    assert ap_verdict(0.8, 0.8, 190, 10) == (
+        "the embeddings do not beat MFCC + DTW (AP 0.8000 vs 0.8000)"
+    )

@@ -961,3 +961,20 @@ def test_a_step_budget_below_one_and_a_bad_value_set_twice_are_named(corpus, tmp
         )  # fmt: skip
         assert code == 1 and "--set train.max_steps=abc: " in err  # the one at fault
     assert not (tmp_path / "r").exists()
+
+
+def test_output_piped_into_a_reader_that_stops_is_no_error(corpus, tmp_path):
+    """``audiorepro awe dtw ... | head -1``: the reader has what it wanted and closes the pipe;
+    the command ends quietly with the status a shell gives a process ended by SIGPIPE (141),
+    as cat and grep do, not with an error to report (exit 1 before)."""
+    import shlex
+
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    command = shlex.join([sys.executable, "-m", "audiorepro", "awe", "dtw", "--segments",
+                          str(corpus / "seg.tsv")])  # fmt: skip
+    done = subprocess.run(
+        ["bash", "-c", f"{command} | head -c 0; echo status ${{PIPESTATUS[0]}}"],
+        capture_output=True, text=True, env=env, timeout=subprocess_timeout(120),
+    )  # fmt: skip
+    assert done.stdout == "status 141\n", (done.stdout, done.stderr)
+    assert "error" not in done.stderr and "Broken pipe" not in done.stderr, done.stderr

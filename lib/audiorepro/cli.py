@@ -968,6 +968,23 @@ def _run_printing_warnings(args: argparse.Namespace) -> None:
         _run(args)
 
 
+SIGPIPE_STATUS = 141
+"""The exit status of a command whose output was piped into a reader that stopped reading
+(``| head``): a shell's for a process ended by SIGPIPE (128 + 13), as ``cat`` or ``grep``
+give; the work itself was done (``units encode`` wrote its folder)."""
+
+
+def _reader_gone() -> int:
+    """No error message: the rest of the output goes nowhere, quietly, at exit too (Python
+    flushes standard output when it exits, which would raise again)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # no real file under sys.stdout (a test's capture)
+        pass
+    return SIGPIPE_STATUS
+
+
 RESUMED = {("units", "train"): "every 100 steps", ("awe", "train"): "every epoch"}
 """The commands that continue an interrupted run when given again, and how often they
 checkpoint."""
@@ -989,6 +1006,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with contextlib.ExitStack() as args.held:  # the --out lock, freed when the command ends
             _run_printing_warnings(args)
+            sys.stdout.flush()  # a reader gone (`| head`) is found here, not at exit
     except KeyboardInterrupt:
         every = RESUMED.get((args.group, args.command))
         print(
@@ -1002,6 +1020,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 130
+    except BrokenPipeError:  # `| head`: the reader has what it wanted and went away
+        return _reader_gone()
     except Exception as err:  # noqa: BLE001 - the top-level guard: one paragraph, no traceback
         if os.environ.get(DEBUG):
             raise

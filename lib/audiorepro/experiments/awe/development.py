@@ -6,6 +6,7 @@ MFCC + DTW on them (:func:`beside_dtw`)."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -13,7 +14,7 @@ import numpy as np
 
 from audiorepro.data.awe import WordSegments
 from audiorepro.data.recordings import RecordingsError, Segment
-from audiorepro.experiments.awe.evaluate import acoustic_ap_on, dtw_baseline
+from audiorepro.experiments.awe.evaluate import acoustic_ap_on, ap_verdict, dtw_baseline
 from audiorepro.metrics.checks import ScoreError
 from audiorepro.models.awe import MultiViewAWE
 
@@ -183,11 +184,13 @@ def beside_dtw(
     ap = acoustic_ap_on(model, dev, base["indices"], batch_size)
     subset = f", a subset of {len(dev)}" if len(words) < len(dev) else ""
     when = "before the refit, " if refit else ""
-    beat = "beat" if ap > base["ap"] else "do not beat"
+    positives = sum(c * (c - 1) // 2 for c in Counter(words).values())
+    chance = positives / base["num_pairs"]
     line = (
-        f"development rows: same-different AP {ap:.4f}, MFCC + DTW {base['ap']:.4f} on the "
-        f"same {base['num_pairs']} pairs ({len(words)} rows{subset}; {when}the epoch chosen on "
-        f"them): the embeddings {beat} MFCC + DTW there"
+        f"development rows: same-different AP {ap:.4f}, MFCC + DTW {base['ap']:.4f}, chance "
+        f"{chance:.4f} on the same {base['num_pairs']} pairs ({len(words)} rows{subset}; "
+        f"{when}the epoch chosen on them): "
+        + ap_verdict(ap, base["ap"], base["num_pairs"], positives)
     )
     record = {"ap": ap, "dtw_ap": base["ap"], "rows": len(words), "pairs": base["num_pairs"]}
     return line, record

@@ -17,10 +17,12 @@ from audiorepro.experiments.awe.data import corpus_root
 from audiorepro.experiments.awe.views import embed_segments, embed_words
 from audiorepro.metrics.abx import edit_distance
 from audiorepro.metrics.average_precision import (
+    RANDOM_RANKINGS,
     cross_view_ap,
     cross_view_chance,
     cross_view_positive_cosines,
     pairs_average_precision,
+    random_ranking_ap,
     same_different_ap,
     same_different_chance,
 )
@@ -248,10 +250,35 @@ def _pair(a: float, b: float) -> str:
     return f"{a:.{digits}f} vs {b:.{digits}f}"
 
 
+def ap_verdict(ap: float, dtw: float, num_pairs: int, positives: int) -> str:
+    """One plain sentence: whether the embeddings' AP ``ap`` beats MFCC + DTW's ``dtw`` on the
+    same ``num_pairs`` pairs (a higher AP is better; equal is not beating it), and which of the
+    two a random ranking of these pairs could have reached
+    (:func:`~audiorepro.metrics.average_precision.random_ranking_ap`): a difference between two
+    numbers at chance says nothing."""
+    level = random_ranking_ap(num_pairs, positives) if positives else 1.0
+    random = (
+        f"a random ranking of these {num_pairs} pairs, {positives} of them same-word pairs, "
+        f"reached {level:.3f} in one of {RANDOM_RANKINGS} tries"
+    )
+    if ap <= level and dtw <= level:
+        return (
+            f"neither the embeddings nor MFCC + DTW is above chance (AP {_pair(ap, dtw)}; "
+            f"{random}): these pairs cannot tell them apart"
+        )
+    beat = "beat" if ap > dtw else "do not beat"
+    said = f"the embeddings {beat} MFCC + DTW (AP {_pair(ap, dtw)})"
+    if ap <= level:
+        return f"{said}; the embeddings are at chance ({random})"
+    if dtw <= level:
+        return f"{said}; MFCC + DTW is at chance here ({random})"
+    return said
+
+
 def ap_table(ap: float, baseline: Mapping[str, Any]) -> list[str]:
     """The lines ``awe ap`` prints: the embeddings' AP beside the MFCC + DTW baseline on the
-    same pairs and the chance level, then one plain sentence whether the embeddings beat it (a
-    higher AP is better; equal is not beating it)."""
+    same pairs and the chance level, then one plain sentence whether the embeddings beat it
+    (:func:`ap_verdict`)."""
     rows = [
         ("embeddings", ap),
         ("MFCC + DTW (the same pairs)", baseline["ap"]),
@@ -263,6 +290,6 @@ def ap_table(ap: float, baseline: Mapping[str, Any]) -> list[str]:
         f"{'what':<{width}}      AP",
     ]
     lines += [f"{name:<{width}}  {value:.4f}" for name, value in rows]
-    beat = "beat" if ap > baseline["ap"] else "do not beat"
-    lines.append(f"the embeddings {beat} MFCC + DTW (AP {_pair(ap, baseline['ap'])})")
+    positives = round(baseline["chance"] * baseline["num_pairs"])
+    lines.append(ap_verdict(ap, baseline["ap"], baseline["num_pairs"], positives))
     return lines
