@@ -1003,6 +1003,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         value = getattr(args, name, None)
         if isinstance(value, str) and not value.strip():
             parser.error(f"{option} {value!r}: empty (an unset shell variable?); give a path")
+    if getattr(args, "out", None) == "-":
+        parser.error(
+            "--out -: the commands write files, not standard output: give a file or folder "
+            "name (./- if a file named '-' is meant)"
+        )
     try:
         with contextlib.ExitStack() as args.held:  # the --out lock, freed when the command ends
             _run_printing_warnings(args)
