@@ -526,3 +526,56 @@ def test_weak_scores_warn(tmp_path):
     with pytest.warns(ScoreWarning, match=r"bad.item: the within-speaker ABX rests on 8 "
                       r"triplet\(s\)"):  # fmt: skip
         abx_error(feats, _write(tmp_path, text), mode="within")
+
+
+def brute_force_used(items, mode):
+    """The indices of the items that are the A, B or X of some triplet, one by one."""
+    used = set()
+    for (ia, a), (ib, b), (ix, x) in itertools.product(enumerate(items), repeat=3):
+        if b.phone == a.phone or b.speaker != a.speaker or x.phone != a.phone:
+            continue
+        if not a.context == b.context == x.context:
+            continue
+        if mode == "across" and x.speaker == a.speaker:
+            continue
+        if mode == "within" and (x.speaker != a.speaker or ix == ia):
+            continue
+        used |= {ia, ib, ix}
+    return used
+
+
+@pytest.mark.parametrize("mode", ["across", "within"])
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_the_items_in_no_triplet_are_counted_and_their_speakers_named(tmp_path, mode, seed):
+    """A speaker who shares no word with the others takes part in no across triplet: its items
+    leave the score as it was. The items counted as used are those brute force finds in some
+    triplet, per speaker."""
+    from audiorepro.metrics.abx import triplet_coverage
+
+    items, _ = random_corpus(seed)
+    items += [AbxItem(f"dd_{k}", 0.0, 1.0, f"w{k}", "a", "b", "dd") for k in range(3)]
+    path = write_item_file(tmp_path / "t.item", items)
+    found = triplet_coverage(path, mode)
+    used = brute_force_used(items, mode)
+    assert found.used == len(used) and found.items == len(items)
+    out = {}
+    for k, it in enumerate(items):
+        if k not in used:
+            out[it.speaker] = out.get(it.speaker, 0) + 1
+    totals = {s: sum(it.speaker == s for it in items) for s in out}
+    assert found.left_out == {s: (n, totals[s]) for s, n in out.items()}
+    assert found.left_out["dd"] == (3, 3)
+    line = found.line()
+    assert line.startswith(f"scored {len(used)} of the {len(items)} items: ")
+    assert f"take part in no {mode}-speaker triplet" in line and "dd (3 of 3)" in line
+    assert "dd shares no triplet at all" in line
+
+
+def test_an_item_file_whose_every_item_is_in_a_triplet_says_nothing(tmp_path):
+    from audiorepro.metrics.abx import triplet_coverage
+
+    items = [
+        AbxItem(f"{s}_{w}", 0.0, 1.0, w, "a", "b", s) for s in ("S1", "S2") for w in ("p", "q")
+    ]
+    found = triplet_coverage(write_item_file(tmp_path / "t.item", items), "across")
+    assert (found.used, found.items, found.left_out, found.line()) == (4, 4, {}, "")

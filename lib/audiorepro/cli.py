@@ -648,6 +648,10 @@ def _abx_score(args: argparse.Namespace) -> None:
         frame_shift=args.frame_shift,
         baselines=not args.no_baseline,
     )
+    from audiorepro.metrics.abx import triplet_coverage
+
+    if left := triplet_coverage(args.item_file, args.mode).line():
+        print(left)
     if scored.encoding is None:
         if scored.why:
             print(f"no baseline: {scored.why}")

@@ -900,6 +900,74 @@ def _check_arguments(distance: str, modes: Sequence[str], frame_shift: float | N
         raise ValueError(f"frame_shift must be > 0 seconds or None, got {frame_shift!r}")
 
 
+@dataclass(frozen=True)
+class Coverage:
+    """Which items of an item file take part in some ABX triplet of a mode
+    (:func:`triplet_coverage`): an item that is no triplet's A, B or X counts for nothing."""
+
+    used: int
+    items: int
+    left_out: dict[str, tuple[int, int]]
+    """``{speaker: (items left out, items)}`` of the speakers with an item in no triplet."""
+    mode: str
+
+    def line(self) -> str:
+        """``""`` when every item takes part; else one line naming who does not and why."""
+        if self.used == self.items:
+            return ""
+        whole = [s for s, (out, n) in self.left_out.items() if out == n]
+        parts = [f"{s} ({out} of {n})" for s, (out, n) in sorted(self.left_out.items())[:_LISTED]]
+        more = len(self.left_out) - _LISTED
+        listed = ", ".join(parts) + (f" and {more} more" if more > 0 else "")
+        why = (
+            "a label said by another speaker, and another label said by its own speaker, in "
+            "its context"
+            if self.mode == "across"
+            else "another item of its label and one of another label by its own speaker, in "
+            "its context"
+        )
+        alone = (
+            f"; {', '.join(whole[:_LISTED])} share{'s' if len(whole) == 1 else ''} no "
+            "triplet at all"
+            if whole
+            else ""
+        )
+        return (
+            f"scored {self.used} of the {self.items} items: {self.items - self.used} take part "
+            f"in no {self.mode}-speaker triplet and count for nothing (speaker, items left "
+            f"out: {listed}){alone}; an item needs {why}"
+        )
+
+
+_LISTED = 5
+
+
+def triplet_coverage(item_file: str | os.PathLike[str], mode: str = "across") -> Coverage:
+    """How many items of ``item_file`` take part in a triplet of ``mode`` (as A, B or X), and
+    the speakers of those that do not: a speaker who shares no word with the others, or a
+    word said by one speaker only, is left out of an ``across`` score without changing it, so
+    a score of 36 items may be that of 30. Reads the items only (no features)."""
+    items = read_item_file(Path(item_file))
+    if not items:
+        raise ZeroSpeechFormatError(Path(item_file), None, "the item file has no items")
+    lay = _layout(items)
+    cells = _cells(
+        lay.g_start, lay.g_end, lay.g_ctx, lay.g_spk, lay.g_phone, lay.ctx_start, mode == "within"
+    )
+    used_groups = np.zeros(len(lay.g_start), dtype=bool)
+    if len(cells):
+        used_groups[np.unique(np.asarray(cells)[:, :3])] = True
+    sizes = lay.g_end - lay.g_start
+    per_speaker_out: dict[str, tuple[int, int]] = {}
+    for code, name in enumerate(lay.speakers.tolist()):
+        mine = lay.g_spk == code
+        out, total = int(sizes[mine & ~used_groups].sum()), int(sizes[mine].sum())
+        if out:
+            per_speaker_out[str(name)] = (out, total)
+    used = int(sizes[used_groups].sum())
+    return Coverage(used, len(items), per_speaker_out, mode)
+
+
 def abx_modes(
     features: Mapping[str, np.ndarray] | str | os.PathLike[str],
     item_file: str | os.PathLike[str],
