@@ -263,6 +263,35 @@ class ArrayFileError(ValueError):
 _NPZ_ERRORS = (OSError, EOFError, ValueError, KeyError, zipfile.BadZipFile, zlib.error)
 
 
+def _holds_objects(archive: np.lib.npyio.NpzFile, key: str) -> bool:
+    """Whether the array ``key`` of ``archive`` is stored as pickled Python objects (an
+    object dtype, as a pandas column's ``.values`` or a list of mixed types makes), read from
+    its header alone; False when the header cannot be read (a damaged member)."""
+    names = archive.zip.namelist()
+    member = f"{key}.npy" if f"{key}.npy" in names else key
+    try:
+        with archive.zip.open(member) as handle:
+            version = np.lib.format.read_magic(handle)
+            read = (
+                np.lib.format.read_array_header_1_0
+                if version == (1, 0)
+                else np.lib.format.read_array_header_2_0
+            )
+            return bool(read(handle)[2].hasobject)
+    except (*_NPZ_ERRORS, TypeError):
+        return False
+
+
+def _pickled_reason(key: str) -> str:
+    """Why an array of pickled objects is not read, and how to save it so it is."""
+    values = "words" if key == "labels" else key
+    return (
+        f"array {key!r} holds pickled Python objects (an object array, as a pandas column's "
+        ".values or a list of mixed types makes), which are not read, for safety (unpickling "
+        f"runs code); save it as strings: np.savez(..., {key}=np.asarray({values}, dtype=str))"
+    )
+
+
 def load_npz(
     path: str | Path, *, expected: str = "a NumPy .npz archive of arrays"
 ) -> dict[str, np.ndarray]:
@@ -270,8 +299,9 @@ def load_npz(
 
     ``expected`` says what the file should hold (e.g. ``"word features written by the
     recipe"``), for the message. A missing file, an archive that is truncated or corrupt
-    anywhere (which numpy would only notice when that array is read), or a file that is not an
-    ``.npz`` raises :class:`ArrayFileError` naming ``path``.
+    anywhere (which numpy would only notice when that array is read), a file that is not an
+    ``.npz``, or an array of pickled Python objects (never unpickled: the message names the
+    array and how to save it as strings) raises :class:`ArrayFileError` naming ``path``.
     """
     path = Path(path)
     if not path.is_file():
@@ -281,7 +311,15 @@ def load_npz(
         if not isinstance(archive, np.lib.npyio.NpzFile):
             raise ArrayFileError(path, "a single .npy array, not an .npz archive", expected)
         with archive:
-            return {key: archive[key] for key in archive.files}
+            out = {}
+            for key in archive.files:
+                try:
+                    out[key] = archive[key]
+                except ValueError:
+                    if _holds_objects(archive, key):
+                        raise ArrayFileError(path, _pickled_reason(key), expected) from None
+                    raise
+            return out
     except _NPZ_ERRORS as err:
         if isinstance(err, ArrayFileError):
             raise

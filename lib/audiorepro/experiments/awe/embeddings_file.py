@@ -56,11 +56,26 @@ def changed_audio(archive: dict[str, Any]) -> str:
     )
 
 
+def _text(label: Any, path: Path, row: int) -> str:
+    """A label of an ``.npz`` as the text of a word: bytes (``.astype('S')``) decoded as
+    UTF-8, a number (words that are digits, saved as integers) written in digits."""
+    if isinstance(label, bytes):
+        try:
+            return label.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise ValueError(
+                f"{path}: labels: row {row + 1} is bytes that are not UTF-8 ({label!r}): "
+                "save the words as strings: np.savez(..., labels=np.asarray(words, dtype=str))"
+            ) from err
+    return str(label)
+
+
 def _embeddings(path: str | os.PathLike[str]) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """``(arrays, labels)`` of an embeddings ``.npz``: labels as words are compared
-    (:data:`~audiorepro.data.recordings.WORD_RULE`); a missing file or array, or a table row
-    embedded twice (:func:`~audiorepro.metrics.checks.check_no_repeats` of ``rows``), is an
-    error naming the file."""
+    (:data:`~audiorepro.data.recordings.WORD_RULE`), those saved as bytes or integers too
+    (:func:`_text`), so they match the words of the table they came from; a missing file or
+    array, or a table row embedded twice (:func:`~audiorepro.metrics.checks.check_no_repeats`
+    of ``rows``), is an error naming the file."""
     path = Path(path)
     if path.is_dir():
         raise IsADirectoryError(f"{path}: a folder; give the .npz file `awe embed` wrote")
@@ -76,8 +91,9 @@ def _embeddings(path: str | os.PathLike[str]) -> tuple[dict[str, np.ndarray], np
         with naming(path):
             check_no_repeats(np.asarray(archive["rows"]).reshape(-1), f"rows{table}", "line")
     labels = archive["labels"]
-    if labels.dtype.kind == "U":  # words as training and tables compare them (WORD_RULE)
-        labels = np.asarray([word_label(str(w)) for w in labels])
+    # words as training and tables compare them (WORD_RULE)
+    if labels.dtype.kind == "U" or (labels.dtype.kind in "Siu" and labels.ndim == 1):
+        labels = np.asarray([word_label(_text(w, path, i)) for i, w in enumerate(labels)])
         empty = np.flatnonzero(labels.reshape(-1) == "")
         if len(empty):  # a segments table refuses an empty word: so does its .npz
             raise ValueError(
