@@ -107,3 +107,70 @@ def test_labels_of_bytes_not_utf8_are_named(tmp_path):
     np.savez(tmp_path / "e.npz", embeddings=EMB, labels=np.array([b"a", b"a", b"\xe9", b"b"]))
     with pytest.raises(ValueError, match=r"e.npz: labels: row 3 is bytes that are not UTF-8"):
         embeddings_ap(tmp_path / "e.npz")
+
+
+def nfd(text: str) -> str:
+    import unicodedata
+
+    return unicodedata.normalize("NFD", text)
+
+
+def test_the_word_rule_composes_accents_as_typed(tmp_path):
+    """``café`` of a macOS file name (NFD: e and a combining accent) and ``café`` typed (NFC)
+    were two words: a table mixing them dropped their pairs from every score silently."""
+    from audiorepro.data.recordings import WORD_RULE, read_lexicon, read_segments, word_label
+
+    assert nfd("café") != "café" and word_label(nfd(" Café ")) == "café"
+    assert WORD_RULE == (
+        "words are compared lower-cased, surrounding spaces stripped and in one Unicode form "
+        "(NFC): Yes = yes, and café typed = café of a macOS file name"
+    )
+    for i in range(2):
+        sf.write(tmp_path / f"{i}.wav", speech_like(seed=i), 16000)
+    table = tmp_path / "seg.tsv"
+    table.write_text(
+        HEADER + f"0.wav\t{nfd('Café')}\t{nfd('josé')}\t\t\n1.wav\tcafé\tjosé\t\t\n",
+        encoding="utf-8",
+    )
+    rows = read_segments(table)
+    assert [r.word for r in rows] == ["café", "café"]
+    assert [r.speaker for r in rows] == ["josé", "josé"]  # speakers compared in NFC too
+    lexicon = tmp_path / "lex.txt"
+    lexicon.write_text(f"{nfd('CAFÉ')} K AE F EY\n", encoding="utf-8")
+    assert read_lexicon(lexicon) == {"café": ("K", "AE", "F", "EY")}
+
+
+def test_a_word_map_typed_in_nfc_names_files_of_nfd_names(tmp_path, capsys):
+    """A folder copied from macOS (NFD names) and a map typed in an editor (NFC): every line
+    named no file ("12 lines name no file", then "no file under ... has a word in this
+    map"); now the names are compared in NFC, and the words of the table are NFC."""
+    audio = tmp_path / "uni"
+    audio.mkdir()
+    lines, speakers = [], []
+    for i, word in enumerate(("café", "naïve", "señor")):
+        for k, speaker in enumerate(("al", "zoë")):
+            sf.write(audio / nfd(f"{speaker}_{word}.wav"), speech_like(seed=2 * i + k), 16000)
+            lines.append(f"{speaker}_{word}.wav\t{word}\n")
+            speakers.append(f"{speaker}_{word}\t{speaker}\n")
+    (tmp_path / "words.tsv").write_text("".join(lines), encoding="utf-8")
+    (tmp_path / "speakers.tsv").write_text("".join(speakers), encoding="utf-8")
+    code, out, err = run_cli(
+        capsys, "segments", "--audio", audio, "--word-of", tmp_path / "words.tsv",
+        "--speaker-of", tmp_path / "speakers.tsv", "--out", tmp_path / "seg.tsv",
+    )  # fmt: skip
+    assert code == 0, err
+    assert "warning" not in err
+    assert f"wrote 6 whole-file rows to {tmp_path / 'seg.tsv'}" in out
+    rows = (tmp_path / "seg.tsv").read_text(encoding="utf-8").splitlines()[1:]
+    assert sorted(r.split("\t")[1] for r in rows) == sorted(["café", "naïve", "señor"] * 2)
+    assert sorted({r.split("\t")[2] for r in rows}) == ["al", "zoë"]
+    # words from the NFD names themselves are the same words as typed
+    code, out, err = run_cli(
+        capsys, "segments", "--audio", audio, "--word-of", "field:2",
+        "--out", tmp_path / "seg2.tsv",
+    )  # fmt: skip
+    assert code == 0, err
+    from audiorepro.data.recordings import read_segments
+
+    words = [r.word for r in read_segments(tmp_path / "seg2.tsv")]
+    assert sorted(words) == sorted(["café", "naïve", "señor"] * 2)

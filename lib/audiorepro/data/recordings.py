@@ -24,6 +24,8 @@ Any sample rate is fine: audio is resampled when it is read (:func:`audiorepro.f
 Every malformed input raises :class:`RecordingsError` naming the file, the line and the field;
 a key listed twice in a map, table or lexicon names both lines. Words are compared by one rule
 everywhere (:data:`WORD_RULE`, :func:`word_label`): in training, in tables and in scores.
+Labels (words, speakers) and the file names of a map are compared in Unicode NFC (:func:`nfc`):
+a word typed in an editor and the same word in a file name copied from macOS are one.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import errno
 import math
 import os
 import statistics
+import unicodedata
 import warnings
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -60,6 +63,7 @@ __all__ = [
     "left_out_note",
     "ids_under",
     "labels_of",
+    "nfc",
     "one_word_speakers",
     "read_lexicon",
     "read_segments",
@@ -109,13 +113,25 @@ def file_id(text: str) -> str:
     return "_".join(text.split())
 
 
-WORD_RULE = "words are compared lower-cased, surrounding spaces stripped (Yes = yes)"
+WORD_RULE = (
+    "words are compared lower-cased, surrounding spaces stripped and in one Unicode form "
+    "(NFC): Yes = yes, and café typed = café of a macOS file name"
+)
 """The one rule by which the commands compare words: in training, tables and scores."""
 
 
 def word_label(text: str) -> str:
-    """A word as the commands compare it (:data:`WORD_RULE`)."""
-    return text.strip().lower()
+    """A word as the commands compare it (:data:`WORD_RULE`): lower-cased, stripped and in
+    Unicode NFC (an accented letter as one code point, as typed, where a macOS file name holds
+    the letter and its accent as two)."""
+    return nfc(text.strip().lower())
+
+
+def nfc(text: str) -> str:
+    """``text`` in Unicode normal form NFC: how labels (words, speakers) and the file names of
+    a map are compared, so that ``café`` typed and ``café`` of a macOS (NFD) file name are
+    one."""
+    return unicodedata.normalize("NFC", text)
 
 
 _APPLE_DOUBLE = b"\x00\x05\x16\x07"
@@ -552,7 +568,7 @@ def labels_of(
             stem = file_id(path.stem) if prefix is not None else path.stem
             fields = [file_id(f) for f in stem.split(separator)]
             if len(fields) >= max(index, 2) and fields[index - 1]:
-                out[name] = fields[index - 1]
+                out[name] = nfc(fields[index - 1])
                 continue
             if prefix is None:
                 expected = (
@@ -572,7 +588,7 @@ def labels_of(
             raise RecordingsError(path, None, f"{option} {rule}: expected {expected}")
         return out
     if rule == "parent":
-        out = {name: path.parent.name for name, path in wavs.items()}
+        out = {name: nfc(path.parent.name) for name, path in wavs.items()}
         for name, label in out.items():
             if one_token and any(c.isspace() for c in label):
                 raise RecordingsError(
@@ -598,7 +614,7 @@ def labels_of(
             raise RecordingsError(
                 map_path, number, f"expected 'file<TAB>{what}', got {line.strip()!r}"
             )
-        name, label = fields[0].strip(), fields[1].strip()
+        name, label = fields[0].strip(), nfc(fields[1].strip())
         if one_token and any(c.isspace() for c in label):
             raise RecordingsError(
                 map_path,
@@ -611,29 +627,32 @@ def labels_of(
             _repeated(map_path, number, f"file {name!r}", what, label, mapping[name])
         mapping[name] = (label, number)
     base = Path(root) if root is not None else None
+    # a map's names and the files' names compared in NFC: a map typed in an editor (NFC)
+    # names the files of a folder copied from macOS (NFD) as well
     stems: dict[str, list[Path]] = {}
     for path in wavs.values():
-        stems.setdefault(path.stem, []).append(path)
+        stems.setdefault(nfc(path.stem), []).append(path)
     out = {}
     used: set[str] = set()
     for name, path in wavs.items():
         found = None
+        stem = nfc(path.stem)
         if base is not None:
-            key = path.relative_to(base).with_suffix("").as_posix()
+            key = nfc(path.relative_to(base).with_suffix("").as_posix())
             found = mapping.get(key)
             if found is not None:
                 used.add(key)
-        if found is not None and path.stem in mapping and mapping[path.stem] != found:
+        if found is not None and stem in mapping and mapping[stem] != found:
             # one file listed by its path and by its name
-            first, later = sorted((found, mapping[path.stem]), key=lambda f: f[1])
+            first, later = sorted((found, mapping[stem]), key=lambda f: f[1])
             key = f"file {name!r} (by path and by name)"
             _repeated(map_path, later[1], key, what, later[0], first)
-        if path.stem in mapping:
-            used.add(path.stem)
-        if found is None and path.stem in mapping:
-            found = mapping[path.stem]
-            if len(stems[path.stem]) > 1:
-                shared = ", ".join(str(p) for p in stems[path.stem])
+        if stem in mapping:
+            used.add(stem)
+        if found is None and stem in mapping:
+            found = mapping[stem]
+            if len(stems[stem]) > 1:
+                shared = ", ".join(str(p) for p in stems[stem])
                 raise RecordingsError(
                     map_path,
                     found[1],
@@ -662,14 +681,17 @@ def labels_of(
 
 def _map_key(name: str, root: str | os.PathLike[str] | None) -> str:
     """A map line's file as the map is keyed: its path under ``root`` or its name, without an
-    audio extension (``./carlo/x.wav`` and ``ROOT/carlo/x.wav`` are ``carlo/x``)."""
+    audio extension (``./carlo/x.wav`` and ``ROOT/carlo/x.wav`` are ``carlo/x``), in NFC
+    (:func:`nfc`)."""
+    name = nfc(name)
     while name.startswith("./"):
         name = name[2:]
     given = Path(name)
     if given.is_absolute() and root is not None:
         for base in (Path(root), Path(root).resolve()):
-            if given.is_relative_to(base.absolute()):
-                name = given.relative_to(base.absolute()).as_posix()
+            base = Path(nfc(str(base.absolute())))
+            if given.is_relative_to(base):
+                name = given.relative_to(base).as_posix()
                 break
     if Path(name).suffix.lower() in AUDIO_SUFFIXES:
         name = name[: -len(Path(name).suffix)]
@@ -935,7 +957,7 @@ def read_segments(path: str | os.PathLike[str], check_audio: bool = True) -> lis
                 )
         audio_path = Path(audio).expanduser()
         audio_path = audio_path if audio_path.is_absolute() else path.parent / audio_path
-        word = word_label(word)
+        word, speaker = word_label(word), nfc(speaker)
         key = (audio_path.resolve(), start, end)
         if key in seen:
             where = "the whole file" if start is None else f"{start_text}-{end_text} s"
@@ -1107,7 +1129,7 @@ def read_lexicon(path: str | os.PathLike[str]) -> dict[str, tuple[str, ...]]:
             raise RecordingsError(
                 path, number, f"expected 'WORD PHONE [PHONE ...]', got {line.strip()!r}"
             )
-        word = fields[0].lower()
+        word = nfc(fields[0].lower())
         if word.endswith(")") and "(" in word:
             continue
         phones = tuple(fields[1:])
