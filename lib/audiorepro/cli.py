@@ -696,6 +696,11 @@ def _run(args: argparse.Namespace) -> None:
     from audiorepro.experiments.awe import recordings as awe
     from audiorepro.experiments.awe.evaluate import ap_table
     from audiorepro.experiments.zerospeech import recordings as units
+    from audiorepro.experiments.zerospeech.voice import (
+        load_voice,
+        resynthesize_folder,
+        train_voice,
+    )
 
     _checked_paths(args)
     command = (args.group, args.command)
@@ -754,13 +759,13 @@ def _run(args: argparse.Namespace) -> None:
         overrides = checked_sets(args, units_run.preset)
         plan = _output(args, overrides)
         if plan.reuse:
-            voice = units.load_voice(args.out)
+            voice = load_voice(args.out)
         else:
             voice = _trained(
                 args,
                 "inverter_train.lr",
                 lambda: _loader(args)(units_run.preset, overrides).inverter_train.lr,
-                lambda: units.train_voice(
+                lambda: train_voice(
                     units_run, args.audio, args.out, overrides=overrides, progress=_progress()
                 ),
             )
@@ -777,7 +782,7 @@ def _run(args: argparse.Namespace) -> None:
         plan = _output(args)
         if plan.reuse:
             return
-        convergence = units.resynthesize_folder(args.voice, args.audio, args.out)
+        convergence = resynthesize_folder(args.voice, args.audio, args.out)
         _done(args, plan, [f"{name}.wav" for name in convergence])
         print(f"wrote {len(convergence)} wavs (16 kHz) to {args.out}")
         print(f"{args.audio}: {scan_folder(args.audio).note()}")

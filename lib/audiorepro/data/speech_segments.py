@@ -301,6 +301,24 @@ def short_speakers(seconds: Mapping[str, float]) -> list[str]:
     return sorted(s for s, t in seconds.items() if t < SPEAKER_NORM_SECONDS)
 
 
+def few_seconds_note(seconds: Mapping[str, float], where: str) -> str:
+    """``""`` when every speaker of ``{speaker: seconds}`` has :data:`SPEAKER_NORM_SECONDS` of
+    audio; else why a run that normalises per speaker gives their files other numbers than
+    it would with more of their audio, for the commands that encode or embed with the
+    statistics of what they are given (``where``: ``"among the files encoded"``)."""
+    short = short_speakers(seconds)
+    if not short:
+        return ""
+    first = short[0]
+    return (
+        f"{len(short)} of the {len(seconds)} speakers have less than "
+        f"{SPEAKER_NORM_SECONDS:g} s of audio {where} ({first}: {seconds[first]:.1f} s), and "
+        "the run normalises per speaker with the statistics of that audio: their files get "
+        "other numbers with other files beside them; give all of a speaker's recordings "
+        "together"
+    )
+
+
 def average_frames(feats: np.ndarray, stride: int) -> np.ndarray:
     """(T, F) → (ceil(T / stride), F): the mean of each window of ``stride`` frames, the last
     window holding what is left; the frame rate of a VQ-VAE that downsamples by ``stride``."""

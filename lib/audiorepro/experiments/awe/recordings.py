@@ -26,6 +26,7 @@ from audiorepro.data.recordings import (
     read_lexicon,
     read_segments,
 )
+from audiorepro.data.speech_segments import few_seconds_note
 from audiorepro.experiments.awe.config import MIN_FRAMES, Config, load_config
 from audiorepro.experiments.awe.data import model_config
 from audiorepro.experiments.awe.development import (
@@ -42,6 +43,7 @@ from audiorepro.experiments.awe.embeddings_file import (  # noqa: F401 - awe ap'
 )
 from audiorepro.experiments.awe.evaluate import dtw_ap
 from audiorepro.experiments.awe.frames import (
+    audio_seconds,
     feature_norm_of,
     first_short,
     long_enough,
@@ -465,6 +467,13 @@ def embed_table(
     model, config = load_run(run)
     norm = run_feature_norm(run)
     rows = read_segments(segments)
+    if norm == "speaker":
+        files = {(r.speaker, r.path.resolve()) for r in rows}
+        seconds = Counter()
+        for speaker, path in files:
+            seconds[speaker] += audio_seconds(path)
+        if note := few_seconds_note(seconds, f"in the files of {segments}"):
+            warnings.warn(note, InputWarning, stacklevel=2)
     feats = segment_features(rows, config.model.feature_dim, norm=norm)
     kept, left_out = long_enough(rows, feats, config.min_frames)
     if not kept:

@@ -21,6 +21,7 @@ in the order of :data:`FILES`, each importing only the files before it:
 - ``findings``: the ledger read back into the page's tables (:func:`summarize`,
   :func:`findings`);
 - ``recordings``: what the ``audiorepro units`` and ``abx items`` commands run on a user's files;
+- ``voice``: what ``units voice`` and ``units resynth`` run (an inverter for one voice);
 - ``baselines``: the k-means units and input frames ``abx score`` scores beside a units folder;
 - ``real_speech``: that path run on the real Italian prompts the book ships
   (:func:`units_on_real_speech_seeds`).
@@ -90,6 +91,7 @@ FILES = (
     "plan",
     "findings",
     "recordings",
+    "voice",
     "baselines",
     "real_speech",
 )

@@ -5,8 +5,9 @@ the bitrate, and write ABX items from a segments table."""
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ import numpy as np
 from audiorepro.config import from_dict, merge, refuse_unused, replace, to_dict
 from audiorepro.data.recipes.zerospeech import AbxItem, write_item_file
 from audiorepro.data.recordings import (
+    InputWarning,
     RecordingsError,
     Segment,
     file_id,
@@ -27,9 +29,9 @@ from audiorepro.data.recordings import (
 )
 from audiorepro.data.speech_segments import (
     HOP_S,
-    SAMPLE_RATE,
     SPEAKER_NORM_SECONDS,
     feature_of,
+    few_seconds_note,
     load_wav_features,
     normalize_features,
     short_speakers,
@@ -46,21 +48,14 @@ from audiorepro.experiments.zerospeech.evaluate import (
     encode_files,
     fit_code_rate_kmeans,
 )
-from audiorepro.experiments.zerospeech.inverter import (
-    fit_inverter,
-    inverter_config,
-    inverter_pairs,
-    resynthesize,
-)
 from audiorepro.experiments.zerospeech.pairs import Pairing, find_pairs, pairs_default
 from audiorepro.experiments.zerospeech.submission import int_lines, vector_lines
 from audiorepro.experiments.zerospeech.train import fit_vqvae, resumable
-from audiorepro.features import audio_info, save_audio, spectral_convergence
+from audiorepro.features import audio_info
 from audiorepro.metrics.bitrate import bitrate_from_submission, bitrate_of_files
-from audiorepro.models.inverter import CodebookInverter, InverterConfig
 from audiorepro.models.kmeans import KMeans
 from audiorepro.models.vqvae import VQVAE
-from audiorepro.repro import seed_everything, single_thread
+from audiorepro.repro import single_thread
 from audiorepro.storage import (
     atomic_write,
     load_model_weights,
@@ -398,7 +393,7 @@ def encode_units(
     leaves out is an error naming it: silent or with channels that cancel
     (:func:`~audiorepro.features.load_audio`), or too short (:func:`refuse_short_files`).
     """
-    rows = unit_rows(run, audio, what, speaker_of)
+    rows = unit_rows(run, audio, what, speaker_of, warn_few_seconds=True)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     for name in sorted(rows):
@@ -414,10 +409,13 @@ def unit_rows(
     audio: str | os.PathLike[str],
     what: str = "vectors",
     speaker_of: str | None = None,
+    warn_few_seconds: bool = False,
 ) -> dict[str, np.ndarray]:
     """``{file id: (T', D)}``: what :func:`encode_units` writes of each audio file under
     ``audio`` (arguments as there), in memory: the rows ``abx score`` scores beside a
-    submission as its baselines, without writing a file."""
+    submission as its baselines, without writing a file. ``warn_few_seconds``: an
+    :class:`~audiorepro.data.recordings.InputWarning` when a run that normalises per speaker
+    has speakers of less than 10 s among these files (:func:`few_seconds_note`)."""
     if what not in UNIT_OUTPUTS:
         raise ValueError(f"what must be one of {', '.join(UNIT_OUTPUTS)}, got {what!r}")
     run = run if isinstance(run, UnitsRun) else load_units(run)
@@ -429,6 +427,11 @@ def unit_rows(
     speakers = None
     if cfg.feature_norm == "speaker":
         speakers = speakers_of(wavs, speaker_of or run.speaker_of, audio)
+        seconds: dict[str, float] = {}
+        for name, x in feats.items():
+            seconds[speakers[name]] = seconds.get(speakers[name], 0.0) + len(x) * HOP_S
+        if warn_few_seconds and (note := few_seconds_note(seconds, f"under {audio}")):
+            warnings.warn(note, InputWarning, stacklevel=3)
     rows: dict[str, np.ndarray] = {}
     if what in ("vectors", "codes"):
         codes, vectors = encode_files(run.model, feats, speakers=speakers)
@@ -440,146 +443,6 @@ def unit_rows(
         for name, x in inputs.items():
             rows[name] = x if baseline is None else code_rate_kmeans(baseline, x, cfg.stride)[1]
     return rows
-
-
-VOICE_FILE = "voice.json"
-
-
-VOICE_FIELDS = ("inverter", "inverter_train", "seed", "griffin_lim_iters")
-"""The configuration fields that shape a :func:`train_voice` run; ``--set`` of others is
-refused."""
-
-
-@dataclass
-class VoiceRun:
-    """A codebook inverter trained for a units run on one voice (``audiorepro units voice``)."""
-
-    units: UnitsRun
-    inverter: CodebookInverter
-    griffin_lim_iters: int
-    history: dict[str, Any]
-    path: Path
-    pieces: int | None = None
-    """Training pairs of ``segment_frames`` code frames the files gave (:func:`inverter_pairs`)."""
-    files: int | None = None
-    """The files the inverter trained on."""
-    left_out: list[tuple[Path, str]] = field(default_factory=list)
-    """Files under the voice's folder left out of training, and why (silent, cancelling)."""
-
-
-def train_voice(
-    run: UnitsRun | str | os.PathLike[str],
-    audio: str | os.PathLike[str],
-    out: str | os.PathLike[str],
-    *,
-    overrides: Mapping[str, Any] | None = None,
-    progress: str = "none",
-) -> VoiceRun:
-    """Train the chapter's codebook inverter (page ``04_inverter``) for the units of ``run`` on
-    every audio file under ``audio``, the recordings of the voice that :func:`resynthesize_folder`
-    will then speak with: the frozen VQ-VAE encodes each file, and the inverter learns to map
-    its codebook vectors to the file's linear magnitudes (10 ms frames).
-
-    ``overrides`` (``{"inverter_train.max_steps": 600}``) change the fields of
-    :data:`VOICE_FIELDS` of the units run's preset; others are a ``ConfigError``. Writes
-    ``out/inverter.safetensors`` and ``out/voice.json`` (the units run's folder, the
-    inverter's configuration, the files, the history)."""
-    units = run if isinstance(run, UnitsRun) else load_units(run)
-    config = load_config(units.preset, overrides)
-    refuse_unused(overrides, VOICE_FIELDS, "units voice", "--audio")
-    vqvae = units.model
-    if vqvae.cfg.feature_norm == "speaker":
-        raise ValueError(
-            f"{units.path}: the units normalise per speaker (model.feature_norm=speaker); "
-            "resynthesis reads one file at a time: train the units with another feature_norm"
-        )
-    # Silent files and files whose channels cancel are left out and named (training_files), as
-    # in units train: an inverter trained on silence would learn to say nothing.
-    wavs, left_out = training_files(find_wavs(audio))
-    if not wavs:
-        raise RecordingsError(
-            audio, None, f"no file to train on: {scan_folder(audio).note(left_out, used=0)}"
-        )
-    inputs = load_wav_features(wavs, units.feature, store())
-    mags = load_wav_features(wavs, "linear", store())
-    items = inverter_pairs(vqvae, inputs, mags, config.inverter_train.segment_frames)
-    if not items:
-        raise ValueError(f"{audio}: every file is shorter than one code frame")
-    inv_cfg = inverter_config(config.inverter, vqvae, mags)
-    seed_everything(config.seed)
-    inverter, history = fit_inverter(
-        CodebookInverter(inv_cfg), items, config.inverter_train.loop(config.seed), None,
-        progress=progress,
-    )  # fmt: skip
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    save_model_weights(inverter, out / "inverter.safetensors")
-    write_json(
-        out / VOICE_FILE,
-        {
-            "kind": "voice",
-            "units": str(units.path.resolve()),
-            "inverter": to_dict(inv_cfg),
-            "inverter_train": to_dict(config.inverter_train),
-            "seed": config.seed,
-            "griffin_lim_iters": config.griffin_lim_iters,
-            "audio": str(Path(audio).resolve()),
-            "files": len(wavs),
-            "left_out": [[str(path), why] for path, why in left_out],
-            "pieces": len(items),
-            "history": history,
-        },
-    )
-    return VoiceRun(
-        units, inverter, config.griffin_lim_iters, history, out, len(items), len(wavs), left_out
-    )
-
-
-def load_voice(path: str | os.PathLike[str]) -> VoiceRun:
-    """The :class:`VoiceRun` that :func:`train_voice` wrote to the folder ``path``, with the
-    units run it names."""
-    path = Path(path)
-    info_path = path / VOICE_FILE
-    info = read_run_info(path, VOICE_FILE, "voice", "a voice run", "units voice")
-    units = load_units(info["units"])
-    inverter = CodebookInverter(from_dict(InverterConfig, info["inverter"], source=str(info_path)))
-    load_model_weights(inverter, path / "inverter.safetensors")
-    return VoiceRun(
-        units,
-        inverter.eval(),
-        info["griffin_lim_iters"],
-        info["history"],
-        path,
-        info.get("pieces"),
-        info.get("files"),
-        [(Path(p), why) for p, why in info.get("left_out", [])],
-    )
-
-
-def resynthesize_folder(
-    voice: VoiceRun | str | os.PathLike[str],
-    audio: str | os.PathLike[str],
-    out: str | os.PathLike[str],
-) -> dict[str, float]:
-    """Speak every audio file under ``audio`` again through its units, in ``voice``'s voice:
-    units (:func:`resynthesize`) → the inverter's magnitudes → Griffin-Lim, one 16 kHz
-    ``<out>/<file id>.wav`` each, as long as its source (to the 10 ms frame). Returns
-    ``{file id: spectral convergence of the inverter's magnitudes to the file's own}`` (0 is
-    exact; voice conversion into another speaker is far from 0 by design)."""
-    voice = voice if isinstance(voice, VoiceRun) else load_voice(voice)
-    wavs = find_wavs(audio)
-    inputs = load_wav_features(wavs, voice.units.feature, store())  # silent files: AudioError
-    refuse_short_files(wavs, inputs)
-    mags = load_wav_features(wavs, "linear", store())
-    out = Path(out)
-    convergence = {}
-    for name in sorted(wavs):
-        wav, mag, _ = resynthesize(
-            voice.units.model, voice.inverter, inputs[name], None, voice.griffin_lim_iters
-        )
-        save_audio(out / f"{name}.wav", wav, SAMPLE_RATE)
-        convergence[name] = spectral_convergence(mags[name], mag[: len(mags[name])])
-    return convergence
 
 
 def submission_bitrate(
