@@ -287,6 +287,24 @@ def test_units_bitrate_voice_and_resynthesis_of_a_folder(corpus, tmp_path, capsy
     with pytest.raises(SystemExit) as usage:
         main(["units", "bitrate", str(tmp_path / "hot")])
     assert usage.value.code == 2
+    half = tmp_path / "half"  # a third of the audio: the other units files count for nothing
+    half.mkdir()
+    for wav in sorted(audio.glob("S001_*.wav")):
+        shutil.copy(wav, half)
+    code, out, err = run_cli(capsys, "units", "bitrate", tmp_path / "hot", "--audio", half)
+    assert code == 0 and last_number(out) != last_number(out2), err
+    assert (
+        f"audiorepro: warning: {tmp_path / 'hot'}: bitrate of 6 of its 18 units files: 12 have "
+        f"no audio file under {half} (first: S002_garden0.txt) and count for nothing"
+    ) in err, err
+    longer = tmp_path / "longer"  # other recordings of the same names: refused
+    longer.mkdir()
+    for wav in sorted(audio.glob("*.wav")):
+        samples, rate = sf.read(wav)
+        sf.write(longer / wav.name, np.concatenate([samples, np.zeros(2 * rate), samples]), rate)
+    code, _, err = run_cli(capsys, "units", "bitrate", tmp_path / "hot", "--audio", longer)
+    assert code == 1 and "these are not the recordings `units encode` read" in err, err
+    assert re.search(r"hot/S001_garden0.txt: \d+ lines, a line every 0.04 s: ", err), err
     (tmp_path / "hot" / "S002_yellow1.txt").unlink()  # the folder no longer matches the audio
     code, _, err = run_cli(capsys, "units", "bitrate", tmp_path / "hot", "--audio", audio)
     assert code == 1 and "no S002_yellow1.txt (and 0 more of the 18 audio files" in err

@@ -23,16 +23,15 @@ import numpy as np
 
 from audiorepro.data.recordings import find_wavs
 from audiorepro.experiments.zerospeech.recordings import (
+    ENCODE,
     load_units,
     output_frame_shift,
+    recorded_frame_shift,
     unit_rows,
 )
 from audiorepro.metrics.abx import abx_error
 from audiorepro.metrics.checks import ScoreError, ScoreWarning
 from audiorepro.outputs import OUTPUT_RECORD, read_output_record, stale_inputs
-
-ENCODE = "units encode"
-"""The command whose folders carry the record of their run and audio."""
 
 CHANCE = 50.0
 """The ABX error of features that tell nothing apart (every triplet a tie)."""
@@ -230,20 +229,6 @@ def score_folder(
         encoding, error, item_file, distance=distance, mode=mode, frame_shift=frame_shift
     )
     return Scored(error, rows, encoding, "")
-
-
-def recorded_frame_shift(submission: str | os.PathLike[str]) -> float | None:
-    """The seconds between the lines of a folder ``units encode`` wrote, from its record (the
-    run and ``--what``), or ``None`` when the folder has no such record or its run is gone."""
-    record = read_output_record(Path(submission))
-    if record is None or record.get("command") != ENCODE:
-        return None
-    run = (record.get("given") or {}).get("RUN")
-    what = record.get("request", {}).get("settings", {}).get("--what", "vectors")
-    try:
-        return output_frame_shift(load_units(run), what) if run else None
-    except (OSError, ValueError, KeyError):  # the run moved or is not one: shift unknown
-        return None
 
 
 def _percent_pair(a: float, b: float) -> str:

@@ -55,6 +55,7 @@ from audiorepro.features import audio_info
 from audiorepro.metrics.bitrate import bitrate_from_submission, bitrate_of_files
 from audiorepro.models.kmeans import KMeans
 from audiorepro.models.vqvae import VQVAE
+from audiorepro.outputs import read_output_record
 from audiorepro.repro import single_thread
 from audiorepro.storage import (
     atomic_write,
@@ -445,6 +446,24 @@ def unit_rows(
     return rows
 
 
+ENCODE = "units encode"
+"""The command whose folders carry the record of their run and audio."""
+
+
+def recorded_frame_shift(submission: str | os.PathLike[str]) -> float | None:
+    """The seconds between the lines of a folder ``units encode`` wrote, from its record (the
+    run and ``--what``), or ``None`` when the folder has no such record or its run is gone."""
+    record = read_output_record(Path(submission))
+    if record is None or record.get("command") != ENCODE:
+        return None
+    run = (record.get("given") or {}).get("RUN")
+    what = record.get("request", {}).get("settings", {}).get("--what", "vectors")
+    try:
+        return output_frame_shift(load_units(run), what) if run else None
+    except (OSError, ValueError, KeyError):  # the run moved or is not one: shift unknown
+        return None
+
+
 def submission_bitrate(
     submission: str | os.PathLike[str],
     *,
@@ -455,9 +474,13 @@ def submission_bitrate(
     durations D from the audio files themselves (``audio``, the folder ``units encode`` read:
     one ``<file id>.txt`` per file) or from an official bitrate file list (``filelist``:
     ``<name>.txt <seconds>`` lines). Give exactly one. With a file list, files without a
-    ``.txt`` in ``submission`` count for neither N nor D, as in the official evaluation; with
-    ``audio``, every file must have its ``.txt`` (a missing one is an error naming it and the
-    count: the folder was encoded from other audio)."""
+    ``.txt`` in ``submission`` count for neither N nor D, as in the official evaluation.
+
+    With ``audio``, every file must have its ``.txt`` (a missing one is an error naming it and
+    the count: the folder was encoded from other audio); for a folder ``units encode`` wrote,
+    each file's lines must cover its duration at the recorded frame shift (else an error:
+    other recordings of the same names); ``.txt`` files of the folder without audio under
+    ``audio`` count for nothing, and an :class:`InputWarning` says how many."""
     if (audio is None) == (filelist is None):
         raise ValueError("give the durations: audio=DIR or filelist=FILE (exactly one)")
     if filelist is not None:
@@ -466,13 +489,48 @@ def submission_bitrate(
     for name, path in find_wavs(audio).items():
         num_samples, sr, _ = audio_info(path)
         entries.append((f"{name}.txt", num_samples / sr))
-    missing = [name for name, _ in entries if not (Path(submission) / name).is_file()]
-    if missing and Path(submission).is_dir():
+    folder = Path(submission)
+    missing = [name for name, _ in entries if not (folder / name).is_file()]
+    if missing and folder.is_dir():
         raise FileNotFoundError(
             f"{submission}: no {missing[0]} (and {len(missing) - 1} more of the "
             f"{len(entries)} audio files of {audio}): encode this folder with `units encode`"
         )
+    if folder.is_dir():
+        _check_bitrate_audio(folder, audio, entries)
     return bitrate_of_files(submission, entries, f"of {audio} (as <file id>.txt)")
+
+
+def _check_bitrate_audio(
+    folder: Path, audio: str | os.PathLike[str], entries: Sequence[tuple[str, float]]
+) -> None:
+    """:func:`submission_bitrate`'s checks of ``audio`` against the units folder."""
+    given = {name for name, _ in entries}
+    extra = sorted(
+        str(p.relative_to(folder))
+        for p in folder.rglob("*.txt")
+        if str(p.relative_to(folder)) not in given
+    )
+    if extra:
+        warnings.warn(
+            f"{folder}: bitrate of {len(given)} of its {len(given) + len(extra)} units files: "
+            f"{len(extra)} have no audio file under {audio} (first: {extra[0]}) and count for "
+            "nothing; give the folder `units encode` read",
+            InputWarning,
+            stacklevel=3,
+        )
+    shift = recorded_frame_shift(folder)
+    if shift is None:
+        return
+    for name, seconds in entries:
+        lines = sum(1 for line in open(folder / name, encoding="utf-8") if line.strip())
+        if abs(lines * shift - seconds) > max(2 * shift, 0.05 * seconds):
+            raise ValueError(
+                f"{folder / name}: {lines} lines, a line every {shift:g} s: {lines * shift:.2f} "
+                f"s of units for {seconds:.2f} s of audio in {audio}: these are not the "
+                "recordings `units encode` read (other files of the same names?); give the "
+                "folder it read"
+            )
 
 
 def output_frame_shift(run: UnitsRun, what: str) -> float:
