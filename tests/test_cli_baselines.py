@@ -234,6 +234,28 @@ def test_audio_changed_after_awe_embed_gives_no_baseline_and_a_cut_file_counts_i
     assert code == 0 and "9 of the 9 rows are rows the run trained on" in err, err
 
 
+def test_abx_score_of_the_files_the_run_trained_on_says_so(made, tmp_path, capsys):
+    """As ``awe ap`` warns of rows the run trained on: units of the very recordings ``units
+    train`` read (its pairs across speakers found among them) are no test of new audio. Other
+    recordings under the same names are."""
+    code, out, err = run_cli(capsys, "abx", "score", made / "w.item", made / "vectors")
+    assert code == 0, err
+    assert (
+        f"audiorepro: warning: {made / 'vectors'}: 18 of the 18 files the items are cut from are "
+        f"recordings the run {(made / 'u').resolve()} trained on"
+    ) in err, err
+    other = tmp_path / "audio"  # the same names, other recordings (each played backwards)
+    other.mkdir()
+    for wav in sorted((made / "audio").glob("*.wav")):
+        samples, rate = sf.read(wav, dtype="int16")
+        sf.write(other / wav.name, samples[::-1].copy(), rate, subtype="PCM_16")
+    code, _, err = run_cli(capsys, "units", "encode", made / "u", "--audio", other,
+                           "--out", tmp_path / "held")  # fmt: skip
+    assert code == 0, err
+    code, out, err = run_cli(capsys, "abx", "score", made / "w.item", tmp_path / "held")
+    assert code == 0 and "trained on" not in err, err
+
+
 def test_a_folder_without_the_record_prints_its_score_and_why_no_baseline(made, tmp_path, capsys):
     """(d) A submission made by hand (no command.json), one whose record predates the run and
     audio folders, or whose audio changed since; an .npz made by hand, or whose table changed:

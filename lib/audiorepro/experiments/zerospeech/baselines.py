@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from audiorepro.data.recipes.zerospeech import read_item_file
 from audiorepro.data.recordings import find_wavs
 from audiorepro.experiments.zerospeech.recordings import (
     ENCODE,
@@ -222,6 +223,7 @@ def score_folder(
         submission, item_file, distance=distance, mode=mode, frame_shift=frame_shift,
         shift_known=own is not None,
     )  # fmt: skip
+    warn_of_trained_files(submission, item_file)
     encoding, why = (None, "") if not baselines else encoding_of(submission)
     if encoding is None:
         return Scored(error, [], None, why)
@@ -229,6 +231,40 @@ def score_folder(
         encoding, error, item_file, distance=distance, mode=mode, frame_shift=frame_shift
     )
     return Scored(error, rows, encoding, "")
+
+
+def warn_of_trained_files(
+    submission: str | os.PathLike[str], item_file: str | os.PathLike[str]
+) -> int:
+    """A :class:`~audiorepro.metrics.checks.ScoreWarning` when the files an item file cuts its
+    items from are recordings the run of a ``units encode`` folder trained on (the same bytes,
+    by the SHA-256 both commands recorded), as ``awe ap`` warns of rows the run trained on:
+    ``units train`` found its pairs across speakers among those very files. Returns how many
+    (0 for a folder without the records)."""
+    record = read_output_record(Path(submission))
+    if record is None or record.get("command") != ENCODE:
+        return 0
+    run = (record.get("given") or {}).get("RUN")
+    audio = (record.get("given") or {}).get("--audio")
+    trained = read_output_record(Path(run)) if run else None
+    if trained is None or not audio or not Path(audio).is_dir():
+        return 0
+    heard = set(trained.get("request", {}).get("inputs", {}).values())
+    encoded = record.get("request", {}).get("inputs", {})
+    wavs = find_wavs(audio)
+    scored = {it.file for it in read_item_file(Path(item_file))}
+    paths = [str(wavs[f].resolve()) for f in sorted(scored) if f in wavs]
+    seen = sum(encoded.get(p) in heard for p in paths)
+    if seen:
+        warnings.warn(
+            f"{submission}: {seen} of the {len(paths)} files the items are cut from are "
+            f"recordings the run {run} trained on: the ABX tells how well its units fit audio "
+            "they have heard (`units train` found its pairs across speakers among them), not "
+            "how they encode new recordings; score recordings it did not train on",
+            ScoreWarning,
+            stacklevel=3,
+        )
+    return seen
 
 
 def _percent_pair(a: float, b: float) -> str:
