@@ -174,3 +174,52 @@ def test_a_word_map_typed_in_nfc_names_files_of_nfd_names(tmp_path, capsys):
 
     words = [r.word for r in read_segments(tmp_path / "seg2.tsv")]
     assert sorted(words) == sorted(["café", "naïve", "señor"] * 2)
+
+
+def test_field_1_reads_the_word_of_a_speaker_word_layout(tmp_path, capsys):
+    """``al/0.wav, al/1.wav, bo/0.wav, ...``: the word is the whole name, which no rule read
+    (field:1 wanted "at least 2 fields separated by '_'"); field:1 now reads whole names where
+    none holds the separator and some repeat; prefix still requires it and names field:1,
+    field:2 still wants 2 fields."""
+    from audiorepro.data.recordings import RecordingsError, find_wavs, labels_of
+
+    audio = tmp_path / "nest"
+    for k, speaker in enumerate(("al", "bo")):
+        (audio / speaker).mkdir(parents=True)
+        for word in ("0", "1"):
+            sf.write(audio / speaker / f"{word}.wav", speech_like(seed=k), 16000)
+    code, out, err = run_cli(
+        capsys, "segments", "--audio", audio, "--speaker-of", "parent", "--word-of", "field:1",
+        "--out", tmp_path / "nest.tsv",
+    )  # fmt: skip
+    assert code == 0, err
+    assert (tmp_path / "nest.tsv").read_text().splitlines() == [
+        HEADER.strip("\n"),
+        *(f"nest/{s}/{w}.wav\t{w}\t{s}\t\t" for s in ("al", "bo") for w in ("0", "1")),
+    ]
+    code, out, err = run_cli(
+        capsys, "segments", "--audio", audio, "--speaker-of", "parent", "--word-of", "prefix",
+        "--out", tmp_path / "nest2.tsv",
+    )  # fmt: skip
+    assert code == 1 and err == (
+        f"audiorepro: error: {audio / 'al' / '0.wav'}: --word-of prefix: expected a file name "
+        "<word>_<rest>.wav; use prefix:SEP for another separator, --word-of field:1 for the "
+        "whole name (0.wav gives '0'), --word-of parent or a MAP.tsv for other names\n"
+    )
+    wavs = find_wavs(audio)
+    with pytest.raises(RecordingsError, match=r"field:2: expected a file name of at least 2 "):
+        labels_of(wavs, "field:2", what="word")
+    # one speaker's folder: read whole, every file would be its own word, as would every
+    # name under a separator none holds (field:1:- of 0_carlo_0)
+    with pytest.raises(RecordingsError) as refused:
+        labels_of(find_wavs(audio / "al"), "field:1", what="word")
+    assert str(refused.value) == (
+        f"{audio / 'al' / '0.wav'}: --word-of field:1: expected a file name of at least 2 "
+        "fields separated by '_', field 1 not empty (no name holds '_', and read whole each of "
+        "the 2 names would be its own word: field:1 reads whole names when some repeat, as "
+        "0.wav in each speaker's folder)"
+    )
+    (tmp_path / "odd").mkdir()
+    sf.write(tmp_path / "odd" / "_x.wav", speech_like(), 16000)  # an empty first field
+    with pytest.raises(RecordingsError, match=r"field:1: expected a file name of at least 2 "):
+        labels_of(find_wavs(tmp_path / "odd"), "field:1", what="word")

@@ -528,7 +528,9 @@ def speakers_of(
             (up to the first ``SEP``: ``prefix:-`` for LibriSpeech's ``84-121123-0000``),
             ``"field:N"`` (the N-th field, from 1, of the name as written split at ``_``, a
             space inside a field read as ``_``: ``anna lee_7_3`` has 3; ``field:N:SEP``
-            at ``SEP``: ``field:2`` for the Free Spoken Digit names ``7_jackson_32``),
+            at ``SEP``: ``field:2`` for the Free Spoken Digit names ``7_jackson_32``;
+            ``field:1`` of names none of which holds ``SEP`` is the whole name, when some
+            names repeat, as the word of the ``speaker/word.wav`` layout ``al/0.wav``),
             ``"parent"`` (the name of the file's folder) or the path of a ``MAP.tsv`` whose
             lines are ``file<TAB>speaker`` (``file``: a path relative to ``root``, or a file
             name, with or without the extension; a name shared by files in several subfolders
@@ -536,9 +538,10 @@ def speakers_of(
         root: the audio folder (for relative paths in a map).
 
     Raises:
-        RecordingsError: a name without ``_`` (prefix) or ``SEP``, a malformed map line (names
-            the line), a file the map does not list, or a map line naming by its name a file
-            whose name several subfolders share.
+        RecordingsError: a name without ``_`` (prefix) or ``SEP``, a name of fewer than N
+            fields (``field:N``, N >= 2), a malformed map line (names the line), a file the map
+            does not list, or a map line naming by its name a file whose name several
+            subfolders share.
     """
     return labels_of(wavs, rule, root, "speaker")
 
@@ -561,13 +564,21 @@ def labels_of(
     field = (1, prefix) if prefix is not None else _field_rule(rule)
     if field is not None:  # prefix[:SEP] is field 1, the separator required
         index, separator = field
+        # field:1 of names none of which holds the separator is the whole name (al/0.wav: 0,
+        # the speaker/word.wav layout), when some names repeat: were each its own label, a
+        # separator the names do not hold (field:1:- of 0_carlo_0) would give every file its
+        # own word. prefix requires the separator, field:N for N >= 2 N fields.
+        stem_names = [p.stem for p in wavs.values()]
+        none_split = not any(separator in s for s in stem_names)
+        reads_whole = none_split and len(set(stem_names)) < len(stem_names)
+        fewest = 1 if prefix is None and index == 1 and reads_whole else max(index, 2)
         out = {}
         for name, path in wavs.items():
             # field:N counts the fields of the name as written ("anna lee_7_3": field 1 is
             # "anna lee", read as anna_lee); prefix also ends at a space
             stem = file_id(path.stem) if prefix is not None else path.stem
             fields = [file_id(f) for f in stem.split(separator)]
-            if len(fields) >= max(index, 2) and fields[index - 1]:
+            if len(fields) >= fewest and fields[index - 1]:
                 out[name] = nfc(fields[index - 1])
                 continue
             if prefix is None:
@@ -575,15 +586,28 @@ def labels_of(
                     f"a file name of at least {max(index, 2)} fields separated by "
                     f"{separator!r}, field {index} not empty"
                 )
+                if index == 1 and none_split:
+                    expected += (
+                        f" (no name holds {separator!r}, and read whole each of the "
+                        f"{len(stem_names)} names would be its own {what}: field:1 reads whole "
+                        "names when some repeat, as 0.wav in each speaker's folder)"
+                    )
             else:
                 hint = (
                     f" (names like {path.stem!r}: {option} prefix:-)"
                     if separator == "_" and "-" in path.stem.strip("-")
                     else ""
                 )
+                whole = (  # field:1 reads it: one field each, as al/0.wav, bo/0.wav
+                    f", {option} field:{'1' if separator == '_' else '1:' + separator} for the "
+                    f"whole name ({path.name} gives {path.stem!r})"
+                    if reads_whole
+                    else ""
+                )
                 expected = (
                     f"a file name <{what}>{separator}<rest>{path.suffix}; use prefix:SEP for "
-                    f"another separator{hint}, {option} parent or a MAP.tsv for other names"
+                    f"another separator{hint}{whole}, {option} parent or a MAP.tsv for other "
+                    "names"
                 )
             raise RecordingsError(path, None, f"{option} {rule}: expected {expected}")
         return out
@@ -745,11 +769,12 @@ def write_folder_segments(
 ) -> tuple[Path, int, int]:
     """Write a segments table of whole files from a folder's layout: one row per audio file
     under ``audio`` whose word ``word_of`` tells (``parent``: the folder name, as in Speech
-    Commands' ``yes/0a7c2a8d_nohash_0.wav``; ``prefix[:SEP]``; ``field:N[:SEP]``; or a ``MAP.tsv`` of
-    ``file<TAB>word`` lines, where a file the map does not list is left out), its speaker by
-    ``speaker_of`` (:func:`speakers_of`), ``start``/``end`` empty. Paths are written relative
-    to the table's folder when the audio lies under it (the two move together), else
-    absolute; the table is written atomically.
+    Commands' ``yes/0a7c2a8d_nohash_0.wav``; ``prefix[:SEP]``; ``field:N[:SEP]``, ``field:1``
+    the whole name where no name holds ``SEP`` and some repeat, as ``al/0.wav``; or a
+    ``MAP.tsv`` of ``file<TAB>word`` lines, where a file the map does not list is left out),
+    its speaker by ``speaker_of`` (:func:`speakers_of`), ``start``/``end`` empty. Paths are
+    written relative to the table's folder when the audio lies under it (the two move
+    together), else absolute; the table is written atomically.
 
     Returns:
         ``(table path, rows written, files left out)``.
