@@ -137,8 +137,9 @@ def _parser() -> argparse.ArgumentParser:
         "--word-of",
         default="parent",
         help="parent (folder name: yes/x.wav), prefix[:SEP] (file name up to SEP), "
-        "field:N[:SEP] (the N-th field of the name) or a MAP.tsv (file<TAB>word; files it "
-        "leaves out are not in the table)",
+        "field:N[:SEP] (the N-th field of the name; field:1 the whole name of al/0.wav when "
+        "no name holds SEP) or a MAP.tsv (file<TAB>word; files it leaves out are not in the "
+        "table)",
     )
     p.add_argument("--out", required=True, help="the SEG.tsv to write")
     force_arg(p)
