@@ -209,3 +209,26 @@ def test_a_command_json_of_the_users_is_named_among_what_force_replaces(
     assert "--force would replace command.json" in err
     assert "holds the output of `mine`" not in err
     assert (out / "command.json").read_text() == text
+
+
+def test_abx_items_names_the_files_of_its_table_whatever_else_the_folder_holds(
+    audio, tmp_path, capsys
+):
+    """``abx items --audio ROOT`` only names the table's files by their ids under ROOT: an
+    .mp3 elsewhere under it, which ``units encode`` of ROOT would refuse, is no reason to
+    refuse the items."""
+    root = tmp_path / "corpus"
+    (root / "other").mkdir(parents=True)
+    (root / "other" / "podcast.mp3").write_bytes(b"ID3" + bytes(64))
+    os.rename(audio, root / "base")
+    table = tmp_path / "t.tsv"
+    code, _, err = run_cli(capsys, "segments", "--audio", root / "base", "--out", table)
+    assert code == 0, err
+    code, out, err = run_cli(
+        capsys, "abx", "items", "--segments", table, "--audio", root, "--out", tmp_path / "w.item"
+    )
+    assert code == 0, err
+    assert "wrote 4 items" in out
+    code, _, err = run_cli(capsys, "units", "train", "--audio", root, *SMOKE, "--out",
+                           tmp_path / "run")  # fmt: skip
+    assert code == 1 and "podcast.mp3: 1 audio file(s) under" in err, err  # encoding: refused

@@ -311,7 +311,7 @@ def _walk(folder: Path) -> tuple[list[Path], list[tuple[Path, str]], list[Path]]
     return sorted(files), left, sorted(linked)
 
 
-def scan_folder(folder: str | os.PathLike[str]) -> FolderScan:
+def scan_folder(folder: str | os.PathLike[str], unread: str = "refuse") -> FolderScan:
     """The audio files under ``folder`` and every entry left out, with why.
 
     Sub-folders are read recursively, linked ones too (each real folder once: a link back to
@@ -321,6 +321,10 @@ def scan_folder(folder: str | os.PathLike[str]) -> FolderScan:
     OGG under another name, or MP4 and other formats not read, says so), macOS ``._``
     metadata files (AppleDouble bytes, or ``._x.wav`` beside ``x.wav``), broken links, links
     that loop, a second link to one file, folders that cannot be listed.
+
+    Audio in a format not read here (``.mp3``) is refused (``unread="refuse"``: a folder to
+    train on or encode must be read whole), or left out and named (``"leave"``: for
+    :func:`ids_under`, which only names the files a table lists).
 
     Raises:
         RecordingsError: as :func:`find_wavs`.
@@ -333,11 +337,18 @@ def scan_folder(folder: str | os.PathLike[str]) -> FolderScan:
             f"no such directory (expected a folder of audio files: {', '.join(AUDIO_SUFFIXES)})",
         )
     found, left_out, linked = _walk(folder)
-    paths, unread, real = [], [], {}
+    refuse_unread, unread = unread == "refuse", []
+    paths, real = [], {}
     for p in found:
         suffix = p.suffix.lower()
         if suffix in UNREAD_AUDIO_SUFFIXES:
-            unread.append(p)
+            if refuse_unread:
+                unread.append(p)
+            else:
+                left_out.append(
+                    (p, f"{suffix} audio, a format not read here: convert it, e.g. ffmpeg -i "
+                        f"{p.name} {p.stem}.wav")
+                )  # fmt: skip
         elif suffix in AUDIO_SUFFIXES and _apple_double(p) is None:
             paths.append(p)
         else:
@@ -444,8 +455,10 @@ def find_wavs(folder: str | os.PathLike[str]) -> dict[str, Path]:
 
 def ids_under(folder: str | os.PathLike[str]) -> dict[Path, str]:
     """``{resolved path: file id}`` of :func:`find_wavs` (``folder``): how ``units encode``
-    names each file's units."""
-    return {path.resolve(): name for name, path in find_wavs(folder).items()}
+    names each file's units. Audio in a format not read here is left out, not refused
+    (``abx items`` names only the files of its table; ``units encode`` of the folder refuses
+    it)."""
+    return {path.resolve(): name for name, path in scan_folder(folder, "leave").files.items()}
 
 
 def _read_lines(path: Path, latin1: bool = False) -> list[tuple[int, str]]:
