@@ -54,6 +54,7 @@ def run(tables, tmp_path_factory):
         preset="smoke",
         overrides=TRAIN,
         speeds=(1,),
+        warps=(1,),
     )
 
 
@@ -310,7 +311,7 @@ def test_train_reports_epochs_from_one(run, tables, tmp_path, capsys):
     assert run.kept_epoch == run.history.epochs[run.history.steps.index(best[-1])]
     # the command says the same, trained and reused
     argv = ["awe", "train", "--segments", str(tables["train"]), "--dev", str(tables["dev"]),
-            "--lexicon", "characters", "--preset", "smoke", "--speeds", "1",
+            "--lexicon", "characters", "--preset", "smoke", "--speeds", "1", "--warps", "1",
             "--set", "train.max_steps=6", "--set", "select=final", "--out", str(tmp_path / "r")]  # fmt: skip
     for _ in range(2):
         assert main(argv) == 0
@@ -343,7 +344,7 @@ def test_a_reused_run_from_before_epochs_from_one_reports_them_from_one(
     assert reported_epochs(info) == (TrainResult.from_dict(info["history"]), info["kept_epoch"])
     # the command, reusing a folder whose run.json is of the old kind, says what a new run says
     argv = ["awe", "train", "--segments", str(tables["train"]), "--dev", str(tables["dev"]),
-            "--lexicon", "characters", "--preset", "smoke", "--speeds", "1",
+            "--lexicon", "characters", "--preset", "smoke", "--speeds", "1", "--warps", "1",
             "--set", "train.max_steps=6", "--set", "select=final", "--out", str(tmp_path / "r")]  # fmt: skip
     assert main(argv) == 0
     new = capsys.readouterr().out

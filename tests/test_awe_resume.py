@@ -19,7 +19,7 @@ HEADER = "path\tword\tspeaker\tstart\tend\n"
 # one step an epoch (smoke); the last epoch's weights and no decay, so the refit trains 4
 ARGS = ("--preset", "smoke", "--set", "train.num_epochs=4", "--set", "select=final",
         "--set", "train.patience=10",
-        "--speeds", "1")  # fmt: skip
+        "--speeds", "1", "--warps", "1")  # fmt: skip
 
 
 FIT, REFIT = recordings.fit, recordings.refit

@@ -1,5 +1,6 @@
-"""Speed perturbation of ``awe train``'s training rows (:func:`~audiorepro.experiments.awe.
-recordings.with_speed_copies`), on the real Italian number words the book ships."""
+"""Speed and vocal tract length perturbation of ``awe train``'s training rows
+(:func:`~audiorepro.experiments.awe.recordings.with_speed_copies`), on the real Italian number
+words the book ships."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from audiorepro.cli import AWE_SPEEDS, main
+from audiorepro.cli import AWE_SPEEDS, AWE_WARPS, main
 from audiorepro.data.recipes import asterisk
 from audiorepro.data.recordings import read_segments
 from audiorepro.experiments.awe import recordings
@@ -51,7 +52,7 @@ def test_speed_copies_keep_words_speakers_and_phones(rows):
 
 
 def test_the_command_trains_with_copies_by_default_and_says_so(tmp_path, capsys):
-    assert AWE_SPEEDS == recordings.SPEEDS
+    assert AWE_SPEEDS == recordings.SPEEDS and AWE_WARPS == recordings.WARPS
     from audiorepro.experiments.awe.real_speech import number_word_tables
 
     tables = number_word_tables(tmp_path / "tables")
@@ -59,12 +60,13 @@ def test_the_command_trains_with_copies_by_default_and_says_so(tmp_path, capsys)
             "--lexicon", "characters", "--preset", "smoke"]  # fmt: skip
     assert main([*base, "--out", str(tmp_path / "a")]) == 0
     out = capsys.readouterr().out
-    assert "training rows: 118 and " in out and "speeds 0.8, 0.9, 1.1, 1.2" in out
+    assert "training rows: 118 and " in out
+    assert "at speeds 0.8, 0.9, 1.1, 1.2 and vocal-tract warps 0.9, 1.1 (speed and" in out
     copies = int(out.split("training rows: 118 and ")[1].split()[0])
-    if copies < 4 * 118:  # a copy left out as too short is counted, never silent
-        assert f"; {4 * 118 - copies} copies dropped as shorter than the shortest row" in out
+    if copies < 6 * 118:  # a copy left out as too short is counted, never silent
+        assert f"; {6 * 118 - copies} copies dropped as shorter than the shortest row" in out
     info = json.loads((tmp_path / "a" / "run.json").read_text())
-    assert info["speeds"] == [0.8, 0.9, 1.1, 1.2]
+    assert info["speeds"] == [0.8, 0.9, 1.1, 1.2] and info["warps"] == [0.9, 1.1]
     # the same command again reuses the run and says the same of it
     assert main([*base, "--out", str(tmp_path / "a")]) == 0
     again = capsys.readouterr().out
@@ -73,7 +75,11 @@ def test_the_command_trains_with_copies_by_default_and_says_so(tmp_path, capsys)
     assert main([*base, "--speeds", "1", "--out", str(tmp_path / "a")]) == 1
     assert "--force" in capsys.readouterr().err
     assert main([*base, "--speeds", "1", "--out", str(tmp_path / "b")]) == 0
-    assert "training rows: 118, no speed perturbation" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "training rows: 118 and 236 copies at vocal-tract warps 0.9, 1.1 (speed and" in out
+    assert main([*base, "--speeds", "1", "--warps", "1", "--out", str(tmp_path / "c")]) == 0
+    out = capsys.readouterr().out
+    assert "training rows: 118, no speed or vocal tract length perturbation" in out
 
 
 @pytest.mark.parametrize("bad", ["fast", "0.9,-1", "0", "nan", ""])
@@ -82,3 +88,39 @@ def test_speeds_that_are_not_positive_numbers_are_refused(bad, tmp_path, capsys)
         main(["awe", "train", "--segments", "x.tsv", "--speeds", bad, "--out", str(tmp_path)])
     assert exit_.value.code == 2
     assert "--speeds" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("bad", ["long", "0.7", "1.3,0.9", "-1", ""])
+def test_warps_outside_a_vocal_tracts_range_are_refused(bad, tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["awe", "train", "--segments", "x.tsv", "--warps", bad, "--out", str(tmp_path)])
+    assert exit_.value.code == 2
+    assert "--warps" in capsys.readouterr().err
+
+
+def test_a_warped_copy_moves_the_spectrum_and_keeps_the_times(rows):
+    """The warp reads each frequency at another place (formants move up for a factor above 1,
+    a shorter vocal tract), the frames are as many as the row's, and a warp of 1 is the row."""
+    from audiorepro.features.speech import _mel_basis, vtlp_frequencies
+
+    plain = recordings.segment_features(rows)
+    assert all(
+        np.array_equal(a, b)
+        for a, b in zip(plain, recordings.segment_features(rows, warp=1.0), strict=True)
+    )
+    for warp in (0.9, 1.1):
+        warped = recordings.segment_features(rows, warp=warp)
+        assert [f.shape for f in warped] == [f.shape for f in plain]
+        assert not any(np.allclose(a, b) for a, b in zip(plain, warped, strict=True))
+    freqs = np.array([0.0, 1000.0, 4000.0, 8000.0])
+    assert vtlp_frequencies(freqs, 1.1, 16000).tolist()[:3] == pytest.approx([0, 1100, 4400])
+    assert vtlp_frequencies(freqs, 0.9, 16000)[[0, 3]].tolist() == [0.0, 8000.0]
+    edge = 4800 / 1.1  # continuous at the boundary
+    assert vtlp_frequencies(np.array([edge - 1e-6, edge + 1e-6]), 1.1, 16000) == pytest.approx(
+        [4800, 4800]
+    )
+    # a tone's energy moves to a higher mel band under a factor above 1
+    tone = np.zeros(257)
+    tone[64] = 1.0  # 2 kHz
+    bands = [int(np.argmax(_mel_basis(16000, 512, 40, 0.0, None, w) @ tone)) for w in (1.0, 1.1)]
+    assert bands[1] > bands[0]

@@ -105,7 +105,7 @@ def test_units_abx_and_awe_end_to_end(corpus, capsys):
     code, out, err = run_cli(
         capsys,
         "awe", "train", "--segments", root / "seg.tsv", "--preset", "smoke",
-        "--set", "train.max_steps=3", "--speeds", "1", "--out", root / "a",
+        "--set", "train.max_steps=3", "--speeds", "1", "--warps", "1", "--out", root / "a",
     )  # fmt: skip
     assert code == 0, err
     # max_steps alone lifts the smoke preset's one epoch (of one step without speed copies)

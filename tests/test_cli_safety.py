@@ -190,7 +190,7 @@ def test_the_files_of_a_run_a_command_reads_are_never_replaced(corpus, units_run
     table.write_text(HEADER + "".join(f"{r}\n" for r in twice))
     code, _, err = run_cli(
         capsys, "awe", "train", "--segments", table, "--lexicon", "characters",
-        *SMOKE[:4], "--speeds", "1", "--out", run,
+        *SMOKE[:4], "--speeds", "1", "--warps", "1", "--out", run,
     )  # fmt: skip
     assert code == 0, err
     weights = (run / "model.safetensors").read_bytes()

@@ -57,7 +57,10 @@ cfg = awe.load_config(preset)
 # character by character (`--lexicon characters`). `awe train` adds to its training rows a
 # copy of each at four speeds (0.8, 0.9, 1.1 and 1.2 times, tempo and pitch together, as
 # Kaldi's speed perturbation), its default for anyone's recordings: on these words it raised
-# the development AP that picks the epoch. The first line of each seed says so.
+# the development AP that picks the epoch. It adds two more with the vocal tract length
+# perturbed (the spectrum's frequency axis warped by 0.9 and 1.1, as a longer or a shorter
+# vocal tract would place the formants): on synthetic voices it raised the AP of unseen
+# speakers. The first line of each seed says so.
 #
 # Its third line says how the frames were normalised. Both speakers have more than 10 s of
 # words here, so `awe train` normalises per speaker: the MFCCs, Δ and ΔΔ to zero mean and
@@ -122,13 +125,14 @@ print(finding.sentence)
 #
 # On the chapter's synthetic corpus the chosen model is trained on thousands of tokens of
 # many voices and is compared with MFCC + DTW on page 03 ({doc}`03_evaluate`, "The MFCC +
-# DTW baseline"). Here it has 118 training tokens of two voices (and their speed-perturbed
+# DTW baseline"). Here it has 118 training tokens of two voices (and their perturbed
 # copies), and a development set of 20 words to choose its epoch. Whatever the sentence
 # above says, it says it of that amount of speech: the `awe` commands print the DTW baseline
 # beside every AP for this reason, and a model that does not beat it has not yet learned
 # more than a comparison of frames gives.
 #
-# Three defaults of `awe train` were measured on these words (seeds 0-2, preset `embedded`):
+# Three defaults of `awe train` were measured on these words (seeds 0-2, preset `embedded`),
+# before it added the vocal-tract copies (the numbers printed above are this build's):
 #
 # | frames | speeds | embeddings, test AP | MFCC + DTW |
 # |---|---|---|---|

@@ -265,6 +265,14 @@ def _parser() -> argparse.ArgumentParser:
         help="speed perturbation: a copy of each training row at these speeds, each 0.5 to 2 "
         "(default %(default)s; 1: none)",
     )
+    p.add_argument(
+        "--warps",
+        type=_warps,
+        default=",".join(f"{v:g}" for v in AWE_WARPS),
+        help="vocal tract length perturbation: a copy of each training row with its spectrum's "
+        "frequency axis warped by these factors, each 0.8 to 1.25 (default %(default)s; 1: "
+        "none)",
+    )
     norm_arg(p, "train on")
     p.add_argument(
         "--no-refit",
@@ -432,6 +440,7 @@ def _output(args: argparse.Namespace, overrides: Mapping[str, Any] | None = None
             "--set": overrides,
             "--lexicon": args.lexicon,
             "--speeds": list(args.speeds),
+            "--warps": list(args.warps),
             "--norm": args.norm,
             "--no-refit": args.no_refit,
         }
@@ -569,6 +578,9 @@ AWE_SPEEDS = (0.8, 0.9, 1.1, 1.2)
 """``awe train --speeds``' default: :data:`audiorepro.experiments.awe.recordings.SPEEDS` (a
 test checks they agree; the parser does not import the chapter)."""
 
+AWE_WARPS = (0.9, 1.1)
+"""``awe train --warps``' default: :data:`audiorepro.experiments.awe.recordings.WARPS`."""
+
 
 def _at_least(minimum: int) -> Any:
     """An argparse type: an integer of at least ``minimum`` (argparse names the option)."""
@@ -585,22 +597,29 @@ def _at_least(minimum: int) -> Any:
     return parse
 
 
-def _speeds(text: str) -> tuple[float, ...]:
+def _speeds(text: str, option: str = "--speeds") -> tuple[float, ...]:
     """``--speeds 0.9,1.1``: speeds, comma separated, each within the range
-    :func:`~audiorepro.experiments.awe.recordings.check_speeds` accepts (a usage error here)."""
-    from audiorepro.experiments.awe.recordings import check_speeds
+    :func:`~audiorepro.experiments.awe.recordings.check_speeds` accepts (a usage error here);
+    ``option="--warps"``: vocal-tract warps, the same way."""
+    from audiorepro.experiments.awe.recordings import SPEED_RANGE, WARP_RANGE, check_speeds
 
+    what = "speeds" if option == "--speeds" else "warps"
     try:
         speeds = tuple(float(v) for v in text.split(","))
     except ValueError:
         raise argparse.ArgumentTypeError(
-            f"expected speeds like 0.9,1.1 (1: no speed perturbation), got {text!r}"
+            f"expected {what} like 0.9,1.1 (1: none), got {text!r}"
         ) from None
     try:
-        check_speeds(speeds)
+        check_speeds(speeds, option, SPEED_RANGE if what == "speeds" else WARP_RANGE)
     except ValueError as err:  # argparse names the option itself
-        raise argparse.ArgumentTypeError(str(err).removeprefix("--speeds: ")) from None
+        raise argparse.ArgumentTypeError(str(err).removeprefix(f"{option}: ")) from None
     return speeds
+
+
+def _warps(text: str) -> tuple[float, ...]:
+    """``--warps 0.9,1.1``: as :func:`_speeds`, of vocal-tract warps."""
+    return _speeds(text, "--warps")
 
 
 def _awe_run(folder: str) -> Any:
@@ -825,6 +844,7 @@ def _run(args: argparse.Namespace) -> None:
                     preset=args.preset,
                     overrides=overrides,
                     speeds=args.speeds,
+                    warps=args.warps,
                     norm=args.norm,
                     again=not args.no_refit,
                     progress=_progress(),

@@ -67,8 +67,41 @@ def _check_wav(wav: np.ndarray) -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=32)
-def _mel_basis(sr: int, n_fft: int, n_mels: int, fmin: float, fmax: float | None) -> np.ndarray:
-    return librosa.filters.mel(sr=sr, n_fft=n_fft, n_mels=n_mels, fmin=fmin, fmax=fmax)
+def _mel_basis(
+    sr: int, n_fft: int, n_mels: int, fmin: float, fmax: float | None, warp: float = 1.0
+) -> np.ndarray:
+    if warp == 1.0:
+        return librosa.filters.mel(sr=sr, n_fft=n_fft, n_mels=n_mels, fmin=fmin, fmax=fmax)
+    # librosa.filters.mel (slaney), each STFT bin's triangle weights read at its warped frequency
+    freqs = vtlp_frequencies(librosa.fft_frequencies(sr=sr, n_fft=n_fft), warp, sr)
+    mel_f = librosa.mel_frequencies(n_mels + 2, fmin=fmin, fmax=sr / 2 if fmax is None else fmax)
+    fdiff = np.diff(mel_f)
+    ramps = np.subtract.outer(mel_f, freqs)
+    lower = -ramps[:n_mels] / fdiff[:n_mels, None]
+    upper = ramps[2 : n_mels + 2] / fdiff[1 : n_mels + 1, None]
+    weights = np.maximum(0, np.minimum(lower, upper))
+    weights *= (2.0 / (mel_f[2 : n_mels + 2] - mel_f[:n_mels]))[:, None]
+    return weights.astype(np.float32)
+
+
+VTLP_BOUNDARY_HZ = 4800.0
+"""Jaitly and Hinton's (2013) boundary of the vocal-tract-length warp: below it (at a warp
+``alpha`` <= 1; ``4800 / alpha`` above 1) a frequency ``f`` is read at ``alpha f``; above it the
+warp runs linearly to the Nyquist frequency, which stays where it is."""
+
+
+def vtlp_frequencies(freqs: np.ndarray, alpha: float, sr: int) -> np.ndarray:
+    """Vocal tract length perturbation (Jaitly and Hinton 2013): ``freqs`` (Hz) warped by the
+    factor ``alpha``, piecewise linear (:data:`VTLP_BOUNDARY_HZ`), continuous, 0 to 0 and the
+    Nyquist frequency to itself. ``alpha`` > 1 reads a longer vocal tract's spectrum as a
+    shorter one's (formants move up), < 1 the other way."""
+    if not alpha > 0:
+        raise ValueError(f"a vocal-tract-length warp must be positive, got {alpha}")
+    nyquist = sr / 2
+    low = VTLP_BOUNDARY_HZ * min(alpha, 1.0)
+    cut = low / alpha
+    above = nyquist - (nyquist - low) / (nyquist - cut) * (nyquist - np.asarray(freqs))
+    return np.where(np.asarray(freqs) <= cut, alpha * np.asarray(freqs), above)
 
 
 @functools.lru_cache(maxsize=32)
@@ -89,13 +122,14 @@ def stft(wav: np.ndarray, n_fft: int, hop: int, win: int) -> np.ndarray:
 
 
 def _mel_power(
-    wav: np.ndarray, sr: int, n_mels: int, fmin: float, fmax: float | None
+    wav: np.ndarray, sr: int, n_mels: int, fmin: float, fmax: float | None, warp: float = 1.0
 ) -> np.ndarray:
-    """(n_mels, T) mel power spectrogram with the 25 ms / 10 ms framing."""
+    """(n_mels, T) mel power spectrogram with the 25 ms / 10 ms framing; ``warp`` != 1: of the
+    spectrum's frequency axis warped so (:func:`vtlp_frequencies`)."""
     n_fft, win, hop = frame_params(sr)
     spec = stft(wav, n_fft, hop, win)
     power = spec.real**2 + spec.imag**2  # (K, T)
-    return _mel_basis(int(sr), n_fft, n_mels, float(fmin), fmax) @ power
+    return _mel_basis(int(sr), n_fft, n_mels, float(fmin), fmax, float(warp)) @ power
 
 
 def apply_cmvn(feats: np.ndarray, eps: float = 1e-8) -> np.ndarray:
@@ -165,6 +199,7 @@ def mfcc(
     fmax: float | None = None,
     delta_width: int = 9,
     cmvn: bool = False,
+    warp: float = 1.0,
 ) -> np.ndarray:
     """MFCCs (+ Δ + ΔΔ), 25 ms Hann window, 10 ms hop: wav (S,) → feats (T, n_mfcc [x 3]).
 
@@ -172,7 +207,9 @@ def mfcc(
     win_length=400, n_mels=n_mels)`` at 16 kHz (power mel → dB with ``top_db=80`` → orthonormal
     DCT-II). With ``cmvn=True`` the static coefficients are mean/variance normalised over the
     utterance before the deltas are taken (Kaldi's ``apply-cmvn`` then ``add-deltas`` order).
-    ``deltas=True`` appends :func:`add_deltas` (39 dims for ``n_mfcc=13``).
+    ``deltas=True`` appends :func:`add_deltas` (39 dims for ``n_mfcc=13``). ``warp`` != 1: the
+    power spectrum's frequency axis warped by that factor before the mel filters, a vocal
+    tract length perturbation (:func:`vtlp_frequencies`).
 
     Returns:
         float32 array (T, n_mfcc) or (T, 3 n_mfcc), ``T = 1 + S // hop``.
@@ -180,7 +217,7 @@ def mfcc(
     wav = _check_wav(wav)
     if not 1 <= n_mfcc <= n_mels:
         raise ValueError(f"n_mfcc must be in 1..n_mels ({n_mels}), got {n_mfcc}")
-    mel_db = librosa.power_to_db(_mel_power(wav, sr, n_mels, fmin, fmax), top_db=80.0)
+    mel_db = librosa.power_to_db(_mel_power(wav, sr, n_mels, fmin, fmax, warp), top_db=80.0)
     feats = (_dct_matrix(n_mels, n_mfcc) @ mel_db).T.astype(np.float32)  # (T, n_mfcc)
     if cmvn:
         feats = apply_cmvn(feats)

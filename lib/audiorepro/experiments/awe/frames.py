@@ -28,7 +28,11 @@ does)."""
 
 
 def segment_features(
-    rows: Sequence[Segment], feature_dim: int = 39, speed: float = 1.0, norm: str = "file"
+    rows: Sequence[Segment],
+    feature_dim: int = 39,
+    speed: float = 1.0,
+    norm: str = "file",
+    warp: float = 1.0,
 ) -> list[np.ndarray]:
     """MFCC + Δ + ΔΔ frames (T, feature_dim) float32 of each row (16 kHz, 10 ms frames), cut
     to ``[start, end)``: 13 MFCCs and their Δ and ΔΔ, normalised per ``norm``
@@ -40,7 +44,9 @@ def segment_features(
     the file is played ``speed`` times faster, tempo and pitch together (resampled to
     ``16 kHz / speed`` and read as 16 kHz), and its times scale by ``1 / speed``; with
     ``norm="speaker"`` the perturbed files are normalised by their own statistics, as a new
-    speaker's would be."""
+    speaker's would be. ``warp`` != 1 perturbs the vocal tract length instead: the spectrum's
+    frequency axis warped by that factor before the mel filters
+    (:func:`~audiorepro.features.speech.vtlp_frequencies`), the times as they are."""
     if not speed > 0:
         raise ValueError(f"speed must be positive, got {speed}")
     if norm not in FEATURE_NORMS:
@@ -56,7 +62,7 @@ def segment_features(
                     target_sr=round(SAMPLE_RATE / speed),
                     res_type=resample_type(),
                 )
-            frames = mfcc(wav, SAMPLE_RATE, n_mfcc=13, deltas=False, cmvn=False)
+            frames = mfcc(wav, SAMPLE_RATE, n_mfcc=13, deltas=False, cmvn=False, warp=warp)
             static[r.path] = frames[:, 1:] if feature_dim == 36 else frames
     keys = list(dict.fromkeys((r.speaker, r.path) for r in rows))  # each file once a speaker
     if norm == "file":  # exactly mfcc_features(..., cmvn=True)
