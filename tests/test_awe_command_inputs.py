@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 
 import numpy as np
 import pytest
@@ -182,6 +183,17 @@ def test_train_refuses_development_rows_that_are_training_rows(tables, tmp_path)
     assert f"also line {shared.line} of the training table {train}" in message
     assert f"1 of the {len(dev_rows) + 1} development rows" in message
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+    # a copy of a training file in another folder (a held-out set made by copying files)
+    (tmp_path / "copies").mkdir()
+    shutil.copy(shared.path, tmp_path / "copies" / "held.wav")
+    copied = write_table(tmp_path / "copied.tsv", dev_rows)
+    with open(copied, "a") as fh:
+        fh.write(f"copies/held.wav\t{shared.word}\t{shared.speaker}\t\t\n")
+    with pytest.raises(RecordingsError) as caught:
+        awe.refuse_shared_rows(read_segments(train), read_segments(copied))
+    message = str(caught.value)
+    assert message.startswith(f"{copied}:{len(dev_rows) + 2}: ")
+    assert f"a copy of {shared.path}, line {shared.line} of the training table" in message
     # the same file cut elsewhere is another row
     cut = write_table(tmp_path / "cut.tsv", dev_rows)
     with open(cut, "a") as fh:

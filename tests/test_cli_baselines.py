@@ -207,6 +207,8 @@ def test_audio_changed_after_awe_embed_gives_no_baseline_and_a_cut_file_counts_i
     code, _, err = run_cli(capsys, "awe", "embed", made / "a", "--segments",
                            tmp_path / "seg.tsv", "--out", npz)  # fmt: skip
     assert code == 0, err
+    # copies of the training files in another folder: the rows the run trained on
+    assert "seg.tsv: 18 of the 18 rows are rows of " in err and "or of copies of their" in err
     code, out, err = run_cli(capsys, "awe", "ap", npz)
     assert code == 0 and "MFCC + DTW" in out, err
     ap = float(re.search(r"^embeddings\s+(\d\.\d{4})$", out, re.M).group(1))

@@ -776,3 +776,27 @@ def test_a_table_saved_by_a_spreadsheet_is_refused_saying_how_to_save_it(tmp_pat
     with pytest.raises(RecordingsError) as caught:
         read_segments(table)
     assert "spreadsheet" not in str(caught.value)
+
+
+def test_an_end_written_to_the_millisecond_at_the_end_of_its_file_is_the_end_of_the_file(
+    tmp_path,
+):
+    """Annotation tools write times to the millisecond: the last word of a file of 3.371625 s
+    ends at 3.372, half a millisecond past its last sample. It is read; an end 1 ms past is
+    refused, with the duration's every digit and by how much."""
+    from audiorepro.data.recordings import read_segments
+
+    rng = np.random.default_rng(0)
+    sf.write(tmp_path / "al.wav", 0.1 * rng.standard_normal(26973).astype(np.float32), 8000)
+    table = tmp_path / "seg.tsv"
+    head = "path\tword\tspeaker\tstart\tend\n"
+    table.write_text(head + "al.wav\tfour\tal\t2.900\t3.372\n")
+    (row,) = read_segments(table)
+    assert row.end == 3.372
+    table.write_text(head + "al.wav\tfour\tal\t2.900\t3.373\n")
+    with pytest.raises(
+        RecordingsError,
+        match=r"seg.tsv:2: end: 3.373 s is past the end of .*al.wav \(3.371625 s: 26973 samples "
+        r"at 8000 Hz\), by 1.375 ms",
+    ):
+        read_segments(table)

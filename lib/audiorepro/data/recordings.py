@@ -1033,12 +1033,14 @@ def read_segments(path: str | os.PathLike[str], check_audio: bool = True) -> lis
                 if audio_path not in durations:
                     frames, rate, _ = audio_shape(audio_path) or audio_info(audio_path)
                     durations[audio_path] = frames / rate
-                if end > durations[audio_path] + 1e-6:
+                if end > durations[audio_path] + END_SLACK:
+                    frames, rate, _ = audio_shape(audio_path) or audio_info(audio_path)
                     raise RecordingsError(
                         path,
                         number,
                         f"end: {end_text} s is past the end of {audio_path} "
-                        f"({durations[audio_path]:.3f} s)",
+                        f"({durations[audio_path]:.6f} s: {frames} samples at {rate} Hz), by "
+                        f"{(end - durations[audio_path]) * 1000:.3f} ms",
                     )
         out.append(Segment(audio_path, word, speaker, start, end, path, number))
     if not out:
@@ -1048,6 +1050,11 @@ def read_segments(path: str | os.PathLike[str], check_audio: bool = True) -> lis
         _warn_of_long_rows(out)
     return out
 
+
+END_SLACK = 0.0005 + 1e-9
+"""How far past the end of its file a row's end may lie (seconds): half a millisecond, so that
+the end of a file's last word written to the millisecond (Praat, ELAN, a forced aligner) is
+read as the end of the file, not refused."""
 
 LONG_ROW_SECONDS = 5.0
 LONG_ROW_TIMES = 10.0

@@ -137,26 +137,40 @@ def development_split(
 
 def refuse_shared_rows(train_rows: Sequence[Segment], dev_rows: Sequence[Segment]) -> None:
     """A :class:`RecordingsError` naming the first development row that is also a training row
-    (the same audio file, start and end) and that training row's table and line: the plateau
-    schedule would pick the epoch on rows the model trains on, which rewards memorising
-    them, not the embeddings of words it has not heard."""
-    training = {}
-    for r in train_rows:
-        training.setdefault((r.path.resolve(), r.start, r.end), r)
-    for r in dev_rows:
-        twin = training.get((r.path.resolve(), r.start, r.end))
-        if twin is not None:
-            shared = sum((d.path.resolve(), d.start, d.end) in training for d in dev_rows)
-            where = "the whole file" if r.start is None else f"{r.start:g}-{r.end:g} s"
-            raise RecordingsError(
-                r.source,
-                r.line,
-                f"{r.path} {where}: also line {twin.line} of the training table "
-                f"{twin.source} ({shared} of the {len(dev_rows)} development rows are training "
-                "rows): the epoch would be chosen on rows the model trains on; give "
-                "development rows that are not in --segments (or no --dev: rows are then held "
-                "out of training)",
-            )
+    (the same audio file, start and end, or a copy of that file: the same bytes or the same
+    samples in another folder, :class:`~audiorepro.data.audio_identity.SameRecordings`) and
+    that training row's table and line: the plateau schedule would pick the epoch on rows the
+    model trains on, which rewards memorising them, not the embeddings of words it has not
+    heard."""
+    from audiorepro.data.audio_identity import SameRecordings
+
+    training: dict[tuple, int] = {}
+    copies = SameRecordings()
+    for i, r in enumerate(train_rows):
+        training.setdefault((r.path.resolve(), r.start, r.end), i)
+        copies.add(r.path.resolve(), r.start, r.end, i)
+    twins: list[tuple[Segment, Segment, bool]] = []
+    for k, r in enumerate(dev_rows):
+        i = training.get((r.path.resolve(), r.start, r.end))
+        if i is not None:
+            twins.append((r, train_rows[i], False))
+        elif (found := copies.add(r.path.resolve(), r.start, r.end, -1 - k)) is not None:
+            if found[1] >= 0:  # a training row's file; a negative line: another dev row's
+                twins.append((r, train_rows[found[1]], True))
+    if not twins:
+        return
+    r, twin, copy = twins[0]
+    where = "the whole file" if r.start is None else f"{r.start:g}-{r.end:g} s"
+    also = f"a copy of {twin.path}, line" if copy else "also line"
+    raise RecordingsError(
+        r.source,
+        r.line,
+        f"{r.path} {where}: {also} {twin.line} of the training table {twin.source} "
+        f"({len(twins)} of the {len(dev_rows)} development rows are training rows, or copies "
+        "of their files): the epoch would be chosen on rows the model trains on; give "
+        "development rows that are not in --segments (or no --dev: rows are then held out of "
+        "training)",
+    )
 
 
 DEVELOPMENT_DTW_ROWS = 500

@@ -515,12 +515,19 @@ def embed_table(
         dropped={},
     )
     tables, heard = trained_rows(run)
-    trained = np.asarray([(r.path.resolve(), r.start, r.end) in heard for r in rows])
+    trained = np.asarray(
+        [
+            (r.path.resolve(), r.start, r.end) in heard
+            or (known_file_sha256(r.path), r.start, r.end) in heard
+            for r in rows
+        ]
+    )
     seen = int(trained.sum())
     if seen:
         warnings.warn(
             f"{segments}: {seen} of the {len(rows)} rows are rows of {' and '.join(tables)}, "
-            "which the run trained on (or chose its epoch on): their AP tells how well it "
+            "or of copies of their files, which the run trained on (or chose its epoch on): "
+            "their AP tells how well it "
             "fits tokens it has heard, not how it embeds new recordings; embed rows it did "
             "not train on",
             InputWarning,
@@ -546,7 +553,9 @@ def embed_table(
 def trained_rows(run: str | os.PathLike[str]) -> tuple[list[str], set[tuple[Path, Any, Any]]]:
     """``(tables, rows)``: the segments tables ``awe train`` read for ``run`` (its
     ``--segments`` and ``--dev``, from the run's record) and their rows as ``(resolved file,
-    start, end)``; nothing for a run without a record or tables that are gone."""
+    start, end)`` and as ``(the file's SHA-256, start, end)`` (a copy of a training file in
+    another folder is the same recording); nothing for a run without a record or tables that
+    are gone."""
     from audiorepro.outputs import read_output_record
 
     record = read_output_record(Path(run)) or {}
@@ -562,6 +571,7 @@ def trained_rows(run: str | os.PathLike[str]) -> tuple[list[str], set[tuple[Path
             continue
         tables.append(str(table))
         rows |= {(r.path.resolve(), r.start, r.end) for r in found}
+        rows |= {(known_file_sha256(r.path), r.start, r.end) for r in found if r.path.is_file()}
     return tables, rows
 
 
