@@ -78,3 +78,41 @@ def test_zerospeech_root_with_a_real_corpus_is_refused_under_a_generated_kind(
     # kind=paper reads the real folder itself.
     paper = zs_config.Config(corpus=CorpusSpec("paper", root=str(tmp_path / "mine")))
     assert language_dir(paper) == tmp_path / "mine" / "english"
+
+
+@pytest.mark.parametrize(
+    ("pair", "said"),
+    [
+        ("model.n_heads=0", "n_heads must be an int >= 1, got 0"),
+        ("model.d_model=0", "d_model must be an int >= 1, got 0"),
+        ("model.dropout=1.5", "dropout must be in [0, 1), got 1.5"),
+        ("model.code_dim=0", "code_dim must be an int >= 1, got 0"),
+        ("train.segment_frames=7", "train.segment_frames must be >= 8 (the shortest segment"),
+        ("model.commitment=-1", "commitment must be >= 0 (a weight or a share; a negative"),
+        ("model.smoothing=-0.5", "smoothing must be >= 0"),
+        ("model.jitter=0.7", "jitter p must be in [0, 0.5), got 0.7"),
+    ],
+)
+def test_a_set_value_out_of_its_range_is_named_before_any_audio_is_read(
+    pair, said, tmp_path, capsys, monkeypatch
+):
+    """Each ``--set`` of a model or training value out of its range is refused naming the
+    ``--set`` given and the range, before any work (a ZeroDivisionError to report, torch's
+    wording without the field, or a run trained with a negative weight, before)."""
+    import soundfile as sf
+
+    from audiorepro.cli import main
+
+    def opened(*args, **kwargs):
+        raise AssertionError("audio was read")
+
+    monkeypatch.setattr(sf, "SoundFile", opened)
+    monkeypatch.setattr(sf, "read", opened)
+    (tmp_path / "audio").mkdir()
+    (tmp_path / "audio" / "a_0.wav").write_bytes(b"RIFF")
+    argv = ["units", "train", "--audio", str(tmp_path / "audio"), "--preset", "smoke",
+            "--set", pair, "--out", str(tmp_path / "run")]  # fmt: skip
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"audiorepro: error: --set {pair}: {said}"), err
+    assert "give a value in that range" in err and not (tmp_path / "run").exists()

@@ -364,6 +364,8 @@ def checked_sets(args: argparse.Namespace, preset: str) -> dict[str, Any]:
                 f"--set {pair}: {detail}; give a value of that type (see the preset "
                 f"{preset!r}), or leave the --set out"
             ) from err
+        except ValueError as err:  # a value of the right type out of its range
+            raise ConfigError(f"--set {pair}: {err}; give a value in that range") from err
     return overrides
 
 

@@ -118,8 +118,25 @@ class VQVAEConfig:
             raise ValueError(f"encoder must be one of {ENCODERS}, got {self.encoder!r}")
         if self.stride not in (2, 4):
             raise ValueError(f"stride must be 2 or 4, got {self.stride}")
+        for name in (
+            "input_dim", "d_model", "n_heads", "ffn_dim", "code_dim", "speaker_dim",
+            "decoder_channels",
+        ):  # fmt: skip
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model {self.d_model} must be divisible by n_heads {self.n_heads}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        for name in ("commitment", "smoothing", "dead_code_threshold"):
+            if not getattr(self, name) >= 0.0:
+                raise ValueError(
+                    f"{name} must be >= 0 (a weight or a share; a negative one rewards what "
+                    f"it should penalise), got {getattr(self, name)}"
+                )
+        if not self.ema_epsilon > 0.0:
+            raise ValueError(f"ema_epsilon must be > 0, got {self.ema_epsilon}")
         if not 0.0 <= self.jitter < 0.5:
             raise ValueError(f"jitter p must be in [0, 0.5), got {self.jitter}")
         if not 0.0 < self.ema_decay < 1.0:

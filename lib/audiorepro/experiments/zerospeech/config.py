@@ -27,6 +27,11 @@ different speakers that are mutual DTW nearest neighbours reconstruct each other
 (:mod:`audiorepro.experiments.zerospeech.pairs`)."""
 
 
+SHORTEST_SEGMENT = 8
+"""The fewest input frames of a VQ-VAE training segment
+(:class:`~audiorepro.data.speech_segments.SegmentDataset`'s ``min_frames``)."""
+
+
 @dataclass(frozen=True)
 class TrainSection:
     """How one model of the chapter is trained: Adam, segments, batch size, loop length."""
@@ -118,6 +123,11 @@ class Config:
 
     def __post_init__(self) -> None:
         feature_of(self.model.input_dim)  # raises unless 39 (MFCC) or 80 (log-Mel)
+        if self.train.segment_frames < SHORTEST_SEGMENT:
+            raise ValueError(
+                f"train.segment_frames must be >= {SHORTEST_SEGMENT} (the shortest segment "
+                f"the VQ-VAE trains on, in 10 ms frames), got {self.train.segment_frames}"
+            )
 
     @property
     def ledger_seeds(self) -> tuple[int, ...]:
