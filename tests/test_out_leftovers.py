@@ -232,3 +232,26 @@ def test_abx_items_names_the_files_of_its_table_whatever_else_the_folder_holds(
     code, _, err = run_cli(capsys, "units", "train", "--audio", root, *SMOKE, "--out",
                            tmp_path / "run")  # fmt: skip
     assert code == 1 and "podcast.mp3: 1 audio file(s) under" in err, err  # encoding: refused
+
+
+def test_no_command_writes_into_another_commands_output_even_with_force(audio, tmp_path, capsys):
+    """A units run given by mistake as the --out of `units encode`: with --force the units
+    went in beside the run and the encode's record replaced the run's, so `units train` no
+    longer knew its own folder. Refused, with or without --force; the run is as it was."""
+    first, run = tmp_path / "first", tmp_path / "run"
+    for folder in (first, run):
+        code, _, err = run_cli(capsys, "units", "train", "--audio", audio, *SMOKE, "--out",
+                               folder)  # fmt: skip
+        assert code == 0, err
+    before = {p.name: p.read_bytes() for p in run.iterdir()}
+    for force in ((), ("--force",)):
+        code, _, err = run_cli(capsys, "units", "encode", first, "--audio", audio, "--out",
+                               run, *force)  # fmt: skip
+        assert code == 1 and one_paragraph(err), err
+        assert (
+            f"{run}: the folder holds the output of `units train` (its command.json says so), "
+            "and `units encode` never writes into another command's output, even with --force"
+        ) in err
+    assert {p.name: p.read_bytes() for p in run.iterdir()} == before
+    code, out, err = run_cli(capsys, "units", "train", "--audio", audio, *SMOKE, "--out", run)
+    assert code == 0 and "reusing it" in out, (out, err)

@@ -269,6 +269,13 @@ def output_target(
         return OutputPlan(path, request=request, given=given)
     record_path = path / OUTPUT_RECORD
     record = read_output_record(path)
+    if record is not None and record.get("command") != command:
+        raise OutputError(
+            f"{path}: the folder holds the output of `{record.get('command')}` (its "
+            f"{OUTPUT_RECORD} says so), and `{command}` never writes into another command's "
+            "output, even with --force (its record would be replaced, and that command "
+            "would no longer know its own folder): give another --out"
+        )
     previous = []
     if record is not None and record.get("command") == command:
         previous = [path / name for name in record.get("outputs", []) if isinstance(name, str)]
