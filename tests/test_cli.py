@@ -306,7 +306,13 @@ def test_units_bitrate_voice_and_resynthesis_of_a_folder(corpus, tmp_path, capsy
         samples, rate = sf.read(wav)
         sf.write(longer / wav.name, np.concatenate([samples, np.zeros(2 * rate), samples]), rate)
     code, _, err = run_cli(capsys, "units", "bitrate", tmp_path / "hot", "--audio", longer)
-    assert code == 1 and "these are not the recordings `units encode` read" in err, err
+    assert code == 1 and "these are not the durations of the recordings" in err, err
+    assert "(other recordings of the same names?)" in err
+    in_ms = tmp_path / "ms.txt"  # the commonest slip: a duration column in milliseconds
+    in_ms.write_text("".join(f"{line.split()[0]} {float(line.split()[1]) * 1000:.0f}\n"
+                             for line in listed))  # fmt: skip
+    code, _, err = run_cli(capsys, "units", "bitrate", tmp_path / "hot", "--filelist", in_ms)
+    assert code == 1 and "(durations in milliseconds?)" in err, err
     assert re.search(r"hot/S001_garden0.txt: \d+ lines, a line every 0.04 s: ", err), err
     (tmp_path / "hot" / "S002_yellow1.txt").unlink()  # the folder no longer matches the audio
     code, _, err = run_cli(capsys, "units", "bitrate", tmp_path / "hot", "--audio", audio)

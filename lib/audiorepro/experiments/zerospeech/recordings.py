@@ -52,7 +52,11 @@ from audiorepro.experiments.zerospeech.pairs import Pairing, find_pairs, pairs_d
 from audiorepro.experiments.zerospeech.submission import int_lines, vector_lines
 from audiorepro.experiments.zerospeech.train import fit_vqvae, resumable
 from audiorepro.features import audio_info
-from audiorepro.metrics.bitrate import bitrate_from_submission, bitrate_of_files
+from audiorepro.metrics.bitrate import (
+    bitrate_from_submission,
+    bitrate_of_files,
+    read_bitrate_filelist,
+)
 from audiorepro.models.kmeans import KMeans
 from audiorepro.models.vqvae import VQVAE
 from audiorepro.outputs import read_output_record
@@ -484,6 +488,8 @@ def submission_bitrate(
     if (audio is None) == (filelist is None):
         raise ValueError("give the durations: audio=DIR or filelist=FILE (exactly one)")
     if filelist is not None:
+        if Path(submission).is_dir():
+            _check_lines_cover(Path(submission), read_bitrate_filelist(filelist), filelist)
         return bitrate_from_submission(submission, filelist)
     entries = []
     for name, path in find_wavs(audio).items():
@@ -519,17 +525,31 @@ def _check_bitrate_audio(
             InputWarning,
             stacklevel=3,
         )
+    _check_lines_cover(folder, entries, audio)
+
+
+def _check_lines_cover(
+    folder: Path, entries: Sequence[tuple[str, float]], source: str | os.PathLike[str]
+) -> None:
+    """For a folder ``units encode`` wrote (its frame shift recorded): each listed file's lines
+    must cover its duration in ``entries`` (``source``: the audio folder or the bitrate list
+    they come from), else a ``ValueError``: other recordings, or durations in other units."""
     shift = recorded_frame_shift(folder)
     if shift is None:
         return
     for name, seconds in entries:
+        if not (folder / name).is_file():
+            continue
         lines = sum(1 for line in open(folder / name, encoding="utf-8") if line.strip())
         if abs(lines * shift - seconds) > max(2 * shift, 0.05 * seconds):
+            hint = (
+                " (durations in milliseconds?)" if abs(lines * shift * 1000 - seconds) <
+                0.05 * seconds + 2 else " (other recordings of the same names?)"
+            )  # fmt: skip
             raise ValueError(
                 f"{folder / name}: {lines} lines, a line every {shift:g} s: {lines * shift:.2f} "
-                f"s of units for {seconds:.2f} s of audio in {audio}: these are not the "
-                "recordings `units encode` read (other files of the same names?); give the "
-                "folder it read"
+                f"s of units for {seconds:g} s of audio in {source}: these are not the "
+                f"durations of the recordings `units encode` read{hint}"
             )
 
 
