@@ -211,6 +211,9 @@ def test_checkpoints_of_a_command_are_kept_on_an_error_and_shared_with_no_second
         assert "another process is training the same run now" in capsys.readouterr().err
         assert (first / "checkpoint").is_file()
     assert not first.exists() and not lock_file.exists()
+    with pytest.raises(ValueError), store.resumable(run) as staging:  # failed before a
+        raise ValueError("a --set out of range")  # checkpoint: nothing left to resume from
+    assert not staging.exists()
 
 
 def test_an_error_in_a_temporary_output_names_the_output_given(tmp_path):

@@ -41,6 +41,7 @@ This module sits below ``models/`` and ``training/`` and imports neither.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import errno
 import hashlib
@@ -809,7 +810,7 @@ class RunStore:
         """The :meth:`staging` folder of ``run``, held by this process for the block (its
         lock, ``<kind>/.lock-<key>``, taken without waiting), for a command's checkpoints: the
         same command after an interruption finds them there and continues. Removed when the
-        block ends without an error; kept when it raises (Ctrl-C included).
+        block ends without an error; kept when it raises (Ctrl-C included) unless empty.
 
         ``None`` when another process holds it (the same training running at once, into
         another ``--out``): this one then trains without checkpoints, saying so on stderr,
@@ -829,11 +830,13 @@ class RunStore:
                 )
                 yield None
                 return
+        staging = self.staging(run)
         try:
-            staging = self.staging(run)
             yield staging
             shutil.rmtree(staging, ignore_errors=True)
         finally:
+            with contextlib.suppress(OSError):  # nothing to resume from: no empty folder kept
+                staging.rmdir()
             if handle is not None:
                 release_lock(path, handle)
 
