@@ -800,3 +800,28 @@ def test_an_end_written_to_the_millisecond_at_the_end_of_its_file_is_the_end_of_
         r"at 8000 Hz\), by 1.375 ms",
     ):
         read_segments(table)
+
+
+def test_speakers_that_differ_only_in_case_are_warned_of(tmp_path):
+    """``cy_0.wav`` and ``CY_5.wav`` (renamed by hand), or a speaker column typed ``Cy``: each
+    name is a speaker of its own, so "across speakers" would set a voice against itself."""
+    from audiorepro.data.recordings import InputWarning, read_segments
+
+    rng = np.random.default_rng(0)
+    for name in ("cy_0", "CY_5", "al_0", "al_5"):
+        sf.write(tmp_path / f"{name}.wav", 0.1 * rng.standard_normal(800).astype(np.float32), 8000)
+    with pytest.warns(InputWarning, match=r"speakers 'CY' and 'cy' differ only in letter case"):
+        assert sorted(set(speakers_of(find_wavs(tmp_path), "prefix", tmp_path).values())) == [
+            "CY", "al", "cy",
+        ]  # fmt: skip
+    table = tmp_path / "seg.tsv"
+    table.write_text(
+        "path\tword\tspeaker\tstart\tend\n"
+        "cy_0.wav\tzero\tcy\t\t\nCY_5.wav\tfive\tCy \t\t\nal_0.wav\tzero\tal\t\t\n"
+    )
+    with pytest.warns(InputWarning, match=r"seg.tsv: speakers 'Cy' and 'cy' differ only") as w:
+        read_segments(table)
+    assert "name them alike (or give --speaker-of a MAP.tsv)" in str(w[0].message)
+    with warnings.catch_warnings():  # distinct speakers: nothing said
+        warnings.simplefilter("error", InputWarning)
+        speakers_of({"a": tmp_path / "al_0.wav", "b": tmp_path / "cy_0.wav"}, "prefix")

@@ -556,7 +556,32 @@ def speakers_of(
             does not list, or a map line naming by its name a file whose name several
             subfolders share.
     """
-    return labels_of(wavs, rule, root, "speaker")
+    found = labels_of(wavs, rule, root, "speaker")
+    if twins := case_twins(found.values()):
+        warnings.warn(f"{root or 'the files'}: {twins}", InputWarning, stacklevel=2)
+    return found
+
+
+def case_twins(speakers: Iterable[str]) -> str:
+    """``""``, or why speakers whose names differ only in letter case or surrounding spaces
+    (``cy`` and ``CY``: files renamed by hand, a copy through a case-insensitive disk) are
+    most likely one voice: each name is a speaker of its own, so a score "across speakers"
+    would compare that voice with itself, and ``units train`` would pair its files as two
+    voices'."""
+    names = sorted(set(speakers))
+    groups: dict[str, list[str]] = {}
+    for name in names:
+        groups.setdefault(name.strip().casefold(), []).append(name)
+    twins = [g for g in groups.values() if len(g) > 1]
+    if not twins:
+        return ""
+    first = " and ".join(repr(n) for n in twins[0])
+    more = f" ({len(twins)} such groups)" if len(twins) > 1 else ""
+    return (
+        f"speakers {first} differ only in letter case or spaces{more}: one voice named two "
+        "ways? Each name is a speaker of its own, so scores across speakers would set that "
+        "voice against itself; name them alike (or give --speaker-of a MAP.tsv)"
+    )
 
 
 def labels_of(
@@ -1048,6 +1073,8 @@ def read_segments(path: str | os.PathLike[str], check_audio: bool = True) -> lis
     _refuse_one_token_twice(out, durations)
     if check_audio:
         _warn_of_long_rows(out)
+        if twins := case_twins(r.speaker for r in out):
+            warnings.warn(f"{path}: {twins}", InputWarning, stacklevel=2)
     return out
 
 
