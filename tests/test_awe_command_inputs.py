@@ -194,11 +194,15 @@ def test_train_refuses_development_rows_that_are_training_rows(tables, tmp_path)
     message = str(caught.value)
     assert message.startswith(f"{copied}:{len(dev_rows) + 2}: ")
     assert f"a copy of {shared.path}, line {shared.line} of the training table" in message
-    # the same file cut elsewhere is another row
+    # the same token cut again (another alignment's boundaries) is the training row
     cut = write_table(tmp_path / "cut.tsv", dev_rows)
     with open(cut, "a") as fh:
-        fh.write(f"{shared.path.resolve()}\t{shared.word}\t{shared.speaker}\t0\t0.2\n")
-    awe.refuse_shared_rows(read_segments(train), read_segments(cut))
+        fh.write(f"{shared.path.resolve()}\t{shared.word}\t{shared.speaker}\t0.01\t0.2\n")
+    with pytest.raises(RecordingsError) as caught:
+        awe.refuse_shared_rows(read_segments(train), read_segments(cut))
+    assert f"0.01-0.2 s: 100 % of the token (the whole file) of line {shared.line}" in str(
+        caught.value
+    )
 
 
 # 4a. rows longer than the positional encoding table

@@ -224,6 +224,15 @@ def test_audio_changed_after_awe_embed_gives_no_baseline_and_a_cut_file_counts_i
     )
     assert last_number(out) == ap and "MFCC + DTW" not in out
 
+    shifted = tmp_path / "shifted.tsv"  # the training tokens cut again, 10 ms inside
+    lines = (made / "seg.tsv").read_text().splitlines()[1:]
+    shifted.write_text(HEADER + "".join(
+        f"{made}/{line.split(chr(9))[0]}\t{line.split(chr(9))[1]}\t{line.split(chr(9))[2]}"
+        f"\t0.01\t{sf.info(made / line.split(chr(9))[0]).duration - 0.01:.3f}\n" for line in lines
+    ))  # fmt: skip
+    code, _, err = run_cli(capsys, "awe", "embed", made / "a", "--segments", shifted,
+                           "--out", tmp_path / "shifted.npz")  # fmt: skip
+    assert code == 0 and "shifted.tsv: 18 of the 18 rows are rows of " in err, err
     with np.load(made / "e.npz") as arrays:  # of the rows trained on, every second kept
         kept = {k: arrays[k][::2] if arrays[k].ndim else arrays[k] for k in arrays}
     assert int(kept["trained_rows"]) == 18 and kept["trained"].sum() == 9

@@ -1177,6 +1177,41 @@ def _refuse_one_token_twice(rows: Sequence[Segment], durations: Mapping[Path, fl
             active.append((start, end, row))
 
 
+class SameTokens:
+    """The rows of one table, to find a row of another table that is one of their spoken
+    tokens: the same audio file and more than :data:`SAME_TOKEN_OVERLAP` of the shorter span
+    shared (a test or development table cut from the training recordings by another
+    alignment: boundaries moved by a few ms are the same token)."""
+
+    def __init__(self, rows: Sequence[Segment]) -> None:
+        self._by_file: dict[Path, list[tuple[float, float, Segment]]] = {}
+        for row in rows:
+            self._by_file.setdefault(row.path.resolve(), []).append((*_span_of(row), row))
+
+    def find(self, row: Segment) -> tuple[Segment, float] | None:
+        """``(the first row of the table sharing the most of ``row``, that share of the
+        shorter)``, or ``None`` when no row shares more than :data:`SAME_TOKEN_OVERLAP`."""
+        start, end = _span_of(row)
+        best = None
+        for a_start, a_end, other in self._by_file.get(row.path.resolve(), ()):
+            shared = min(a_end, end) - max(a_start, start)
+            shorter = min(a_end - a_start, end - start)
+            if shorter > 0 and shared > SAME_TOKEN_OVERLAP * shorter:
+                if best is None or shared / shorter > best[1]:
+                    best = (other, shared / shorter)
+        return best
+
+
+def _span_of(row: Segment) -> tuple[float, float]:
+    """A row's ``(start, end)`` in seconds, a whole-file row spanning its file."""
+    if row.start is not None:
+        return row.start, row.end
+    from audiorepro.data.audio_identity import audio_shape
+
+    shape = audio_shape(row.path)
+    return 0.0, (shape[0] / shape[1]) if shape and shape[1] else math.inf
+
+
 def read_lexicon(path: str | os.PathLike[str]) -> dict[str, tuple[str, ...]]:
     """A pronouncing dictionary file: ``{word: phones}``, the first pronunciation of each word.
 

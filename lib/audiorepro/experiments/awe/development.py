@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from audiorepro.data.awe import WordSegments
-from audiorepro.data.recordings import RecordingsError, Segment
+from audiorepro.data.recordings import RecordingsError, SameTokens, Segment
 from audiorepro.experiments.awe.evaluate import acoustic_ap_on, ap_verdict, dtw_baseline
 from audiorepro.metrics.checks import ScoreError
 from audiorepro.models.awe import MultiViewAWE
@@ -138,8 +138,9 @@ def development_split(
 def refuse_shared_rows(train_rows: Sequence[Segment], dev_rows: Sequence[Segment]) -> None:
     """A :class:`RecordingsError` naming the first development row that is also a training row
     (the same audio file, start and end, or a copy of that file: the same bytes or the same
-    samples in another folder, :class:`~audiorepro.data.audio_identity.SameRecordings`) and
-    that training row's table and line: the plateau schedule would pick the epoch on rows the
+    samples in another folder, :class:`~audiorepro.data.audio_identity.SameRecordings`; or the
+    same spoken token cut with other boundaries,
+    :class:`~audiorepro.data.recordings.SameTokens`) and that training row's table and line: the plateau schedule would pick the epoch on rows the
     model trains on, which rewards memorising them, not the embeddings of words it has not
     heard."""
     from audiorepro.data.audio_identity import SameRecordings
@@ -149,27 +150,32 @@ def refuse_shared_rows(train_rows: Sequence[Segment], dev_rows: Sequence[Segment
     for i, r in enumerate(train_rows):
         training.setdefault((r.path.resolve(), r.start, r.end), i)
         copies.add(r.path.resolve(), r.start, r.end, i)
-    twins: list[tuple[Segment, Segment, bool]] = []
+    tokens = SameTokens(train_rows)
+    twins: list[tuple[Segment, Segment, str]] = []
     for k, r in enumerate(dev_rows):
         i = training.get((r.path.resolve(), r.start, r.end))
         if i is not None:
-            twins.append((r, train_rows[i], False))
+            twins.append((r, train_rows[i], "also line"))
         elif (found := copies.add(r.path.resolve(), r.start, r.end, -1 - k)) is not None:
             if found[1] >= 0:  # a training row's file; a negative line: another dev row's
-                twins.append((r, train_rows[found[1]], True))
+                copied = train_rows[found[1]]
+                twins.append((r, copied, f"a copy of {copied.path}, line"))
+        elif (token := tokens.find(r)) is not None:  # the same token, other boundaries
+            other, share = token
+            span = "the whole file" if other.start is None else f"{other.start:g}-{other.end:g} s"
+            twins.append((r, other, f"{100 * share:.0f} % of the token ({span}) of line"))
     if not twins:
         return
-    r, twin, copy = twins[0]
+    r, twin, also = twins[0]
     where = "the whole file" if r.start is None else f"{r.start:g}-{r.end:g} s"
-    also = f"a copy of {twin.path}, line" if copy else "also line"
     raise RecordingsError(
         r.source,
         r.line,
         f"{r.path} {where}: {also} {twin.line} of the training table {twin.source} "
-        f"({len(twins)} of the {len(dev_rows)} development rows are training rows, or copies "
-        "of their files): the epoch would be chosen on rows the model trains on; give "
-        "development rows that are not in --segments (or no --dev: rows are then held out of "
-        "training)",
+        f"({len(twins)} of the {len(dev_rows)} development rows are training rows, copies "
+        "of their files or their tokens cut again): the epoch would be chosen on rows the "
+        "model trains on; give development rows that are not in --segments (or no --dev: "
+        "rows are then held out of training)",
     )
 
 

@@ -20,6 +20,7 @@ from audiorepro.data.embedded.lexicon import SWITCHBOARD_SYMBOLS
 from audiorepro.data.recordings import (
     InputWarning,
     RecordingsError,
+    SameTokens,
     Segment,
     cmudict_lexicon,
     one_word_speakers,
@@ -514,11 +515,12 @@ def embed_table(
         num_phones=0,
         dropped={},
     )
-    tables, heard = trained_rows(run)
+    tables, heard, tokens = trained_rows(run)
     trained = np.asarray(
         [
             (r.path.resolve(), r.start, r.end) in heard
             or (known_file_sha256(r.path), r.start, r.end) in heard
+            or tokens.find(r) is not None  # the same token, other boundaries
             for r in rows
         ]
     )
@@ -550,17 +552,20 @@ def embed_table(
     }
 
 
-def trained_rows(run: str | os.PathLike[str]) -> tuple[list[str], set[tuple[Path, Any, Any]]]:
+def trained_rows(
+    run: str | os.PathLike[str],
+) -> tuple[list[str], set[tuple[Any, Any, Any]], SameTokens]:
     """``(tables, rows)``: the segments tables ``awe train`` read for ``run`` (its
     ``--segments`` and ``--dev``, from the run's record) and their rows as ``(resolved file,
     start, end)`` and as ``(the file's SHA-256, start, end)`` (a copy of a training file in
-    another folder is the same recording); nothing for a run without a record or tables that
-    are gone."""
+    another folder is the same recording), and the rows as :class:`SameTokens` (a token cut
+    again with other boundaries); nothing for a run without a record or tables that are
+    gone."""
     from audiorepro.outputs import read_output_record
 
     record = read_output_record(Path(run)) or {}
     given = record.get("given") or {}
-    tables, rows = [], set()
+    tables, rows, every = [], set(), []
     for option in ("--segments", "--dev"):
         table = given.get(option)
         if not table or not Path(table).is_file():
@@ -570,9 +575,10 @@ def trained_rows(run: str | os.PathLike[str]) -> tuple[list[str], set[tuple[Path
         except RecordingsError:  # changed into something else: no longer what it trained on
             continue
         tables.append(str(table))
+        every += [r for r in found if r.path.is_file()]
         rows |= {(r.path.resolve(), r.start, r.end) for r in found}
         rows |= {(known_file_sha256(r.path), r.start, r.end) for r in found if r.path.is_file()}
-    return tables, rows
+    return tables, rows, SameTokens(every)
 
 
 def rows_dtw_ap(
