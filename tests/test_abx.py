@@ -47,6 +47,20 @@ def ref_select(n, onset, offset, frame_shift):
     return [i for i in range(n) if lo <= i < hi]
 
 
+def brute_force_triplets(items, mode):
+    """Every (A, B, X) triplet of ``mode`` as indices into ``items``, one by one."""
+    for (ia, a), (ib, b), (ix, x) in itertools.product(enumerate(items), repeat=3):
+        if b.phone == a.phone or b.speaker != a.speaker or x.phone != a.phone:
+            continue
+        if not a.context == b.context == x.context:
+            continue
+        if mode == "across" and x.speaker == a.speaker:
+            continue
+        if mode == "within" and (x.speaker != a.speaker or ix == ia):
+            continue
+        yield ia, ib, ix
+
+
 def brute_force(items, feats, distance="angular", mode="across", frame_shift=None, ties=None):
     """Every (A, B, X) triplet, scored one by one, averaged as ABXpy + zerospeech2020 do.
 
@@ -63,15 +77,8 @@ def brute_force(items, feats, distance="angular", mode="across", frame_shift=Non
         return dtw_distance(frames[i], frames[j], distance)
 
     cells = defaultdict(list)
-    for (ia, a), (ib, b), (ix, x) in itertools.product(enumerate(items), repeat=3):
-        if b.phone == a.phone or b.speaker != a.speaker or x.phone != a.phone:
-            continue
-        if not a.context == b.context == x.context:
-            continue
-        if mode == "across" and x.speaker == a.speaker:
-            continue
-        if mode == "within" and (x.speaker != a.speaker or ix == ia):
-            continue
+    for ia, ib, ix in brute_force_triplets(items, mode):
+        a, b, x = items[ia], items[ib], items[ix]
         dax, dbx = d(ia, ix), d(ib, ix)
         score = 1.0 if dax < dbx else 0.0 if dax > dbx else 0.5
         cells[(a.phone, b.phone, a.speaker, x.speaker, a.context)].append(score)
@@ -530,18 +537,7 @@ def test_weak_scores_warn(tmp_path):
 
 def brute_force_used(items, mode):
     """The indices of the items that are the A, B or X of some triplet, one by one."""
-    used = set()
-    for (ia, a), (ib, b), (ix, x) in itertools.product(enumerate(items), repeat=3):
-        if b.phone == a.phone or b.speaker != a.speaker or x.phone != a.phone:
-            continue
-        if not a.context == b.context == x.context:
-            continue
-        if mode == "across" and x.speaker == a.speaker:
-            continue
-        if mode == "within" and (x.speaker != a.speaker or ix == ia):
-            continue
-        used |= {ia, ib, ix}
-    return used
+    return {k for triplet in brute_force_triplets(items, mode) for k in triplet}
 
 
 @pytest.mark.parametrize("mode", ["across", "within"])
