@@ -4,7 +4,8 @@ copies, help acoustic word embeddings on unseen speakers? A study, not a bench.
     python bench/study_awe_vtlp.py SEGMENTS RUN [--set seed=S] [--alphas 0.9 1.1]
         [--drawn N] [--range 0.9 1.1] [--off]
 
-Trains as ``audiorepro awe train --segments SEGMENTS --out RUN --set seed=S`` does
+Trains as ``audiorepro awe train --segments SEGMENTS --out RUN --set seed=S --warps 1`` does
+(the command's own VTLP copies, adopted after this study, off)
 (:func:`~audiorepro.experiments.awe.recordings.train_on_segments`, its defaults: the
 ``embedded`` preset, cmudict, the speed copies at 0.8, 0.9, 1.1, 1.2, the epoch chosen on
 held-out speakers, then trained again with them) and adds, wherever the run makes its speed
@@ -215,8 +216,9 @@ def with_vtlp(
         speeds: Sequence[float],
         feature_dim: int,
         norm: str = "file",
+        warps: Sequence[float] = (),
     ) -> WordSegments:
-        out = original(data, rows, speeds, feature_dim, norm)
+        out = original(data, rows, speeds, feature_dim, norm, warps)
         by_key = {r.where: r for r in rows}
         kept = [by_key[k] for k in data.keys]
         keys, words, speakers, feats, phones = (
@@ -280,7 +282,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         recordings.with_speed_copies = with_vtlp(
             recordings.with_speed_copies, copies, config.seed, tuple(args.range), record
         )
-    run = recordings.train_on_segments(args.segments, args.run, overrides=overrides)
+    # the command's own VTLP copies (--warps, adopted after this study) off: the script's
+    run = recordings.train_on_segments(args.segments, args.run, overrides=overrides, warps=())
     (args.run / "vtlp.json").write_text(
         json.dumps(
             {
