@@ -137,13 +137,16 @@ WARPS = (0.9, 1.1)
 """The vocal tract length perturbation :func:`train_on_segments` trains with by default: a copy
 of every training row with its spectrum's frequency axis warped by each of these factors
 (:func:`~audiorepro.features.speech.vtlp_frequencies`), beside the speed copies. On five
-synthetic training speakers (``bench/study_awe_vtlp.py``, seeds 0-2) it raised the AP within
-each of eight unseen speakers from 0.926 to 0.955 and pooled over them from 0.698 to 0.763
-(``book/reference/recordings.md``, "Vocal tract length")."""
+synthetic training speakers (``awe train --set seed=S`` with and without ``--warps 1``, seeds
+0-2, one machine) it raised the AP within each of eight unseen speakers from 0.926 ± 0.016 to
+0.945 ± 0.024 and pooled over them from 0.697 ± 0.040 to 0.742 ± 0.048, higher on every seed
+but by about one seed spread; two more speed copies instead give most of that
+(``book/reference/recordings.md``, "Vocal tract length", with the commands)."""
 
 WARP_RANGE = (0.8, 1.25)
-"""The warps ``awe train --warps`` accepts, both ends included: vocal tracts from about a fifth
-shorter to a fifth longer, the span of adult and child speakers' formants."""
+"""The warps ``awe train --warps`` accepts, both ends included: formants moved by up to about a
+fifth either way, around the 0.9-1.1 that Jaitly and Hinton drew their warps from; far outside,
+a copy is no longer a voice the table could hold."""
 
 
 def check_speeds(
