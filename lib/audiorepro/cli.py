@@ -716,7 +716,7 @@ def _checked_paths(args: argparse.Namespace) -> None:
 def _run(args: argparse.Namespace) -> None:
     from audiorepro.data.recordings import WORD_RULE, find_wavs, scan_folder
     from audiorepro.experiments.awe import recordings as awe
-    from audiorepro.experiments.awe.evaluate import ap_table
+    from audiorepro.experiments.awe.evaluate import ap_table, embeddings_vs_dtw
     from audiorepro.experiments.zerospeech import recordings as units
     from audiorepro.experiments.zerospeech.voice import (
         load_voice,
@@ -905,7 +905,9 @@ def _run(args: argparse.Namespace) -> None:
         else:
             labels = [r.word for r in rows]  # the embeddings' labels (embedded_rows checks)
             norm = awe.embedded_norm(args.embeddings)
-            print("\n".join(ap_table(ap, awe.rows_dtw_ap(rows, labels, norm=norm))))
+            base = awe.rows_dtw_ap(rows, labels, norm=norm)
+            versus = embeddings_vs_dtw(awe.embeddings_of(args.embeddings), labels, ap, base)
+            print("\n".join(ap_table(ap, base, versus)))
     elif command == ("awe", "dtw"):
         base = awe.dtw_table_ap(args.segments, tokens=args.tokens, seed=args.seed, norm=args.norm)
         print(base["normalisation"])

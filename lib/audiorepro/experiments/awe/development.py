@@ -14,7 +14,13 @@ import numpy as np
 
 from audiorepro.data.awe import WordSegments
 from audiorepro.data.recordings import RecordingsError, SameTokens, Segment
-from audiorepro.experiments.awe.evaluate import acoustic_ap_on, ap_verdict, dtw_baseline
+from audiorepro.experiments.awe.evaluate import (
+    acoustic_on,
+    ap_verdict,
+    dtw_baseline,
+    embeddings_vs_dtw,
+)
+from audiorepro.metrics.average_precision import same_different_ap
 from audiorepro.metrics.checks import ScoreError
 from audiorepro.models.awe import MultiViewAWE
 
@@ -200,8 +206,9 @@ def beside_dtw(
         base = dtw_baseline(dev, DEVELOPMENT_DTW_ROWS, seed)
     except ScoreError as err:  # rows of one word, or of words said once
         return f"development rows beside MFCC + DTW: not scored ({err})", None
-    words = [dev.words[i] for i in base["indices"]]
-    ap = acoustic_ap_on(model, dev, base["indices"], batch_size)
+    emb, words = acoustic_on(model, dev, base["indices"], batch_size)
+    ap = float(same_different_ap(emb, words))
+    versus = embeddings_vs_dtw(emb, words, ap, base)
     subset = f", a subset of {len(dev)}" if len(words) < len(dev) else ""
     when = "before the refit, " if refit else ""
     positives = sum(c * (c - 1) // 2 for c in Counter(words).values())
@@ -210,7 +217,7 @@ def beside_dtw(
         f"development rows: same-different AP {ap:.4f}, MFCC + DTW {base['ap']:.4f}, chance "
         f"{chance:.4f} on the same {base['num_pairs']} pairs ({len(words)} rows{subset}; "
         f"{when}the epoch chosen on them): "
-        + ap_verdict(ap, base["ap"], base["num_pairs"], positives)
+        + ap_verdict(ap, base["ap"], base["num_pairs"], positives, versus)
     )
     record = {"ap": ap, "dtw_ap": base["ap"], "rows": len(words), "pairs": base["num_pairs"]}
     return line, record

@@ -104,6 +104,13 @@ def _embeddings(path: str | os.PathLike[str]) -> tuple[dict[str, np.ndarray], np
     return dict(archive), labels
 
 
+def embeddings_of(path: str | os.PathLike[str]) -> np.ndarray:
+    """The ``embeddings`` array of an ``awe embed`` .npz, as float64, one row per label (the
+    checks of :func:`embeddings_ap`, which reads it first, named the file)."""
+    archive, _ = _embeddings(path)
+    return np.asarray(archive["embeddings"], dtype=np.float64)
+
+
 def embedded_norm(path: str | os.PathLike[str]) -> str:
     """The features' normalisation of the run that wrote an ``awe embed`` .npz (``file`` for
     one from before it was recorded): the MFCC + DTW baseline reads the same frames."""

@@ -27,6 +27,7 @@ from audiorepro.metrics.average_precision import (
     same_different_chance,
 )
 from audiorepro.metrics.dtw import pairwise_dtw
+from audiorepro.metrics.paired import PairedDifference, ap_difference, cosine_pair_distances
 from audiorepro.models.awe import MultiViewAWE
 
 
@@ -46,8 +47,16 @@ def acoustic_ap_on(
 ) -> float:
     """Same-different AP of the model over all pairs of the tokens ``indices`` (e.g. the MFCC +
     DTW baseline's subset, to compare on the same pairs)."""
+    return float(same_different_ap(*acoustic_on(model, segments, indices, batch_size)))
+
+
+def acoustic_on(
+    model: MultiViewAWE, segments: WordSegments, indices: Sequence[int], batch_size: int = 512
+) -> tuple[np.ndarray, list[str]]:
+    """``(embeddings, words)`` of the tokens ``indices``, as :func:`acoustic_ap_on` scores
+    them."""
     emb = embed_segments(model, segments, batch_size)[np.asarray(indices)]
-    return float(same_different_ap(emb, [segments.words[i] for i in indices]))
+    return emb, [segments.words[i] for i in indices]
 
 
 def sign_stats(
@@ -219,29 +228,48 @@ def dtw_baseline(
 
     Kamper et al.'s baseline (the paper's Table 3, first row): DTW over the MFCC + Δ + ΔΔ frames
     with a frame-level cosine (here angular, chapter 03's ``"cosine"``) distance, normalised by
-    the path length. Returns ``{"ap", "indices", "num_pairs"}``; ``indices`` lets a model be
-    scored on the same subset (:func:`acoustic_ap_on`).
+    the path length. Returns ``{"ap", "indices", "num_pairs", "distances"}``; ``indices``
+    lets a model be scored on the same subset (:func:`acoustic_ap_on`), ``distances`` (of every
+    pair ``i < j`` of the subset) compared pair by pair (:func:`embeddings_vs_dtw`).
     """
     rng = np.random.default_rng(seed)
     n = min(tokens, len(segments))
     indices = np.sort(rng.choice(len(segments), size=n, replace=False))
     feats = [segments.feats[i] for i in indices]
     labels = [segments.words[k] for k in indices]
-    ap, num_pairs = dtw_ap(feats, labels, distance)
-    return {"ap": ap, "indices": indices, "num_pairs": num_pairs}
+    dist = dtw_pair_distances(feats, distance)
+    return {
+        "ap": pairs_ap(dist, labels),
+        "indices": indices,
+        "num_pairs": int(dist.size),
+        "distances": dist,
+    }
+
+
+def dtw_pair_distances(feats: Sequence[np.ndarray], distance: str = "cosine") -> np.ndarray:
+    """Path-normalised DTW (:func:`audiorepro.metrics.dtw.pairwise_dtw`) of every pair ``i <
+    j`` of ``feats`` (each (T_i, F)), in ``np.triu_indices(n, 1)`` order."""
+    n = len(feats)
+    offsets = np.concatenate([[0], np.cumsum([f.shape[0] for f in feats])])
+    i, j = np.triu_indices(n, k=1)
+    return pairwise_dtw(np.concatenate(feats), offsets, np.stack([i, j], 1), distance=distance)
 
 
 def dtw_ap(
     feats: Sequence[np.ndarray], labels: Sequence[str], distance: str = "cosine"
 ) -> tuple[float, int]:
-    """Same-different AP of path-normalised DTW (:func:`audiorepro.metrics.dtw.pairwise_dtw`)
-    over all pairs of ``feats`` (each (T_i, F)), and the number of pairs."""
-    n = len(feats)
-    offsets = np.concatenate([[0], np.cumsum([f.shape[0] for f in feats])])
-    i, j = np.triu_indices(n, k=1)
-    dist = pairwise_dtw(np.concatenate(feats), offsets, np.stack([i, j], 1), distance=distance)
+    """Same-different AP of path-normalised DTW over all pairs of ``feats`` (each (T_i, F);
+    :func:`dtw_pair_distances`), and the number of pairs."""
+    dist = dtw_pair_distances(feats, distance)
+    return pairs_ap(dist, labels), int(dist.size)
+
+
+def pairs_ap(distances: np.ndarray, labels: Sequence[str]) -> float:
+    """Same-different AP of the distances of every pair ``i < j`` of rows labelled ``labels``
+    (``np.triu_indices`` order)."""
     words = np.asarray(labels)
-    return float(pairs_average_precision(dist, words[i] == words[j])), int(i.size)
+    i, j = np.triu_indices(len(words), k=1)
+    return float(pairs_average_precision(distances, words[i] == words[j]))
 
 
 def _pair(a: float, b: float) -> str:
@@ -250,12 +278,20 @@ def _pair(a: float, b: float) -> str:
     return f"{a:.{digits}f} vs {b:.{digits}f}"
 
 
-def ap_verdict(ap: float, dtw: float, num_pairs: int, positives: int) -> str:
+def ap_verdict(
+    ap: float,
+    dtw: float,
+    num_pairs: int,
+    positives: int,
+    difference: PairedDifference | None = None,
+) -> str:
     """One plain sentence: whether the embeddings' AP ``ap`` beats MFCC + DTW's ``dtw`` on the
     same ``num_pairs`` pairs (a higher AP is better; equal is not beating it), and which of the
     two a random ranking of these pairs could have reached
     (:func:`~audiorepro.metrics.average_precision.random_ranking_ap`): a difference between two
-    numbers at chance says nothing."""
+    numbers at chance says nothing. With their paired ``difference``
+    (:func:`~audiorepro.metrics.paired.ap_difference`), one beats the other only when it holds
+    over draws of the words; otherwise the sentence says the two cannot be told apart."""
     level = random_ranking_ap(num_pairs, positives) if positives else 1.0
     random = (
         f"a random ranking of these {num_pairs} pairs, {positives} of them same-word pairs, "
@@ -266,8 +302,14 @@ def ap_verdict(ap: float, dtw: float, num_pairs: int, positives: int) -> str:
             f"neither the embeddings nor MFCC + DTW is above chance (AP {_pair(ap, dtw)}; "
             f"{random}): these pairs cannot tell them apart"
         )
-    beat = "beat" if ap > dtw else "do not beat"
-    said = f"the embeddings {beat} MFCC + DTW (AP {_pair(ap, dtw)})"
+    if difference is not None and not difference.clear:
+        said = (
+            f"the embeddings and MFCC + DTW cannot be told apart on these pairs (AP "
+            f"{_pair(ap, dtw)}; {difference.interval()})"
+        )
+    else:
+        beat = "beat" if ap > dtw else "do not beat"
+        said = f"the embeddings {beat} MFCC + DTW (AP {_pair(ap, dtw)})"
     if ap <= level:
         return f"{said}; the embeddings are at chance ({random})"
     if dtw <= level:
@@ -275,10 +317,27 @@ def ap_verdict(ap: float, dtw: float, num_pairs: int, positives: int) -> str:
     return said
 
 
-def ap_table(ap: float, baseline: Mapping[str, Any]) -> list[str]:
+def embeddings_vs_dtw(
+    embeddings: np.ndarray, labels: Sequence[str], ap: float, baseline: Mapping[str, Any]
+) -> PairedDifference | None:
+    """The embeddings' AP minus MFCC + DTW's on the same pairs, with its interval over draws of
+    the words (:func:`~audiorepro.metrics.paired.ap_difference`); ``baseline`` holds the DTW
+    ``distances`` of every pair ``i < j`` of the rows of ``embeddings`` (as
+    :func:`~audiorepro.experiments.awe.recordings.rows_dtw_ap` returns them)."""
+    return ap_difference(
+        cosine_pair_distances(embeddings),
+        np.asarray(baseline["distances"]),
+        labels,
+        (ap, float(baseline["ap"])),
+    )
+
+
+def ap_table(
+    ap: float, baseline: Mapping[str, Any], difference: PairedDifference | None = None
+) -> list[str]:
     """The lines ``awe ap`` prints: the embeddings' AP beside the MFCC + DTW baseline on the
     same pairs and the chance level, then one plain sentence whether the embeddings beat it
-    (:func:`ap_verdict`)."""
+    (:func:`ap_verdict`, with the paired ``difference`` of :func:`embeddings_vs_dtw`)."""
     rows = [
         ("embeddings", ap),
         ("MFCC + DTW (the same pairs)", baseline["ap"]),
@@ -291,5 +350,5 @@ def ap_table(ap: float, baseline: Mapping[str, Any]) -> list[str]:
     ]
     lines += [f"{name:<{width}}  {value:.4f}" for name, value in rows]
     positives = round(baseline["chance"] * baseline["num_pairs"])
-    lines.append(ap_verdict(ap, baseline["ap"], baseline["num_pairs"], positives))
+    lines.append(ap_verdict(ap, baseline["ap"], baseline["num_pairs"], positives, difference))
     return lines

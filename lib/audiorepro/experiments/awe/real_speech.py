@@ -13,12 +13,13 @@ import numpy as np
 
 from audiorepro.data.recipes.asterisk import italian_folder
 from audiorepro.data.recordings import SEGMENT_COLUMNS, read_segments
-from audiorepro.experiments.awe.evaluate import ap_table
+from audiorepro.experiments.awe.evaluate import ap_table, embeddings_vs_dtw
 from audiorepro.experiments.awe.recordings import (
     embed_table,
     embedded_norm,
     embedded_rows,
     embeddings_ap,
+    embeddings_of,
     rows_dtw_ap,
     train_on_segments,
 )
@@ -109,7 +110,10 @@ def awe_on_real_speech(
     rows, why = embedded_rows(embedded)
     if rows is None:  # the table was written above and is read back unchanged
         raise RuntimeError(why)
-    baseline = rows_dtw_ap(rows, [r.word for r in rows], norm=embedded_norm(embedded))
+    labels = [r.word for r in rows]
+    baseline = rows_dtw_ap(rows, labels, norm=embedded_norm(embedded))
+    versus = embeddings_vs_dtw(embeddings_of(embedded), labels, ap, baseline)
+    del baseline["distances"]  # the lines hold what they say; the record stays small
     lines = [
         run.augmentation,
         run.development,
@@ -117,7 +121,7 @@ def awe_on_real_speech(
         run.budget,
         f"kept the weights of epoch {run.kept_epoch} (select: {run.selected}); "
         f"best dev cross-view AP {run.best_dev:.4f}",
-        *ap_table(ap, baseline),
+        *ap_table(ap, baseline, versus),
     ]
     return RealSpeechAWE(seed, ap, baseline, lines)
 

@@ -41,8 +41,9 @@ from audiorepro.experiments.awe.embeddings_file import (  # noqa: F401 - awe ap'
     embedded_norm,
     embedded_rows,
     embeddings_ap,
+    embeddings_of,
 )
-from audiorepro.experiments.awe.evaluate import dtw_ap
+from audiorepro.experiments.awe.evaluate import dtw_pair_distances, pairs_ap
 from audiorepro.experiments.awe.frames import (
     audio_seconds,
     feature_norm_of,
@@ -588,12 +589,18 @@ def rows_dtw_ap(
     rows: Sequence[Segment], labels: Sequence[str], feature_dim: int = 39, norm: str = "file"
 ) -> dict[str, Any]:
     """The MFCC + DTW baseline on exactly ``rows`` in their order, a pair positive when its
-    ``labels`` agree: :func:`~audiorepro.experiments.awe.evaluate.dtw_ap` over the features
-    ``awe embed`` and ``awe dtw`` read (:func:`segment_features`). Returns ``{"ap",
-    "num_pairs", "chance"}`` (chance: the share of same-word pairs, the AP of a random
-    ranking)."""
-    ap, num_pairs = dtw_ap(segment_features(rows, feature_dim, norm=norm), list(labels))
-    return {"ap": ap, "num_pairs": num_pairs, "chance": same_different_chance(list(labels))}
+    ``labels`` agree: DTW (:func:`~audiorepro.experiments.awe.evaluate.dtw_pair_distances`)
+    of the features ``awe embed`` and ``awe dtw`` read (:func:`segment_features`). Returns
+    ``{"ap", "num_pairs", "chance", "distances"}`` (chance: the share of same-word pairs, the AP
+    of a random ranking; distances: of every pair ``i < j``, for
+    :func:`~audiorepro.experiments.awe.evaluate.ap_table`'s paired comparison)."""
+    dist = dtw_pair_distances(segment_features(rows, feature_dim, norm=norm))
+    return {
+        "ap": pairs_ap(dist, list(labels)),
+        "num_pairs": int(dist.size),
+        "chance": same_different_chance(list(labels)),
+        "distances": dist,
+    }
 
 
 def dtw_table_ap(

@@ -7,7 +7,7 @@ Where the baselines come from is what ``units encode`` recorded in the folder it
 (:data:`~audiorepro.outputs.OUTPUT_RECORD`: the run folder, the audio folder, ``--speaker-of``
 and ``--what``). Their rows are computed in memory (:func:`~audiorepro.experiments.zerospeech.
 recordings.unit_rows`), exactly as ``units encode --what kmeans|frames`` would write them and
-the scorer read them back, and scored by the same :func:`~audiorepro.metrics.abx.abx_error`.
+the scorer read them back, and scored by the same :func:`~audiorepro.metrics.abx.abx`.
 """
 
 from __future__ import annotations
@@ -16,10 +16,11 @@ import math
 import os
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from audiorepro.data.recipes.zerospeech import read_item_file
 from audiorepro.data.recordings import find_wavs
@@ -30,8 +31,9 @@ from audiorepro.experiments.zerospeech.recordings import (
     recorded_frame_shift,
     unit_rows,
 )
-from audiorepro.metrics.abx import abx_error
+from audiorepro.metrics.abx import AbxResult, abx
 from audiorepro.metrics.checks import ScoreError, ScoreWarning
+from audiorepro.metrics.paired import MIN_WORDS, abx_difference
 from audiorepro.outputs import OUTPUT_RECORD, read_output_record, stale_inputs
 
 CHANCE = 50.0
@@ -116,6 +118,9 @@ class ScoreRow:
     frame_shift: float | None
     submission: bool = False
     why: str = ""
+    by_pair: pd.DataFrame | None = field(default=None, compare=False, repr=False)
+    """The score of each ordered word pair (:attr:`~audiorepro.metrics.abx.AbxResult.
+    by_phone_pair`), for the paired comparison of :func:`verdict`; ``None``: not kept."""
 
 
 def read_back(rows: np.ndarray) -> np.ndarray:
@@ -138,28 +143,32 @@ def row_name(what: str, run: object | None = None) -> str:
 
 def side_by_side(
     encoding: Encoding,
-    error: float,
+    result: AbxResult,
     item_file: str | os.PathLike[str],
     *,
     distance: str = "angular",
     mode: str = "across",
     frame_shift: float | None = None,
 ) -> list[ScoreRow]:
-    """The submission's row (its ABX ``error``, scored from its files) and those of its
+    """The submission's row (its ABX ``result``, scored from its files) and those of its
     baselines (:data:`BASELINES`, less the kind the folder itself holds), each scored by
-    :func:`~audiorepro.metrics.abx.abx_error` on ``item_file`` with ``distance`` and ``mode``.
+    :func:`~audiorepro.metrics.abx.abx` on ``item_file`` with ``distance`` and ``mode``.
 
     Items in seconds (``frame_shift`` given, the submission's own) read each baseline at its
     own frame shift (10 ms for the frames, the code rate for the k-means units). A baseline
     that cannot be scored (a run without k-means units; ``kl`` on frames, ``levenshtein`` on
     real values) is a row without an error, saying why."""
     run = load_units(encoding.run)
-    rows = [ScoreRow(encoding.what, row_name(encoding.what, run), error, frame_shift, True)]
+    name = row_name(encoding.what, run)
+    rows = [
+        ScoreRow(encoding.what, name, result.error, frame_shift, True, "", result.by_phone_pair)
+    ]
     for what in BASELINES:
         if what == encoding.what:
             continue  # the folder is this baseline: scored once, as the submission
         shift = None if frame_shift is None else output_frame_shift(run, what)
         score, why = None, ""
+        scored: AbxResult | None = None
         try:
             if what == "kmeans":
                 run.kmeans_baseline()  # a run without one says why (trained before, too short)
@@ -172,12 +181,14 @@ def side_by_side(
                 # the submission's items and triplets: its warnings were said once already
                 warnings.simplefilter("ignore", ScoreWarning)
                 try:
-                    score = abx_error(  # written here at their own frame shift
+                    scored = abx(  # written here at their own frame shift
                         features, item_file, distance, mode, shift, shift_known=True
                     )
+                    score = scored.error
                 except ScoreError as err:
                     why = str(err)
-        rows.append(ScoreRow(what, row_name(what, run), score, shift, why=why))
+        by_pair = scored.by_phone_pair if scored is not None else None
+        rows.append(ScoreRow(what, row_name(what, run), score, shift, why=why, by_pair=by_pair))
     return rows
 
 
@@ -219,18 +230,18 @@ def score_folder(
             f"--frame-shift is {frame_shift:g} s: the item times would be read at another "
             f"frame rate than the lines'; give --frame-shift {own:g}"
         )
-    error = abx_error(
+    result = abx(
         submission, item_file, distance=distance, mode=mode, frame_shift=frame_shift,
         shift_known=own is not None,
     )  # fmt: skip
     warn_of_trained_files(submission, item_file)
     encoding, why = (None, "") if not baselines else encoding_of(submission)
     if encoding is None:
-        return Scored(error, [], None, why)
+        return Scored(result.error, [], None, why)
     rows = side_by_side(
-        encoding, error, item_file, distance=distance, mode=mode, frame_shift=frame_shift
+        encoding, result, item_file, distance=distance, mode=mode, frame_shift=frame_shift
     )
-    return Scored(error, rows, encoding, "")
+    return Scored(result.error, rows, encoding, "")
 
 
 def warn_of_trained_files(
@@ -275,26 +286,58 @@ def _percent_pair(a: float, b: float) -> str:
 
 def verdict(rows: Sequence[ScoreRow]) -> str:
     """One plain sentence: whether the submission's ABX error is below that of each baseline
-    that was scored (a lower error is better; equal is not beating it)."""
+    that was scored (a lower error is better; equal is not beating it). Rows that keep their
+    word pairs' scores (``by_pair``) are compared pair by pair
+    (:func:`~audiorepro.metrics.paired.abx_difference`): one beats the other only when the
+    difference holds over draws of the words, else the two cannot be told apart; with fewer
+    than :data:`~audiorepro.metrics.paired.MIN_WORDS` words, by the numbers alone, and the
+    sentence says so."""
     main = next(r for r in rows if r.submission)
     scored = [r for r in rows if not r.submission and r.error is not None]
     subject = SUBJECTS[main.what]
     if main.error is None or not scored:
         return f"no baseline could be scored beside {subject} (see above)"
-    beaten = [r for r in scored if main.error < r.error]
-    not_beaten = [r for r in scored if not main.error < r.error]
+    beaten, not_beaten, level = [], [], []
+    few = None
+    for r in scored:
+        paired = (
+            abx_difference(main.by_pair, r.by_pair)
+            if main.by_pair is not None and r.by_pair is not None
+            else None
+        )
+        if main.by_pair is not None and r.by_pair is not None and paired is None:
+            few = len(set(main.by_pair["phone_1"]) | set(main.by_pair["phone_2"]))
+        if paired is not None and not paired.clear:
+            level.append((r, paired))
+        elif main.error < r.error:
+            beaten.append(r)
+        else:
+            not_beaten.append(r)
 
     def part(r: ScoreRow) -> str:
         return f"{OBJECTS[r.what]} ({_percent_pair(main.error, r.error)})"
 
-    if not not_beaten:
-        return f"{subject} beat " + " and ".join(part(r) for r in beaten)
-    if not beaten:
-        return f"{subject} do not beat " + " nor ".join(part(r) for r in not_beaten)
-    return (
-        f"{subject} beat {' and '.join(part(r) for r in beaten)} but not "
-        f"{' nor '.join(part(r) for r in not_beaten)}"
-    )
+    clauses = []
+    if beaten and not_beaten:
+        clauses.append(
+            f"{subject} beat {' and '.join(part(r) for r in beaten)} but not "
+            f"{' nor '.join(part(r) for r in not_beaten)}"
+        )
+    elif beaten:
+        clauses.append(f"{subject} beat " + " and ".join(part(r) for r in beaten))
+    elif not_beaten:
+        clauses.append(f"{subject} do not beat " + " nor ".join(part(r) for r in not_beaten))
+    for r, paired in level:
+        clauses.append(
+            f"{subject} and {OBJECTS[r.what]} cannot be told apart on these items "
+            f"({_percent_pair(main.error, r.error)}; {paired.interval('points')})"
+        )
+    if few is not None:
+        clauses.append(
+            f"{few} words are too few (fewer than {MIN_WORDS}) to test whether that holds for "
+            "other words"
+        )
+    return "; ".join(clauses)
 
 
 def score_table(rows: Sequence[ScoreRow], mode: str, distance: str) -> list[str]:

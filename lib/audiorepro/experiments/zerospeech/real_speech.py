@@ -22,7 +22,7 @@ from audiorepro.experiments.zerospeech.baselines import (
     verdict,
 )
 from audiorepro.experiments.zerospeech.recordings import abx_items, encode_units, train_units
-from audiorepro.metrics.abx import abx_error
+from audiorepro.metrics.abx import abx
 from audiorepro.parallel import map_processes
 from audiorepro.paths import data_dir
 
@@ -99,9 +99,9 @@ def units_on_real_speech(
         overrides={**(sets or {}), "seed": seed},
     )  # fmt: skip
     encode_units(run, folder / "numbers", units, "vectors", SPEAKER_OF)
-    error = abx_error(units, item, distance="angular", mode="across")
+    result = abx(units, item, distance="angular", mode="across")
     encoding = Encoding(run_dir, folder / "numbers", SPEAKER_OF, "vectors")
-    rows = side_by_side(encoding, error, item, distance="angular", mode="across")
+    rows = side_by_side(encoding, result, item, distance="angular", mode="across")
     table = score_table(rows, "across", "angular")
     lines = [run.note, run.normalisation, run.pairing, run.budget, *table, verdict(rows)]
     return RealSpeechRun(seed, rows, lines)
