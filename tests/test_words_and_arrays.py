@@ -140,6 +140,30 @@ def test_the_word_rule_composes_accents_as_typed(tmp_path):
     assert read_lexicon(lexicon) == {"café": ("K", "AE", "F", "EY")}
 
 
+def test_a_table_typed_in_nfc_finds_files_of_nfd_names(tmp_path):
+    """A table typed in an editor (NFC ``café/josé_1.wav``) of a folder copied from macOS (the
+    folder and file NFD): "no such audio file" before, now the file on disk, in either form of
+    each part; a path in neither form is still refused, naming it."""
+    from audiorepro.data.recordings import RecordingsError, as_on_disk, read_segments
+
+    folder = tmp_path / nfd("café")
+    folder.mkdir()
+    sf.write(folder / nfd("josé_1.wav"), speech_like(seed=1), 16000)
+    sf.write(folder / "plain.wav", speech_like(seed=2), 16000)
+    table = tmp_path / "seg.tsv"
+    table.write_text(
+        HEADER + "café/josé_1.wav\tun\tjosé\t\t\ncafé/plain.wav\tdeux\tjosé\t\t\n",
+        encoding="utf-8",
+    )
+    rows = read_segments(table)
+    assert [r.path for r in rows] == [folder / nfd("josé_1.wav"), folder / "plain.wav"]
+    assert as_on_disk(tmp_path / "café" / "josé_1.wav") == folder / nfd("josé_1.wav")
+    assert as_on_disk(tmp_path / "missing.wav") == tmp_path / "missing.wav"
+    table.write_text(HEADER + "café/josé_2.wav\tun\tjosé\t\t\n", encoding="utf-8")
+    with pytest.raises(RecordingsError, match=r"seg.tsv:2: path: no such audio file"):
+        read_segments(table)
+
+
 def test_a_word_map_typed_in_nfc_names_files_of_nfd_names(tmp_path, capsys):
     """A folder copied from macOS (NFD names) and a map typed in an editor (NFC): every line
     named no file ("12 lines name no file", then "no file under ... has a word in this

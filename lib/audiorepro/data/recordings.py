@@ -134,6 +134,23 @@ def nfc(text: str) -> str:
     return unicodedata.normalize("NFC", text)
 
 
+def as_on_disk(path: Path) -> Path:
+    """``path``, or where it lies on disk written in the other Unicode form: a table typed with
+    ``café`` (NFC) names a file that macOS wrote as ``café`` (NFD, the accent its own code
+    point), which Linux keeps byte for byte. Each part of the path that is not there is looked
+    up in NFC and NFD; ``path`` itself when neither is there (or it is there as given)."""
+    if path.exists():
+        return path
+    found = Path(path.anchor) if path.is_absolute() else Path()
+    for part in path.parts[1:] if path.is_absolute() else path.parts:
+        forms = dict.fromkeys([part, *(unicodedata.normalize(f, part) for f in ("NFC", "NFD"))])
+        there = [found / form for form in forms if (found / form).exists()]
+        if not there:
+            return path
+        found = there[0]
+    return found
+
+
 _APPLE_DOUBLE = b"\x00\x05\x16\x07"
 _HEADERS = (  # (offset, bytes, format, read here)
     (0, b"RIFF", "WAV", True),
@@ -1020,6 +1037,7 @@ def read_segments(path: str | os.PathLike[str], check_audio: bool = True) -> lis
                 )
         audio_path = Path(audio).expanduser()
         audio_path = audio_path if audio_path.is_absolute() else path.parent / audio_path
+        audio_path = as_on_disk(audio_path)  # café typed for a macOS café.wav
         word, speaker = word_label(word), nfc(speaker)
         key = (audio_path.resolve(), start, end)
         if key in seen:
