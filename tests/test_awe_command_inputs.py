@@ -281,6 +281,55 @@ def test_embed_table_embeds_a_row_longer_than_the_table(run, tables, tmp_path):
     assert np.isfinite(arrays["embeddings"]).all()
 
 
+def test_embed_averages_each_row_over_the_speeds_the_run_trained_at(run, tables, tmp_path):
+    """``awe embed``: each row's embedding is the mean of the unit embeddings of the row and of
+    its copies at the run's training speeds (here given, as the fixture trained none), each
+    copy normalised by its own statistics as in training; ``speeds=()`` the row alone; a copy
+    too short for the run is left out of its row's mean; the .npz records the speeds."""
+    from audiorepro.experiments.awe.frames import segment_features
+    from audiorepro.experiments.awe.views import embed_segments
+
+    rows = read_segments(tables["test"])[:6]
+    table = write_table(tmp_path / "six.tsv", rows)
+    model, config = awe.load_run(run.path)
+    norm = awe.run_feature_norm(run.path)
+    dim = config.model.feature_dim
+
+    def by_hand(speed):
+        feats = segment_features(rows, dim, speed, norm)
+        view = awe.WordSegments(
+            split="x", keys=[r.where for r in rows], words=[r.word for r in rows],
+            speakers=[r.speaker for r in rows], feats=feats, phones=[], word_phones={},
+            num_phones=0, dropped={},
+        )  # fmt: skip
+        emb = embed_segments(model, view, 8).astype(np.float64)
+        return emb / np.linalg.norm(emb, axis=1, keepdims=True), feats
+
+    plain = awe.embed_table(run.path, table, speeds=())
+    alone, _ = by_hand(1.0)
+    assert np.allclose(plain["embeddings"], alone, atol=1e-6)  # unit length, as the mean is
+    assert plain["speeds"].tolist() == []
+    averaged = awe.embed_table(run.path, table, speeds=(0.9, 1.1))
+    expected = (alone + by_hand(0.9)[0] + by_hand(1.1)[0]) / 3
+    assert np.allclose(averaged["embeddings"], expected, atol=1e-6)
+    assert averaged["speeds"].tolist() == [0.9, 1.1]
+    assert not np.allclose(averaged["embeddings"], plain["embeddings"], atol=1e-3)
+    assert awe.run_speeds(run.path) == []  # the fixture trained without copies
+    assert awe.embed_table(run.path, table)["speeds"].tolist() == []  # so it averages none
+    # a copy left out (None: shorter than min_frames) leaves its row's mean to the others
+    from audiorepro.experiments.awe.views import embed_with_copies
+
+    slow, feats = by_hand(0.9)
+    view = awe.WordSegments(
+        split="x", keys=[r.where for r in rows], words=[r.word for r in rows],
+        speakers=[r.speaker for r in rows], feats=segment_features(rows, dim, 1.0, norm),
+        phones=[], word_phones={}, num_phones=0, dropped={},
+    )  # fmt: skip
+    mixed = embed_with_copies(model, view, [[None, *feats[1:]]], 8)
+    assert np.allclose(mixed[0], alone[0], atol=1e-6)
+    assert np.allclose(mixed[1:], (alone[1:] + slow[1:]) / 2, atol=1e-6)
+
+
 # 4b. speeds far from 1
 
 

@@ -123,6 +123,19 @@ def test_the_kept_weights_are_set_beside_mfcc_dtw_on_the_same_development_pairs(
         "chance 0.2727 on the same 66 pairs (12 rows; before the refit, the epoch chosen on "
         "them): " + ap_verdict(expected_ap, expected_dtw, 66, 18)
     )
+    # with the rows' speed copies, the embeddings averaged over them, as awe embed does
+    from audiorepro.experiments.awe.views import embed_with_copies
+
+    copies = [[f[::2].copy() if k % 3 else None for k, f in enumerate(feats)]]
+    _, record = development.beside_dtw(model, dev, 0, 4, refit=False, copies=copies)
+    mean = embed_with_copies(model, dev, copies, 4)
+    assert not np.allclose(mean[1], embed_segments(model, dev, 4)[1], atol=1e-3)
+    assert np.allclose(mean[0], embed_segments(model, dev, 4)[0] / np.linalg.norm(
+        embed_segments(model, dev, 4)[0]), atol=1e-6)  # fmt: skip
+    averaged = same_different_ap(mean, words)
+    assert record["ap"] == pytest.approx(averaged) and record["dtw_ap"] == pytest.approx(
+        expected_dtw
+    )
     # past the cap, a seeded subset of rows, both scores on it; no refit, no "before"
     monkeypatch.setattr(development, "DEVELOPMENT_DTW_ROWS", 8)
     line, record = development.beside_dtw(model, dev, seed=0, batch_size=4, refit=False)

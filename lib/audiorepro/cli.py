@@ -287,6 +287,13 @@ def _parser() -> argparse.ArgumentParser:
     p = awe_cmds.add_parser("embed", help="embed the segments of a table")
     p.add_argument("run", help="an awe train --out folder")
     p.add_argument("--segments", required=True)
+    p.add_argument(
+        "--speeds",
+        type=_speeds,
+        default=None,
+        help="average each row's embedding with those of its copies at these speeds (default: "
+        "the speeds the run trained its copies at; 1: the row alone)",
+    )
     p.add_argument("--out", required=True, help="the .npz to write")
     force_arg(p)
     p = awe_cmds.add_parser(
@@ -882,7 +889,7 @@ def _run(args: argparse.Namespace) -> None:
         print(f"best dev cross-view AP {run.best_dev:.4f}")
     elif command == ("awe", "embed"):
         _output(args)
-        arrays = awe.embed_table(args.run, args.segments)
+        arrays = awe.embed_table(args.run, args.segments, args.speeds)
 
         def write(tmp: Path) -> None:
             with open(tmp, "wb") as fh:
@@ -891,6 +898,15 @@ def _run(args: argparse.Namespace) -> None:
         atomic_write(args.out, write, say_faults=True)  # a full disk keeps the earlier file
         n = len(arrays["labels"])
         print(f"wrote {n} embedding{'' if n == 1 else 's'} to {args.out}")
+        speeds = ", ".join(f"{s:g}" for s in arrays["speeds"])
+        print(
+            f"each row's embedding averaged with its copies at speeds {speeds} ("
+            + ("--speeds" if args.speeds is not None else "the speeds the run trained at")
+            + "; --speeds 1: the row alone)"
+            if speeds
+            else "each row embedded alone (no speed copies"
+            + (": --speeds 1)" if args.speeds is not None else " in training)")
+        )
         if str(arrays["left_out"]):
             print(arrays["left_out"])
         print(WORD_RULE)

@@ -6,6 +6,7 @@ MFCC + DTW on them (:func:`beside_dtw`)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
@@ -15,11 +16,11 @@ import numpy as np
 from audiorepro.data.awe import WordSegments
 from audiorepro.data.recordings import RecordingsError, SameTokens, Segment
 from audiorepro.experiments.awe.evaluate import (
-    acoustic_on,
     ap_verdict,
     dtw_baseline,
     embeddings_vs_dtw,
 )
+from audiorepro.experiments.awe.views import embed_with_copies
 from audiorepro.metrics.average_precision import same_different_ap
 from audiorepro.metrics.checks import ScoreError
 from audiorepro.models.awe import MultiViewAWE
@@ -192,7 +193,12 @@ two cores."""
 
 
 def beside_dtw(
-    model: MultiViewAWE, dev: WordSegments, seed: int, batch_size: int, refit: bool
+    model: MultiViewAWE,
+    dev: WordSegments,
+    seed: int,
+    batch_size: int,
+    refit: bool,
+    copies: Sequence[Sequence[np.ndarray | None]] = (),
 ) -> tuple[str, dict[str, Any] | None]:
     """``(line, record)``: the same-different AP of ``model``'s embeddings and of MFCC + DTW
     (:func:`~audiorepro.experiments.awe.evaluate.dtw_baseline`) on the same pairs of the
@@ -200,13 +206,25 @@ def beside_dtw(
     whether the embeddings beat it there. Without ``--dev`` these rows are speakers held out of
     training, so this is what ``awe ap`` will say on new speakers before the user scores any;
     the epoch was chosen on them, so it leans the model's way. ``refit``: the weights are
-    trained again afterwards, and the line says it scored them before. ``record`` is ``None``
-    (and the line says why) when the rows hold no same-word pair."""
+    trained again afterwards, and the line says it scored them before. ``copies``: each row's
+    frames at the speeds ``awe embed`` averages its embedding over
+    (:func:`~audiorepro.experiments.awe.frames.speed_copies`), so that the line scores what
+    ``awe ap`` will. ``record`` is ``None`` (and the line says why) when the rows hold no
+    same-word pair."""
     try:
         base = dtw_baseline(dev, DEVELOPMENT_DTW_ROWS, seed)
     except ScoreError as err:  # rows of one word, or of words said once
         return f"development rows beside MFCC + DTW: not scored ({err})", None
-    emb, words = acoustic_on(model, dev, base["indices"], batch_size)
+    idx = base["indices"]
+    view = dataclasses.replace(
+        dev,
+        keys=[dev.keys[i] for i in idx],
+        words=[dev.words[i] for i in idx],
+        speakers=[dev.speakers[i] for i in idx],
+        feats=[dev.feats[i] for i in idx],
+    )
+    emb = embed_with_copies(model, view, [[c[i] for i in idx] for c in copies], batch_size)
+    words = view.words
     ap = float(same_different_ap(emb, words))
     versus = embeddings_vs_dtw(emb, words, ap, base)
     subset = f", a subset of {len(dev)}" if len(words) < len(dev) else ""

@@ -47,16 +47,8 @@ def acoustic_ap_on(
 ) -> float:
     """Same-different AP of the model over all pairs of the tokens ``indices`` (e.g. the MFCC +
     DTW baseline's subset, to compare on the same pairs)."""
-    return float(same_different_ap(*acoustic_on(model, segments, indices, batch_size)))
-
-
-def acoustic_on(
-    model: MultiViewAWE, segments: WordSegments, indices: Sequence[int], batch_size: int = 512
-) -> tuple[np.ndarray, list[str]]:
-    """``(embeddings, words)`` of the tokens ``indices``, as :func:`acoustic_ap_on` scores
-    them."""
     emb = embed_segments(model, segments, batch_size)[np.asarray(indices)]
-    return emb, [segments.words[i] for i in indices]
+    return float(same_different_ap(emb, [segments.words[i] for i in indices]))
 
 
 def sign_stats(

@@ -81,6 +81,25 @@ def segment_features(
     return out
 
 
+def speed_copies(
+    rows: Sequence[Segment],
+    speeds: Sequence[float],
+    feature_dim: int,
+    norm: str,
+    min_frames: int,
+) -> list[list[np.ndarray | None]]:
+    """The frames of every row at each of ``speeds`` (:func:`segment_features`: each speed's
+    copy of the rows normalised by its own statistics, as training's copies are), one list per
+    speed, ``None`` where a copy is shorter than ``min_frames`` (at least 1): what ``awe embed``
+    averages each row's embedding over
+    (:func:`~audiorepro.experiments.awe.views.embed_with_copies`)."""
+    least = max(min_frames, 1)
+    return [
+        [f if f.shape[0] >= least else None for f in segment_features(rows, feature_dim, s, norm)]
+        for s in speeds
+    ]
+
+
 def long_enough(
     rows: Sequence[Segment], feats: Sequence[np.ndarray], min_frames: int
 ) -> tuple[list[int], str]:

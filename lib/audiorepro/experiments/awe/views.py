@@ -4,6 +4,9 @@ page reports."""
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Sequence
+
 import numpy as np
 import torch
 
@@ -59,6 +62,39 @@ def embed_segments(
     finally:
         model.train(was_training)
     return out
+
+
+def embed_with_copies(
+    model: MultiViewAWE,
+    segments: WordSegments,
+    copies: Sequence[Sequence[np.ndarray | None]],
+    batch_size: int = 512,
+) -> np.ndarray:
+    """The mean of the unit-length f(x) of each token and of its copies, (N, D) float32:
+    ``copies[c][i]`` is the frames of token ``i``'s ``c``-th copy (``None``: that copy is left
+    out of its mean). The embedding of a word averaged over the perturbations the model learned
+    to ignore (``awe embed``'s speed copies)."""
+    total = _unit(embed_segments(model, segments, batch_size))
+    count = np.ones(len(segments))
+    for frames in copies:
+        have = [i for i, f in enumerate(frames) if f is not None]
+        if not have:
+            continue
+        view = dataclasses.replace(
+            segments,
+            keys=[segments.keys[i] for i in have],
+            words=[segments.words[i] for i in have],
+            speakers=[segments.speakers[i] for i in have],
+            feats=[frames[i] for i in have],
+        )
+        total[have] += _unit(embed_segments(model, view, batch_size))
+        count[have] += 1
+    return (total / count[:, None]).astype(np.float32)
+
+
+def _unit(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float64)
+    return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
 
 
 @torch.no_grad()
