@@ -308,14 +308,14 @@ def test_embed_averages_each_row_over_the_speeds_the_run_trained_at(run, tables,
     plain = awe.embed_table(run.path, table, speeds=())
     alone, _ = by_hand(1.0)
     assert np.allclose(plain["embeddings"], alone, atol=1e-6)  # unit length, as the mean is
-    assert plain["speeds"].tolist() == []
+    assert str(plain["speeds"]) == ""
     averaged = awe.embed_table(run.path, table, speeds=(0.9, 1.1))
     expected = (alone + by_hand(0.9)[0] + by_hand(1.1)[0]) / 3
     assert np.allclose(averaged["embeddings"], expected, atol=1e-6)
-    assert averaged["speeds"].tolist() == [0.9, 1.1]
+    assert str(averaged["speeds"]) == "0.9,1.1"
     assert not np.allclose(averaged["embeddings"], plain["embeddings"], atol=1e-3)
     assert awe.run_speeds(run.path) == []  # the fixture trained without copies
-    assert awe.embed_table(run.path, table)["speeds"].tolist() == []  # so it averages none
+    assert str(awe.embed_table(run.path, table)["speeds"]) == ""  # so it averages none
     # a copy left out (None: shorter than min_frames) leaves its row's mean to the others
     from audiorepro.experiments.awe.views import embed_with_copies
 

@@ -123,7 +123,7 @@ def test_units_abx_and_awe_end_to_end(corpus, capsys):
         assert arrays["embeddings"].shape == (18, 16)
         assert sorted(set(arrays["labels"])) == sorted(WORDS)
         assert set(arrays["speakers"]) == {"S001", "S002", "S003"}
-        assert arrays["speeds"].tolist() == []  # trained with --speeds 1: none to average over
+        assert str(arrays["speeds"]) == ""  # trained with --speeds 1: none to average over
     assert "each row embedded alone (no speed copies in training)" in out
     code, out, err = run_cli(
         capsys, "awe", "embed", root / "a", "--segments", root / "seg.tsv",
@@ -135,7 +135,7 @@ def test_units_abx_and_awe_end_to_end(corpus, capsys):
         "--speeds 1: the row alone)"
     ) in out
     with np.load(root / "e2.npz") as arrays:
-        assert arrays["speeds"].tolist() == [0.9, 1.1] and arrays["embeddings"].shape == (18, 16)
+        assert str(arrays["speeds"]) == "0.9,1.1" and arrays["embeddings"].shape == (18, 16)
     # the table it trained on: embedded and scored, and both say so
     assert (
         f"seg.tsv: 18 of the 18 rows are rows of {root / 'seg.tsv'}, or of copies of their files, which the run "

@@ -74,6 +74,13 @@ cfg = awe.load_config(preset)
 # for about 10,000 optimizer steps (at most the paper's 100), and the plateau schedule ends
 # training once the development words' AP stops rising: the line after it says which epoch
 # was kept.
+#
+# Two more defaults act after training. `awe embed` embeds each test word at the four
+# training speeds too and averages the four copies' embeddings with the word's own: the
+# model learned to give a word one embedding at every speed, and the average takes out what
+# it did not learn. And `awe train` trains three models by default, from seeds `seed`,
+# `seed + 1` and `seed + 2`, whose embeddings `awe embed` sets side by side; this page trains
+# one per seed (`--models 1`), as its three seeds already take most of its time budget.
 
 # %%
 runs = awe.awe_on_real_speech_seeds(preset, cfg.seeds, workers)
@@ -131,15 +138,20 @@ print(finding.sentence)
 # beside every AP for this reason, and a model that does not beat it has not yet learned
 # more than a comparison of frames gives.
 #
-# Three defaults of `awe train` were measured on these words (seeds 0-2, preset `embedded`),
-# before it added the vocal-tract copies (the numbers printed above are this build's):
+# The defaults were measured on these words one at a time (seeds 0-2, preset `embedded`; the
+# numbers printed above are this build's):
 #
 # | frames | speeds | embeddings, test AP | MFCC + DTW |
 # |---|---|---|---|
 # | per file | none | 0.026 | 0.089 |
 # | per file | 0.8-1.2 | 0.079 ± 0.030 | 0.089 |
 # | per speaker, the preset's 7 epochs | 0.8-1.2 | 0.158 ± 0.049 | 0.129 |
-# | per speaker, epochs for 10,000 steps (the default) | 0.8-1.2 | 0.174 ± 0.063 | 0.129 |
+# | per speaker, epochs for 10,000 steps | 0.8-1.2 | 0.174 ± 0.063 | 0.129 |
+# | the same, with the vocal-tract copies | 0.8-1.2 | 0.239 ± 0.065 (0.201, 0.202, 0.314) | 0.129 |
+# | the same runs, each test word averaged over its speed copies (the default) | 0.8-1.2 | 0.281 ± 0.019 (0.285, 0.260, 0.298) | 0.129 |
+#
+# On 40 test words, one token a speaker, the seed spread is as wide as most of these steps;
+# `awe ap`'s sentence says whether a difference holds beyond the choice of words.
 #
 # Normalising per speaker helps the baseline too, as it reads the same frames: on the 79
 # training words, where the choice was made, MFCC + DTW went from 0.053 to 0.067. The

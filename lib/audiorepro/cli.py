@@ -275,6 +275,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     norm_arg(p, "train on")
     p.add_argument(
+        "--models",
+        type=_models,
+        default=None,
+        help="how many models to train, from seeds seed, seed + 1, ... (side by side, one a "
+        "core); awe embed concatenates their embeddings (default: the preset's table_models, "
+        "3 under embedded)",
+    )
+    p.add_argument(
         "--no-refit",
         action="store_true",
         help="keep the weights of the development run; by default, when the development rows "
@@ -452,6 +460,7 @@ def _output(args: argparse.Namespace, overrides: Mapping[str, Any] | None = None
             "--warps": list(args.warps),
             "--norm": args.norm,
             "--no-refit": args.no_refit,
+            "--models": args.models,
         }
         writes = AWE_WRITES
     else:  # units train, encode, voice, resynth: a folder of audio in, a folder out
@@ -626,35 +635,25 @@ def _speeds(text: str, option: str = "--speeds") -> tuple[float, ...]:
     return speeds
 
 
+def _models(text: str) -> int:
+    """``--models N``: a whole number from 1 to
+    :data:`~audiorepro.experiments.awe.config.MAX_TABLE_MODELS` (a usage error here)."""
+    from audiorepro.experiments.awe.config import MAX_TABLE_MODELS
+
+    try:
+        models = int(text)
+    except ValueError:
+        models = 0
+    if not 1 <= models <= MAX_TABLE_MODELS:
+        raise argparse.ArgumentTypeError(
+            f"expected a whole number of models from 1 to {MAX_TABLE_MODELS}, got {text!r}"
+        )
+    return models
+
+
 def _warps(text: str) -> tuple[float, ...]:
     """``--warps 0.9,1.1``: as :func:`_speeds`, of vocal-tract warps."""
     return _speeds(text, "--warps")
-
-
-def _awe_run(folder: str) -> Any:
-    """What ``awe train`` prints of a run it reuses, read from the folder's ``run.json``."""
-    from types import SimpleNamespace
-
-    from audiorepro.experiments.awe.train import reported_epochs
-    from audiorepro.storage import read_run_info
-
-    info = read_run_info(folder, "run.json", "awe", "an AWE run", "awe train")
-    history, kept = reported_epochs(info)  # a run.json of epochs from 0 converted
-    return SimpleNamespace(
-        history=history,
-        path=Path(folder),
-        kept_epoch=kept,
-        selected=info["config"]["select"],
-        best_dev=info["best_dev"],
-        development=info.get("development", ""),
-        augmentation=info.get("augmentation", ""),
-        normalisation=info.get("normalisation", "feature normalisation: per file"),
-        left_out=info.get("left_out_short", {}),
-        first_short=info.get("first_short", ""),
-        refit=info.get("refit_note", ""),
-        budget=info.get("budget", ""),
-        beside_dtw=info.get("development_vs_dtw_note", ""),
-    )
 
 
 def _abx_score(args: argparse.Namespace) -> None:
@@ -839,15 +838,20 @@ def _run(args: argparse.Namespace) -> None:
         overrides = checked_sets(args, args.preset)
         plan = _output(args, overrides)
         if plan.reuse:
-            run = _awe_run(args.out)
+            from audiorepro.experiments.awe.ensemble import recorded_run
+
+            run = recorded_run(args.out)
         else:
+            from audiorepro.experiments.awe.ensemble import train_ensemble
+
             run = _trained(
                 args,
                 "train.lr",
                 lambda: _loader(args)(args.preset, overrides).train.lr,
-                lambda: awe.train_on_segments(
+                lambda: train_ensemble(
                     args.segments,
                     args.out,
+                    models=args.models,
                     lexicon=args.lexicon,
                     dev=args.dev,
                     preset=args.preset,
@@ -859,7 +863,8 @@ def _run(args: argparse.Namespace) -> None:
                     progress=_progress(),
                 ),
             )
-            _done(args, plan, AWE_WRITES)
+            members = [p.name for p in awe.run_members(args.out)[1:]]
+            _done(args, plan, [*AWE_WRITES, *(f"{m}/{f}" for m in members for f in AWE_WRITES)])
         epochs = run.history.final_epoch
         print(f"trained {epochs} epoch{'' if epochs == 1 else 's'} -> {run.path}")
         print(run.development)
@@ -886,6 +891,8 @@ def _run(args: argparse.Namespace) -> None:
             print(run.beside_dtw)
         if run.refit:
             print(run.refit)
+        if getattr(run, "ensemble", ""):
+            print(run.ensemble)
         print(f"best dev cross-view AP {run.best_dev:.4f}")
     elif command == ("awe", "embed"):
         _output(args)
@@ -898,7 +905,7 @@ def _run(args: argparse.Namespace) -> None:
         atomic_write(args.out, write, say_faults=True)  # a full disk keeps the earlier file
         n = len(arrays["labels"])
         print(f"wrote {n} embedding{'' if n == 1 else 's'} to {args.out}")
-        speeds = ", ".join(f"{s:g}" for s in arrays["speeds"])
+        speeds = str(arrays["speeds"]).replace(",", ", ")
         print(
             f"each row's embedding averaged with its copies at speeds {speeds} ("
             + ("--speeds" if args.speeds is not None else "the speeds the run trained at")

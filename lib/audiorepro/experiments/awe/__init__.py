@@ -67,6 +67,7 @@ FILES = (
     "development",
     "embeddings_file",
     "recordings",
+    "ensemble",
     "real_speech",
 )
 """The package's files in their one order: each imports only files before it."""

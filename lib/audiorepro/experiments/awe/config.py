@@ -28,6 +28,8 @@ shorter rows out (``--set min_frames=N``: shorter than N), ``awe embed`` leaves 
 shorter than its run's, and ``awe dtw`` those shorter than this
 (:func:`~audiorepro.experiments.awe.frames.long_enough`)."""
 
+MAX_TABLE_MODELS = 16
+"""The most models ``awe train`` trains of one table (``table_models``, ``--models``)."""
 DATA_FORMATS = ("npz", "hdf5")
 SPLITS = ("train", "dev", "test")
 
@@ -70,6 +72,11 @@ class Config:
         "steps (at least train.num_epochs, at most the paper's 100), the plateau schedule "
         "ending them sooner; None: train.num_epochs (the chapter's runs never read it)",
     )
+    table_models: int = field(
+        1,
+        help="awe train on a segments table: how many models to train, from seeds seed, "
+        "seed + 1, ...; awe embed concatenates their embeddings (the mean of their cosines)",
+    )
     select: str = field(
         "best",
         help="the weights a run evaluates: best (the epoch of the best dev cross-view AP, the "
@@ -94,6 +101,16 @@ class Config:
         ):
             raise ConfigError(
                 f"table_steps: expected an int >= 1 or null, got {self.table_steps!r}"
+            )
+
+        if (
+            isinstance(self.table_models, bool)
+            or not isinstance(self.table_models, int)
+            or (not 1 <= self.table_models <= MAX_TABLE_MODELS)
+        ):
+            raise ConfigError(
+                f"table_models: expected an int from 1 to {MAX_TABLE_MODELS}, got "
+                f"{self.table_models!r}"
             )
 
     @property

@@ -4,12 +4,14 @@ speaker (:func:`feature_norm_of` chooses)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 
 import librosa
 import numpy as np
 
+from audiorepro.data.awe import WordSegments
 from audiorepro.data.recordings import Segment
 from audiorepro.data.speech_segments import (
     SPEAKER_NORM_SECONDS,
@@ -170,4 +172,36 @@ def feature_norm_of(rows: Sequence[Segment], given: str | None = None) -> tuple[
         f"{min(seconds.values()):.0f} s each): the MFCCs, Δ and ΔΔ to zero mean and unit "
         "variance over the speaker's files, for the model and MFCC + DTW alike (--norm "
         "file: per file)"
+    )
+
+
+def with_speed_copies(
+    data: WordSegments,
+    rows: Sequence[Segment],
+    speeds: Sequence[float],
+    feature_dim: int,
+    norm: str = "file",
+    warps: Sequence[float] = (),
+) -> WordSegments:
+    """``data`` (the rows of ``rows`` it kept) and a copy of each at every speed of ``speeds``
+    and at every vocal-tract warp of ``warps`` (:func:`segment_features`), same words, phones
+    and speakers; a copy shorter than the shortest row kept is left out too."""
+    by_key = {r.where: r for r in rows}
+    kept = [by_key[k] for k in data.keys]
+    shortest = min(f.shape[0] for f in data.feats)
+    keys, words, speakers, feats, phones = (
+        list(data.keys), list(data.words), list(data.speakers), list(data.feats),
+        list(data.phones),
+    )  # fmt: skip
+    copies = [(s, 1.0, f"@{s:g}") for s in speeds] + [(1.0, w, f"~{w:g}") for w in warps]
+    for speed, warp, mark in copies:
+        for i, f in enumerate(segment_features(kept, feature_dim, speed, norm, warp)):
+            if f.shape[0] >= shortest:
+                keys.append(f"{data.keys[i]}{mark}")
+                words.append(data.words[i])
+                speakers.append(data.speakers[i])
+                feats.append(f)
+                phones.append(data.phones[i])
+    return dataclasses.replace(
+        data, keys=keys, words=words, speakers=speakers, feats=feats, phones=phones
     )

@@ -85,7 +85,8 @@ def awe_on_real_speech(
     choose the epoch), ``awe embed`` of the unseen test words and ``awe ap`` beside MFCC + DTW on
     the same pairs, as a user would run them::
 
-        audiorepro awe train --segments train.tsv --dev dev.tsv --lexicon characters --out RUN
+        audiorepro awe train --segments train.tsv --dev dev.tsv --lexicon characters \
+            --models 1 --out RUN
         audiorepro awe embed RUN --segments test.tsv --out test.npz
         audiorepro awe ap test.npz
 

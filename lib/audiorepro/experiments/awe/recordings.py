@@ -4,7 +4,6 @@ the chapter's own training step, their embeddings, and the AP of embeddings or o
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import warnings
 from collections import Counter
@@ -51,6 +50,7 @@ from audiorepro.experiments.awe.frames import (
     long_enough,
     segment_features,
     speed_copies,
+    with_speed_copies,
 )
 from audiorepro.experiments.awe.train import (
     EPOCHS_FROM,
@@ -171,38 +171,6 @@ def check_speeds(
     return sorted({float(v) for v in speeds} - {1.0})
 
 
-def with_speed_copies(
-    data: WordSegments,
-    rows: Sequence[Segment],
-    speeds: Sequence[float],
-    feature_dim: int,
-    norm: str = "file",
-    warps: Sequence[float] = (),
-) -> WordSegments:
-    """``data`` (the rows of ``rows`` it kept) and a copy of each at every speed of ``speeds``
-    and at every vocal-tract warp of ``warps`` (:func:`segment_features`), same words, phones
-    and speakers; a copy shorter than the shortest row kept is left out too."""
-    by_key = {r.where: r for r in rows}
-    kept = [by_key[k] for k in data.keys]
-    shortest = min(f.shape[0] for f in data.feats)
-    keys, words, speakers, feats, phones = (
-        list(data.keys), list(data.words), list(data.speakers), list(data.feats),
-        list(data.phones),
-    )  # fmt: skip
-    copies = [(s, 1.0, f"@{s:g}") for s in speeds] + [(1.0, w, f"~{w:g}") for w in warps]
-    for speed, warp, mark in copies:
-        for i, f in enumerate(segment_features(kept, feature_dim, speed, norm, warp)):
-            if f.shape[0] >= shortest:
-                keys.append(f"{data.keys[i]}{mark}")
-                words.append(data.words[i])
-                speakers.append(data.speakers[i])
-                feats.append(f)
-                phones.append(data.phones[i])
-    return dataclasses.replace(
-        data, keys=keys, words=words, speakers=speakers, feats=feats, phones=phones
-    )
-
-
 def segments_data(
     rows: Sequence[Segment],
     pronunciations: Mapping[str, Sequence[str]],
@@ -241,7 +209,7 @@ def segments_data(
 
 SEGMENTS_FIELDS = (
     "model", "train", "seed", "select", "margin", "loss_k", "distance", "min_frames",
-    "eval_batch_size", "table_steps",
+    "eval_batch_size", "table_steps", "table_models",
 )  # fmt: skip
 """The configuration fields that shape a :func:`train_on_segments` run; ``--set`` of any other
 (the chapter's sweeps, seed lists and baseline size, the corpus) is refused, never ignored."""
@@ -482,6 +450,20 @@ def load_run(run: str | os.PathLike[str]) -> tuple[MultiViewAWE, Config]:
     return model.eval(), config
 
 
+def run_members(run: str | os.PathLike[str]) -> list[Path]:
+    """The folders of every model of an ``awe train`` run, the run first (itself alone for a
+    run of one model; :mod:`~audiorepro.experiments.awe.ensemble`)."""
+    run = Path(run)
+    info = read_run_info(run, RUN_FILE, "awe", "an AWE run", "awe train")
+    found = [run, *(run / name for name in info.get("members", []))]
+    if missing := [f for f in found[1:] if not (f / RUN_FILE).is_file()]:
+        raise FileNotFoundError(
+            f"{run}: {RUN_FILE} lists the model {missing[0].name}, but {missing[0] / RUN_FILE} "
+            "is missing: the run folder is incomplete; train it again (awe train --force)"
+        )
+    return found
+
+
 def run_speeds(run: str | os.PathLike[str]) -> list[float]:
     """The speeds an ``awe train`` run made its training copies at (``[]`` for a run from
     before they were recorded), which ``awe embed`` averages each row over
@@ -517,8 +499,11 @@ def embed_table(
     at each of ``speeds`` (:func:`~audiorepro.experiments.awe.views.embed_with_copies`; a copy
     shorter than ``min_frames`` left out of its row's mean), ``None``: the speeds the run
     trained its copies at (:func:`run_speeds`), ``()``: the row alone; the ``.npz`` records them
-    (``speeds``). The model learned to give a word one embedding at every speed; averaging
-    over them takes out what it did not learn (measured: :func:`run_speeds`)."""
+    (``speeds``, one text: ``"0.8,0.9,1.1,1.2"``, ``""``: none). The model learned to give a word one embedding at every speed; averaging
+    over them takes out what it did not learn (measured: :func:`run_speeds`). A run of several
+    models (:mod:`~audiorepro.experiments.awe.ensemble`) gives each row their unit-length
+    embeddings side by side, divided by the square root of their number: its cosine with
+    another row is the mean of the models' cosines."""
     model, config = load_run(run)
     norm = run_feature_norm(run)
     rows = read_segments(segments)
@@ -569,7 +554,16 @@ def embed_table(
             stacklevel=2,
         )
     set_threads(config)
-    emb = embed_with_copies(model, view, copies, config.eval_batch_size)
+    folders = run_members(run)  # several models: their unit embeddings side by side
+    parts = [embed_with_copies(model, view, copies, config.eval_batch_size)]
+    for folder in folders[1:]:
+        member, _ = load_run(folder)
+        parts.append(embed_with_copies(member, view, copies, config.eval_batch_size))
+    if len(parts) > 1:
+        unit = [p / np.linalg.norm(p, axis=1, keepdims=True) for p in parts]
+        emb = (np.concatenate(unit, axis=1) / np.sqrt(len(parts))).astype(np.float32)
+    else:
+        emb = parts[0]
     return {
         "trained_rows": np.asarray(seen, dtype=np.int64),
         "trained": trained.astype(bool).reshape(len(rows)),
@@ -580,7 +574,7 @@ def embed_table(
         "segments_sha256": np.asarray(known_file_sha256(segments)),
         "rows": np.asarray([r.line for r in rows], dtype=np.int64),
         "feature_norm": np.asarray(norm),
-        "speeds": np.asarray(speeds, dtype=np.float64),
+        "speeds": np.asarray(",".join(f"{v:g}" for v in speeds)),  # one value: not a row
         "left_out": np.asarray(left_out),
         **audio_identity(rows),
     }

@@ -1,0 +1,152 @@
+"""Several models of one segments table (``awe train --models N``, the preset's
+``table_models``): the same training from seeds ``seed``, ``seed + 1``, ..., whose embeddings
+``awe embed`` concatenates, each of unit length, so that the cosine of two rows is the mean of
+the models' cosines.
+
+A run folder of ``N`` models is the first model's folder (``model.safetensors``, ``run.json``,
+what :func:`~audiorepro.experiments.awe.recordings.train_on_segments` writes) with the others
+in ``member-2/`` ... ``member-N/``; its ``run.json`` lists them (``members``). The first model
+trains in this process (its warnings, its progress); the others then train side by side, one
+process a core (each on the preset's threads). Finished models wait in the run store
+(``04_awe/awe-ensemble/.staging-<hash>``, named by the table, its audio and every setting) until
+``--out`` is written whole, so that the same command after an interruption trains only what
+was not finished.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import warnings
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from audiorepro.data.recordings import read_segments
+from audiorepro.experiments.awe.config import CHAPTER, load_config
+from audiorepro.experiments.awe.recordings import RUN_FILE, train_on_segments
+from audiorepro.experiments.awe.train import reported_epochs
+from audiorepro.parallel import map_processes, usable_cores
+from audiorepro.storage import (
+    RunStore,
+    known_file_sha256,
+    output_folder,
+    read_run_info,
+    write_json,
+)
+
+MEMBER = "member-{}"
+"""The folder of the k-th model (from 2) inside a run folder."""
+
+
+def recorded_run(folder: str | Path) -> SimpleNamespace:
+    """What ``awe train`` prints of a run, read from its ``run.json`` (a run it reuses, or the
+    run folder it assembled)."""
+    info = read_run_info(folder, RUN_FILE, "awe", "an AWE run", "awe train")
+    history, kept = reported_epochs(info)  # a run.json of epochs from 0 converted
+    return SimpleNamespace(
+        history=history,
+        path=Path(folder),
+        kept_epoch=kept,
+        selected=info["config"]["select"],
+        best_dev=info["best_dev"],
+        development=info.get("development", ""),
+        augmentation=info.get("augmentation", ""),
+        normalisation=info.get("normalisation", "feature normalisation: per file"),
+        left_out=info.get("left_out_short", {}),
+        first_short=info.get("first_short", ""),
+        refit=info.get("refit_note", ""),
+        budget=info.get("budget", ""),
+        beside_dtw=info.get("development_vs_dtw_note", ""),
+        ensemble=info.get("ensemble_note", ""),
+    )
+
+
+def _identity(segments: str | Path, options: Mapping[str, Any], models: int) -> dict[str, Any]:
+    """What defines an ensemble's models: the tables and their audio by content, and every
+    setting (the staging folder of :func:`train_ensemble` is named by it)."""
+    tables = [Path(segments), *([Path(options["dev"])] if options.get("dev") else [])]
+    audio = sorted({r.path.resolve() for t in tables for r in read_segments(t, False)})
+    lexicon = options.get("lexicon", "cmudict")
+    return {
+        "tables": [known_file_sha256(t) for t in tables],
+        "audio": [known_file_sha256(p) for p in audio],
+        "lexicon": known_file_sha256(lexicon) if Path(str(lexicon)).is_file() else lexicon,
+        "options": {k: v for k, v in options.items() if k not in ("dev", "lexicon", "progress")},
+        "models": models,
+    }
+
+
+def _member(shared: tuple[str, str, dict[str, Any], int], k: int) -> str:
+    """Train the ``k``-th model (from 2) into ``home/member-k``, seed ``seed + k - 1``; its
+    warnings were the first model's, said once already."""
+    segments, home, options, seed = shared
+    overrides = {**(options.get("overrides") or {}), "seed": seed + k - 1}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        train_on_segments(
+            segments, Path(home) / MEMBER.format(k), **{**options, "overrides": overrides}
+        )
+    return MEMBER.format(k)
+
+
+def train_ensemble(
+    segments: str | Path,
+    out: str | Path,
+    models: int | None = None,
+    workers: int | None = None,
+    **options: Any,
+) -> Any:
+    """``models`` models of ``segments`` into ``out`` (``None``: the preset's
+    ``table_models``); ``options`` are :func:`~audiorepro.experiments.awe.recordings.
+    train_on_segments`'s, the seed the first model's. One model: that function's run, as it
+    returns it. Several: the first trained here, the others by up to ``workers`` processes
+    (``None``: one a usable core), then ``out`` written whole; returns what ``awe train``
+    prints of it (:func:`recorded_run`), with a line on the models (``ensemble``)."""
+    config = load_config(options.get("preset", "embedded"), options.get("overrides"))
+    models = config.table_models if models is None else models
+    if isinstance(models, bool) or not isinstance(models, int) or models < 1:
+        raise ValueError(f"--models: expected a whole number >= 1, got {models!r}")
+    if models == 1:
+        return train_on_segments(segments, out, **options)
+    seeds = [config.seed + k for k in range(models)]
+    store = RunStore(CHAPTER)
+    entry = store.run("awe-ensemble", _identity(segments, options, models))
+    with store.resumable(entry) as staging:
+        home = staging if staging is not None else Path(tempfile.mkdtemp(prefix="awe-ensemble-"))
+        try:
+            first = home / MEMBER.format(1)
+            if not (first / RUN_FILE).is_file():
+                train_on_segments(segments, first, **options)
+            rest = [k for k in range(2, models + 1) if not (home / MEMBER.format(k)).is_dir()]
+            quiet = {**options, "progress": "none"}
+            workers = usable_cores() if workers is None else workers
+            map_processes(
+                _member, rest, shared=(str(segments), str(home), quiet, config.seed),
+                workers=workers,
+            )  # fmt: skip
+            names = [MEMBER.format(k) for k in range(2, models + 1)]
+            note = (
+                f"models: {models}, from seeds {', '.join(str(s) for s in seeds)} (awe embed "
+                "concatenates their embeddings: the mean of their cosines); the lines above are "
+                "the first model's (--models 1: one)"
+            )
+            with output_folder(out) as folder:
+                for item in first.iterdir():
+                    shutil.copy2(item, folder / item.name)
+                for name in names:
+                    shutil.copytree(home / name, folder / name)
+                info = read_run_info(folder, RUN_FILE, "awe", "an AWE run", "awe train")
+                info.update(members=names, member_seeds=seeds, ensemble_note=note)
+                write_json(folder / RUN_FILE, info)
+        finally:
+            if staging is None:
+                shutil.rmtree(home, ignore_errors=True)
+    return recorded_run(out)
+
+
+def member_seeds(run: str | Path) -> Sequence[int]:
+    """The seeds of the models of a run, first model first."""
+    info = read_run_info(Path(run), RUN_FILE, "awe", "an AWE run", "awe train")
+    return info.get("member_seeds", [info["config"]["seed"]])
