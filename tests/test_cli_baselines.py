@@ -160,6 +160,15 @@ def test_awe_ap_prints_mfcc_dtw_on_the_same_pairs(made, capsys):
     assert values["embeddings"] == round(awe.embeddings_ap(made / "e.npz"), 4)
     assert values["chance"] == round(45 / 153, 4)  # 3 words x 6 tokens: 45 of 153 pairs
     assert "same-different AP over 153 pairs" in out
+    # which frames the baseline read, and the awe dtw that gives its number (sweep 5, F3)
+    norm = re.search(r"^the baseline reads the frames as the run does: normalised per (\w+) "
+                     r"\(awe dtw --norm \1 of these rows gives its number\)$", out, re.M)  # fmt: skip
+    assert norm, out
+    code, dtw, err = run_cli(
+        capsys, "awe", "dtw", "--segments", made / "seg.tsv", "--norm", norm.group(1)
+    )
+    assert code == 0 and values["MFCC + DTW"] == last_number(dtw), dtw
+    assert "give --norm" not in dtw  # given
     beat = "beat" if values["embeddings"] > values["MFCC + DTW"] else "do not beat"
     assert lines[-1].startswith(f"the embeddings {beat} MFCC + DTW (AP ")
     with np.load(made / "e.npz") as arrays:
@@ -265,6 +274,27 @@ def test_abx_score_of_the_files_the_run_trained_on_says_so(made, tmp_path, capsy
     assert code == 0, err
     code, out, err = run_cli(capsys, "abx", "score", made / "w.item", tmp_path / "held")
     assert code == 0 and "trained on" not in err, err
+    # the same recordings exported as FLAC (other bytes, the same samples): trained on too
+    flac = tmp_path / "flac"
+    flac.mkdir()
+    for wav in sorted((made / "audio").glob("*.wav")):
+        samples, rate = sf.read(wav, dtype="int16")
+        sf.write(flac / f"{wav.stem}.flac", samples, rate, subtype="PCM_16")
+    code, _, err = run_cli(capsys, "units", "encode", made / "u", "--audio", flac,
+                           "--out", tmp_path / "flac_units")  # fmt: skip
+    assert code == 0, err
+    code, out, err = run_cli(capsys, "abx", "score", made / "w.item", tmp_path / "flac_units")
+    assert code == 0, err
+    assert "18 of the 18 files the items are cut from are recordings the run" in err, err
+    assert "(the same bytes or the same samples)" in err
+    # awe embed of the FLAC copies of the rows the awe run trained on: counted as trained on
+    (flac / "seg.tsv").write_text(
+        (made / "seg.tsv").read_text().replace("audio/", "").replace(".wav", ".flac")
+    )
+    code, _, err = run_cli(capsys, "awe", "embed", made / "a", "--segments", flac / "seg.tsv",
+                           "--out", tmp_path / "flac.npz")  # fmt: skip
+    assert code == 0, err
+    assert "18 of the 18 rows are rows of" in err, err
 
 
 def test_a_folder_without_the_record_prints_its_score_and_why_no_baseline(made, tmp_path, capsys):
@@ -430,3 +460,26 @@ def test_the_layers_study_scores_what_abx_score_scores(made, capsys):
     # the encoder's output is scored with the codebook put back: the units line (after it)
     # is the units' own number above
     assert 0 <= printed["encoder output (before the codebook)"] <= 100
+
+
+def test_units_files_changed_since_units_encode_get_no_baseline(made, tmp_path, capsys):
+    """Another run's units, or the input frames, copied into a ``units encode`` folder were
+    scored as "units (codebook vectors) (this folder)" beside the first run's baselines and
+    verdict (sweep 5, F1); the record now holds each file's SHA-256, and a folder whose files
+    changed gets no baseline, saying why."""
+    mixed = tmp_path / "mixed"
+    shutil.copytree(made / "vectors", mixed)
+    for path in (made / "frames").glob("*.txt"):
+        shutil.copy(path, mixed / path.name)
+    code, out, err = run_cli(capsys, "abx", "score", made / "w.item", mixed)
+    assert code == 0, err
+    assert re.search(
+        r"^no baseline: 18 of the units files `units encode` wrote into .*mixed changed or are "
+        r"gone since \(first: .*\.txt\): they may be another run's or another kind's",
+        out,
+        re.M,
+    ), out
+    assert "k-means" not in out and "beat" not in out
+    # the folder as written keeps its baselines
+    code, out, err = run_cli(capsys, "abx", "score", made / "w.item", made / "vectors")
+    assert code == 0 and "k-means units" in out

@@ -934,6 +934,11 @@ def _run(args: argparse.Namespace) -> None:
     elif command == ("awe", "dtw"):
         base = awe.dtw_table_ap(args.segments, tokens=args.tokens, seed=args.seed, norm=args.norm)
         print(base["normalisation"])
+        if args.norm is None:
+            print(
+                "awe ap of a run's embeddings reads the frames as that run does (its line "
+                "says how): give --norm to match it"
+            )
         if base["left_out"]:
             print(base["left_out"])
         print(

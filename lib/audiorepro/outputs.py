@@ -346,6 +346,7 @@ def record_output(
         "request": plain_values(plan.request or {}),
         "given": dict(plan.given),
         "outputs": names,
+        "output_sha256": {n: known_file_sha256(path / n) for n in names},
     }
     atomic_write(
         path / OUTPUT_RECORD, lambda tmp: tmp.write_text(json.dumps(record, indent=1) + "\n")
@@ -379,6 +380,18 @@ def _written_by_audiorepro(record: Any) -> bool:
 
 COMMAND_GROUPS = ("units", "awe", "abx", "segments")
 """The first word of every ``audiorepro`` command a record names."""
+
+
+def changed_outputs(folder: str | os.PathLike[str], record: Mapping[str, Any]) -> list[str]:
+    """The files a command recorded writing into ``folder`` (:func:`record_output`) that are
+    gone or whose SHA-256 changed since: edited by hand, or copied over from another run
+    (``[]`` for a record from before the hashes were kept)."""
+    folder = Path(folder)
+    return [
+        name
+        for name, sha in sorted((record.get("output_sha256") or {}).items())
+        if not (folder / name).is_file() or known_file_sha256(folder / name) != sha
+    ]
 
 
 def stale_inputs(record: Mapping[str, Any]) -> list[str]:

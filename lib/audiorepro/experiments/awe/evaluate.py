@@ -341,6 +341,12 @@ def ap_table(
         f"{'what':<{width}}      AP",
     ]
     lines += [f"{name:<{width}}  {value:.4f}" for name, value in rows]
+    if "norm" in baseline:  # awe dtw chooses for a table; here the run's choice decides
+        lines.append(
+            f"the baseline reads the frames as the run does: normalised per "
+            f"{baseline['norm']} (awe dtw --norm {baseline['norm']} of these rows gives its "
+            "number)"
+        )
     positives = round(baseline["chance"] * baseline["num_pairs"])
     lines.append(ap_verdict(ap, baseline["ap"], baseline["num_pairs"], positives, difference))
     return lines

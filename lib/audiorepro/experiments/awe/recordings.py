@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from audiorepro.config import from_dict, refuse_unused, to_dict
+from audiorepro.data.audio_identity import samples_sha256
 from audiorepro.data.awe import WordSegments
 from audiorepro.data.embedded.lexicon import SWITCHBOARD_SYMBOLS
 from audiorepro.data.recordings import (
@@ -538,6 +539,7 @@ def embed_table(
         [
             (r.path.resolve(), r.start, r.end) in heard
             or (known_file_sha256(r.path), r.start, r.end) in heard
+            or ("samples", _samples(r.path), r.start, r.end) in heard
             or tokens.find(r) is not None  # the same token, other boundaries
             for r in rows
         ]
@@ -586,7 +588,8 @@ def trained_rows(
     """``(tables, rows)``: the segments tables ``awe train`` read for ``run`` (its
     ``--segments`` and ``--dev``, from the run's record) and their rows as ``(resolved file,
     start, end)`` and as ``(the file's SHA-256, start, end)`` (a copy of a training file in
-    another folder is the same recording), and the rows as :class:`SameTokens` (a token cut
+    another folder is the same recording), as ``("samples", SHA-256 of the decoded samples,
+    start, end)`` (so is its FLAC export), and the rows as :class:`SameTokens` (a token cut
     again with other boundaries); nothing for a run without a record or tables that are
     gone."""
     from audiorepro.outputs import read_output_record
@@ -606,7 +609,14 @@ def trained_rows(
         every += [r for r in found if r.path.is_file()]
         rows |= {(r.path.resolve(), r.start, r.end) for r in found}
         rows |= {(known_file_sha256(r.path), r.start, r.end) for r in found if r.path.is_file()}
+        rows |= {("samples", s, r.start, r.end) for r in found if (s := _samples(r.path))}
     return tables, rows, SameTokens(every)
+
+
+def _samples(path: Path) -> str | None:
+    """The SHA-256 of a file's decoded samples (a FLAC or re-saved copy of a training file is
+    the same recording), ``None`` for a file that is not there or does not decode."""
+    return samples_sha256(path) if path.is_file() else None
 
 
 def rows_dtw_ap(
@@ -615,7 +625,7 @@ def rows_dtw_ap(
     """The MFCC + DTW baseline on exactly ``rows`` in their order, a pair positive when its
     ``labels`` agree: DTW (:func:`~audiorepro.experiments.awe.evaluate.dtw_pair_distances`)
     of the features ``awe embed`` and ``awe dtw`` read (:func:`segment_features`). Returns
-    ``{"ap", "num_pairs", "chance", "distances"}`` (chance: the share of same-word pairs, the AP
+    ``{"ap", "num_pairs", "chance", "distances", "norm"}`` (chance: the share of same-word pairs, the AP
     of a random ranking; distances: of every pair ``i < j``, for
     :func:`~audiorepro.experiments.awe.evaluate.ap_table`'s paired comparison)."""
     dist = dtw_pair_distances(segment_features(rows, feature_dim, norm=norm))
@@ -624,6 +634,7 @@ def rows_dtw_ap(
         "num_pairs": int(dist.size),
         "chance": same_different_chance(list(labels)),
         "distances": dist,
+        "norm": norm,
     }
 
 

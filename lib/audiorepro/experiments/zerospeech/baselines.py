@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from audiorepro.data.audio_identity import samples_sha256
 from audiorepro.data.recipes.zerospeech import read_item_file
 from audiorepro.data.recordings import find_wavs
 from audiorepro.experiments.zerospeech.recordings import (
@@ -34,7 +35,7 @@ from audiorepro.experiments.zerospeech.recordings import (
 from audiorepro.metrics.abx import AbxResult, abx
 from audiorepro.metrics.checks import ScoreError, ScoreWarning
 from audiorepro.metrics.paired import MIN_WORDS, abx_difference
-from audiorepro.outputs import OUTPUT_RECORD, read_output_record, stale_inputs
+from audiorepro.outputs import OUTPUT_RECORD, changed_outputs, read_output_record, stale_inputs
 
 CHANCE = 50.0
 """The ABX error of features that tell nothing apart (every triplet a tie)."""
@@ -101,6 +102,13 @@ def encoding_of(submission: str | os.PathLike[str]) -> tuple[Encoding | None, st
             f"{len(stale)} of the audio files `{ENCODE}` read changed, appeared or are gone "
             f"since it wrote {folder} (first: {stale[0]}): the baselines would not be of the "
             "same audio; encode the folder again (--force)"
+        )
+    if changed := changed_outputs(folder, record):
+        return None, (
+            f"{len(changed)} of the units files `{ENCODE}` wrote into {folder} changed or are "
+            f"gone since (first: {changed[0]}): they may be another run's or another kind's, "
+            "so the run's baselines would be set beside units they are not of; encode the "
+            "folder again (--force)"
         )
     speaker_of = given.get("--speaker-of", settings.get("--speaker-of"))
     return Encoding(Path(given["RUN"]), audio, speaker_of, settings.get("--what", "vectors")), ""
@@ -249,7 +257,8 @@ def warn_of_trained_files(
 ) -> int:
     """A :class:`~audiorepro.metrics.checks.ScoreWarning` when the files an item file cuts its
     items from are recordings the run of a ``units encode`` folder trained on (the same bytes,
-    by the SHA-256 both commands recorded), as ``awe ap`` warns of rows the run trained on:
+    by the SHA-256 both commands recorded, or the same decoded samples: a FLAC export of a
+    training file), as ``awe ap`` warns of rows the run trained on:
     ``units train`` found its pairs across speakers among those very files. Returns how many
     (0 for a folder without the records)."""
     record = read_output_record(Path(submission))
@@ -260,18 +269,26 @@ def warn_of_trained_files(
     trained = read_output_record(Path(run)) if run else None
     if trained is None or not audio or not Path(audio).is_dir():
         return 0
-    heard = set(trained.get("request", {}).get("inputs", {}).values())
+    trained_inputs = trained.get("request", {}).get("inputs", {})
+    heard = set(trained_inputs.values())
     encoded = record.get("request", {}).get("inputs", {})
     wavs = find_wavs(audio)
     scored = {it.file for it in read_item_file(Path(item_file))}
     paths = [str(wavs[f].resolve()) for f in sorted(scored) if f in wavs]
-    seen = sum(encoded.get(p) in heard for p in paths)
+    unseen = [p for p in paths if encoded.get(p) not in heard]
+    if unseen:  # the same samples in other bytes (a FLAC export, a re-saved WAV): heard too
+        sounds = {samples_sha256(p) for p in trained_inputs if Path(p).is_file()} - {None}
+        same = {p for p in unseen if samples_sha256(p) in sounds}
+    else:
+        same = set()
+    seen = len(paths) - len(unseen) + len(same)
     if seen:
         warnings.warn(
             f"{submission}: {seen} of the {len(paths)} files the items are cut from are "
-            f"recordings the run {run} trained on: the ABX tells how well its units fit audio "
-            "they have heard (`units train` found its pairs across speakers among them), not "
-            "how they encode new recordings; score recordings it did not train on",
+            f"recordings the run {run} trained on (the same bytes or the same samples): the "
+            "ABX tells how well its units fit audio they have heard (`units train` found its "
+            "pairs across speakers among them), not how they encode new recordings; score "
+            "recordings it did not train on",
             ScoreWarning,
             stacklevel=3,
         )
