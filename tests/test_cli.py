@@ -300,6 +300,19 @@ def test_units_bitrate_voice_and_resynthesis_of_a_folder(corpus, tmp_path, capsy
         capsys, "units", "bitrate", tmp_path / "hot", "--filelist", tmp_path / "bitrate.txt"
     )
     assert code == 0 and out2.splitlines()[-1] == out.splitlines()[-1], err
+    assert "warning" not in err
+    # half the list, and lines naming no units file: a part of the folder, said (sweep 5, F4)
+    (tmp_path / "part.txt").write_text("".join(listed[:6]) + "zz.txt 1.0\n")
+    code, out3, err = run_cli(
+        capsys, "units", "bitrate", tmp_path / "hot", "--filelist", tmp_path / "part.txt"
+    )
+    assert code == 0, err
+    assert (
+        f"audiorepro: warning: {tmp_path / 'hot'}: bitrate of 6 files: 1 of the 7 files of "
+        f"{tmp_path / 'part.txt'} have no units file here (first: zz.txt) and count for neither "
+        "N nor D, as the official evaluation skips them; 12 of the 18 units files are not in "
+        "the list (first: S002_garden0.txt) and count for nothing"
+    ) in err, err
     with pytest.raises(SystemExit) as usage:
         main(["units", "bitrate", str(tmp_path / "hot")])
     assert usage.value.code == 2
@@ -387,6 +400,42 @@ def test_units_bitrate_voice_and_resynthesis_of_a_folder(corpus, tmp_path, capsy
     assert info["files"] == 2 and [why for _, why in info["left_out"]] == [
         "silent: every sample is 0"
     ]
+
+
+def test_voice_and_resynthesis_of_units_that_normalise_per_speaker(corpus, tmp_path, capsys):
+    """``units train``'s default on several speakers normalises per speaker; ``units voice``
+    refused such a run ("resynthesis reads one file at a time", sweep 5, F6), so the book's
+    way to hear the units failed for the common case. Now the voice's folder is read as one
+    speaker and ``units resynth`` reads each speaker's files together, as ``units encode``."""
+    audio = corpus / "audio"
+    code, _, err = run_cli(
+        capsys, "units", "train", "--audio", audio, "--preset", "smoke",
+        "--set", "train.max_steps=2", "--set", "train.segment_frames=32",
+        "--set", "model.feature_norm=speaker", "--out", tmp_path / "u",
+    )  # fmt: skip
+    assert code == 0, err
+    voice = tmp_path / "voice"
+    voice.mkdir()
+    for wav in sorted(audio.glob("S001_*.wav")):
+        shutil.copy(wav, voice)
+    code, out, err = run_cli(
+        capsys, "units", "voice", tmp_path / "u", "--audio", voice,
+        "--set", "inverter_train.max_steps=2", "--out", tmp_path / "v",
+    )  # fmt: skip
+    assert code == 0, err
+    code, out, err = run_cli(
+        capsys, "units", "resynth", tmp_path / "v", "--audio", audio, "--out", tmp_path / "w"
+    )
+    assert code == 0, err
+    assert "wrote 18 wavs (16 kHz)" in out and np.isfinite(last_number(out))
+    spoken, sr = sf.read(tmp_path / "w" / "S002_yellow1.wav")
+    assert sr == 16000 and np.isfinite(spoken).all() and np.abs(spoken).max() > 0
+    from audiorepro.experiments.zerospeech.inverter import resynthesize
+    from audiorepro.experiments.zerospeech.voice import load_voice
+
+    run = load_voice(tmp_path / "v")
+    with pytest.raises(ValueError, match="normalise the speaker's files together"):
+        resynthesize(run.units.model, run.inverter, np.zeros((50, 39), np.float32), None, 1)
 
 
 def test_awe_dtw_is_the_mfcc_dtw_baseline_of_a_segments_table(corpus, tmp_path, capsys):

@@ -125,12 +125,18 @@ def train_inverter(
 
 
 def inverter_pairs(
-    vqvae: VQVAE, inputs: Mapping[str, np.ndarray], mags: Mapping[str, np.ndarray], segment: int
+    vqvae: VQVAE,
+    inputs: Mapping[str, np.ndarray],
+    mags: Mapping[str, np.ndarray],
+    segment: int,
+    speakers: Mapping[str, str] | None = None,
 ) -> list[tuple[np.ndarray, np.ndarray]]:
     """The inverter's training pairs: each file's codebook vectors (``vqvae``, frozen) cut into
     pieces of ``segment`` code frames, each beside the linear magnitudes of the same stretch
-    (``stride`` frames per code); a last piece shorter than one code's frames is dropped."""
-    _, vectors = encode_files(vqvae, dict(inputs))
+    (``stride`` frames per code); a last piece shorter than one code's frames is dropped.
+    ``speakers``: each file's speaker, for a model that normalises per speaker
+    (:func:`~audiorepro.experiments.zerospeech.evaluate.encode_files`)."""
+    _, vectors = encode_files(vqvae, dict(inputs), speakers=speakers)
     r = vqvae.cfg.stride
     items = []
     for n in inputs:
@@ -181,20 +187,24 @@ def resynthesize(
     n_samples: int | None,
     griffin_lim_iters: int = 32,
     seed: int = 0,
+    normalised: bool = False,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Utterance features (T, F) → units → magnitudes → waveform in the inverter's voice.
 
     Returns ``(wav (n_samples,), predicted magnitudes (S, n_bins), codes (T',))``;
-    ``n_samples=None`` gives ``160 · (S − 1)`` samples.
+    ``n_samples=None`` gives ``160 · (S − 1)`` samples. ``normalised``: ``feats`` are already
+    normalised as the VQ-VAE reads them (per speaker, over the speaker's files:
+    :func:`~audiorepro.experiments.zerospeech.evaluate.model_inputs`).
     """
     vqvae.eval()
     inverter.eval()
-    if vqvae.cfg.feature_norm == "speaker":
+    if vqvae.cfg.feature_norm == "speaker" and not normalised:
         raise ValueError(
             "resynthesize: the VQ-VAE normalises per speaker (model.feature_norm=speaker); "
-            "encode the speaker's files with encode_files, which pools their statistics"
+            "normalise the speaker's files together (model_inputs) and pass normalised=True"
         )
-    (feats,) = normalize_features([feats], vqvae.cfg.feature_norm)
+    if not normalised:
+        (feats,) = normalize_features([feats], vqvae.cfg.feature_norm)
     codes, vectors = encode_windows(vqvae, np.asarray(feats, dtype=np.float32))
     mag = invert_windows(inverter, vectors)[: len(feats)]  # (S, n_bins)
     wav = griffin_lim(mag, n_iter=griffin_lim_iters, sr=SAMPLE_RATE, length=n_samples, seed=seed)

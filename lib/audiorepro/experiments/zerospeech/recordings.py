@@ -489,7 +489,9 @@ def submission_bitrate(
         raise ValueError("give the durations: audio=DIR or filelist=FILE (exactly one)")
     if filelist is not None:
         if Path(submission).is_dir():
-            _check_lines_cover(Path(submission), read_bitrate_filelist(filelist), filelist)
+            listed = read_bitrate_filelist(filelist)
+            _check_lines_cover(Path(submission), listed, filelist)
+            _warn_of_list_coverage(Path(submission), listed, filelist)
         return bitrate_from_submission(submission, filelist)
     entries = []
     for name, path in find_wavs(audio).items():
@@ -526,6 +528,39 @@ def _check_bitrate_audio(
             stacklevel=3,
         )
     _check_lines_cover(folder, entries, audio)
+
+
+def _warn_of_list_coverage(
+    folder: Path, listed: Sequence[tuple[str, float]], filelist: str | os.PathLike[str]
+) -> None:
+    """An :class:`InputWarning` when a bitrate list and a units folder do not hold the same
+    files: list lines without a units file count for neither N nor D (the official rule), and
+    units files the list does not name count for nothing; either way the bitrate is of a part,
+    as with ``--audio`` (a list of another split, or an old one)."""
+    names = {name for name, _ in listed}
+    have = {str(p.relative_to(folder)) for p in folder.rglob("*.txt")}
+    absent = sorted(names - have)
+    unlisted = sorted(have - names)
+    if absent or unlisted:
+        parts = []
+        if absent:
+            parts.append(
+                f"{len(absent)} of the {len(names)} files of {filelist} have no units file here "
+                f"(first: {absent[0]}) and count for neither N nor D, as the official "
+                "evaluation skips them"
+            )
+        if unlisted:
+            parts.append(
+                f"{len(unlisted)} of the {len(have)} units files are not in the list (first: "
+                f"{unlisted[0]}) and count for nothing"
+            )
+        warnings.warn(
+            f"{folder}: bitrate of {len(names & have)} files: "
+            + "; ".join(parts)
+            + "; give the list of the files this folder encodes",
+            InputWarning,
+            stacklevel=3,
+        )
 
 
 def _check_lines_cover(

@@ -25,6 +25,7 @@ from audiorepro.experiments.zerospeech.data import (
     refuse_short_files,
     training_files,
 )
+from audiorepro.experiments.zerospeech.evaluate import model_inputs
 from audiorepro.experiments.zerospeech.inverter import (
     fit_inverter,
     inverter_config,
@@ -34,6 +35,7 @@ from audiorepro.experiments.zerospeech.inverter import (
 from audiorepro.experiments.zerospeech.recordings import (
     UnitsRun,
     load_units,
+    speakers_of,
 )
 from audiorepro.features import save_audio, spectral_convergence
 from audiorepro.models.inverter import CodebookInverter, InverterConfig
@@ -91,11 +93,6 @@ def train_voice(
     config = load_config(units.preset, overrides)
     refuse_unused(overrides, VOICE_FIELDS, "units voice", "--audio")
     vqvae = units.model
-    if vqvae.cfg.feature_norm == "speaker":
-        raise ValueError(
-            f"{units.path}: the units normalise per speaker (model.feature_norm=speaker); "
-            "resynthesis reads one file at a time: train the units with another feature_norm"
-        )
     # Silent files and files whose channels cancel are left out and named (training_files), as
     # in units train: an inverter trained on silence would learn to say nothing.
     wavs, left_out = training_files(find_wavs(audio))
@@ -105,7 +102,9 @@ def train_voice(
         )
     inputs = load_wav_features(wavs, units.feature, store())
     mags = load_wav_features(wavs, "linear", store())
-    items = inverter_pairs(vqvae, inputs, mags, config.inverter_train.segment_frames)
+    # one voice: a model that normalises per speaker reads the folder as one speaker
+    voice = {name: "voice" for name in inputs}
+    items = inverter_pairs(vqvae, inputs, mags, config.inverter_train.segment_frames, voice)
     if not items:
         raise ValueError(f"{audio}: every file is shorter than one code frame")
     inv_cfg = inverter_config(config.inverter, vqvae, mags)
@@ -163,23 +162,32 @@ def resynthesize_folder(
     voice: VoiceRun | str | os.PathLike[str],
     audio: str | os.PathLike[str],
     out: str | os.PathLike[str],
+    speaker_of: str | None = None,
 ) -> dict[str, float]:
     """Speak every audio file under ``audio`` again through its units, in ``voice``'s voice:
     units (:func:`resynthesize`) → the inverter's magnitudes → Griffin-Lim, one 16 kHz
     ``<out>/<file id>.wav`` each, as long as its source (to the 10 ms frame). Returns
     ``{file id: spectral convergence of the inverter's magnitudes to the file's own}`` (0 is
-    exact; voice conversion into another speaker is far from 0 by design)."""
+    exact; voice conversion into another speaker is far from 0 by design). Units that
+    normalise per speaker read each speaker's files together, the speakers told apart by
+    ``speaker_of`` (default: the units run's rule), as ``units encode`` does."""
     voice = voice if isinstance(voice, VoiceRun) else load_voice(voice)
     wavs = find_wavs(audio)
     inputs = load_wav_features(wavs, voice.units.feature, store())  # silent files: AudioError
     refuse_short_files(wavs, inputs)
     mags = load_wav_features(wavs, "linear", store())
+    cfg = voice.units.model.cfg
+    normalised = cfg.feature_norm == "speaker"
+    if normalised:  # each speaker's files together, as units encode reads them
+        speakers = speakers_of(wavs, speaker_of or voice.units.speaker_of, audio)
+        inputs = model_inputs(inputs, cfg.feature_norm, speakers)
     out = Path(out)
     convergence = {}
     for name in sorted(wavs):
         wav, mag, _ = resynthesize(
-            voice.units.model, voice.inverter, inputs[name], None, voice.griffin_lim_iters
-        )
+            voice.units.model, voice.inverter, inputs[name], None, voice.griffin_lim_iters,
+            normalised=normalised,
+        )  # fmt: skip
         save_audio(out / f"{name}.wav", wav, SAMPLE_RATE)
         convergence[name] = spectral_convergence(mags[name], mag[: len(mags[name])])
     return convergence
