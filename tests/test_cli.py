@@ -474,6 +474,14 @@ def test_awe_dtw_is_the_mfcc_dtw_baseline_of_a_segments_table(corpus, tmp_path, 
     ))  # fmt: skip
     code, _, err = run_cli(capsys, "awe", "dtw", "--segments", lone)
     assert code == 1 and "lone.tsv: no word occurs twice among the 3 segments" in err
+    # a --tokens subset without a pair names the subset, not the table (sweep 5, F9.3)
+    code, _, err = run_cli(capsys, "awe", "dtw", "--segments", corpus / "seg.tsv", "--tokens", 2)
+    assert code == 1, err
+    assert re.search(
+        r"seg.tsv: no word occurs twice among the 2 segments drawn by --tokens 2 \(the "
+        r"table's 18 rows hold \d+ same-word pairs: give a larger --tokens, or none\)",
+        err,
+    ), err
 
 
 def test_python_dash_m_runs_the_same_command(corpus, tmp_path):

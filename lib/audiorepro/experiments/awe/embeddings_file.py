@@ -10,7 +10,14 @@ from typing import Any
 
 import numpy as np
 
-from audiorepro.data.recordings import RecordingsError, Segment, read_segments, word_label
+from audiorepro.data.audio_identity import samples_sha256
+from audiorepro.data.recordings import (
+    RecordingsError,
+    SameTokens,
+    Segment,
+    read_segments,
+    word_label,
+)
 from audiorepro.metrics.average_precision import same_different_ap
 from audiorepro.metrics.checks import ScoreError, check_no_repeats, check_speakers, naming, weak
 from audiorepro.storage import known_file_sha256, load_npz
@@ -187,3 +194,40 @@ def trained_here(archive: dict[str, Any], rows: int) -> int:
         if flags.shape == (rows,):
             return int(flags.astype(bool).sum())
     return min(int(archive["trained_rows"]), rows) if "trained_rows" in archive else 0
+
+
+def trained_rows(
+    run: str | os.PathLike[str],
+) -> tuple[list[str], set[tuple[Any, Any, Any]], SameTokens]:
+    """``(tables, rows)``: the segments tables ``awe train`` read for ``run`` (its
+    ``--segments`` and ``--dev``, from the run's record) and their rows as ``(resolved file,
+    start, end)`` and as ``(the file's SHA-256, start, end)`` (a copy of a training file in
+    another folder is the same recording), as ``("samples", SHA-256 of the decoded samples,
+    start, end)`` (so is its FLAC export), and the rows as :class:`SameTokens` (a token cut
+    again with other boundaries); nothing for a run without a record or tables that are
+    gone."""
+    from audiorepro.outputs import read_output_record
+
+    record = read_output_record(Path(run)) or {}
+    given = record.get("given") or {}
+    tables, rows, every = [], set(), []
+    for option in ("--segments", "--dev"):
+        table = given.get(option)
+        if not table or not Path(table).is_file():
+            continue
+        try:
+            found = read_segments(table, check_audio=False)
+        except RecordingsError:  # changed into something else: no longer what it trained on
+            continue
+        tables.append(str(table))
+        every += [r for r in found if r.path.is_file()]
+        rows |= {(r.path.resolve(), r.start, r.end) for r in found}
+        rows |= {(known_file_sha256(r.path), r.start, r.end) for r in found if r.path.is_file()}
+        rows |= {("samples", s, r.start, r.end) for r in found if (s := samples_of(r.path))}
+    return tables, rows, SameTokens(every)
+
+
+def samples_of(path: Path) -> str | None:
+    """The SHA-256 of a file's decoded samples (a FLAC or re-saved copy of a training file is
+    the same recording), ``None`` for a file that is not there or does not decode."""
+    return samples_sha256(path) if path.is_file() else None

@@ -14,13 +14,11 @@ from typing import Any
 import numpy as np
 
 from audiorepro.config import from_dict, refuse_unused, to_dict
-from audiorepro.data.audio_identity import samples_sha256
 from audiorepro.data.awe import WordSegments
 from audiorepro.data.embedded.lexicon import SWITCHBOARD_SYMBOLS
 from audiorepro.data.recordings import (
     InputWarning,
     RecordingsError,
-    SameTokens,
     Segment,
     cmudict_lexicon,
     one_word_speakers,
@@ -42,6 +40,8 @@ from audiorepro.experiments.awe.embeddings_file import (  # noqa: F401 - awe ap'
     embedded_rows,
     embeddings_ap,
     embeddings_of,
+    samples_of,
+    trained_rows,
 )
 from audiorepro.experiments.awe.evaluate import dtw_pair_distances, pairs_ap
 from audiorepro.experiments.awe.frames import (
@@ -539,7 +539,7 @@ def embed_table(
         [
             (r.path.resolve(), r.start, r.end) in heard
             or (known_file_sha256(r.path), r.start, r.end) in heard
-            or ("samples", _samples(r.path), r.start, r.end) in heard
+            or ("samples", samples_of(r.path), r.start, r.end) in heard
             or tokens.find(r) is not None  # the same token, other boundaries
             for r in rows
         ]
@@ -580,43 +580,6 @@ def embed_table(
         "left_out": np.asarray(left_out),
         **audio_identity(rows),
     }
-
-
-def trained_rows(
-    run: str | os.PathLike[str],
-) -> tuple[list[str], set[tuple[Any, Any, Any]], SameTokens]:
-    """``(tables, rows)``: the segments tables ``awe train`` read for ``run`` (its
-    ``--segments`` and ``--dev``, from the run's record) and their rows as ``(resolved file,
-    start, end)`` and as ``(the file's SHA-256, start, end)`` (a copy of a training file in
-    another folder is the same recording), as ``("samples", SHA-256 of the decoded samples,
-    start, end)`` (so is its FLAC export), and the rows as :class:`SameTokens` (a token cut
-    again with other boundaries); nothing for a run without a record or tables that are
-    gone."""
-    from audiorepro.outputs import read_output_record
-
-    record = read_output_record(Path(run)) or {}
-    given = record.get("given") or {}
-    tables, rows, every = [], set(), []
-    for option in ("--segments", "--dev"):
-        table = given.get(option)
-        if not table or not Path(table).is_file():
-            continue
-        try:
-            found = read_segments(table, check_audio=False)
-        except RecordingsError:  # changed into something else: no longer what it trained on
-            continue
-        tables.append(str(table))
-        every += [r for r in found if r.path.is_file()]
-        rows |= {(r.path.resolve(), r.start, r.end) for r in found}
-        rows |= {(known_file_sha256(r.path), r.start, r.end) for r in found if r.path.is_file()}
-        rows |= {("samples", s, r.start, r.end) for r in found if (s := _samples(r.path))}
-    return tables, rows, SameTokens(every)
-
-
-def _samples(path: Path) -> str | None:
-    """The SHA-256 of a file's decoded samples (a FLAC or re-saved copy of a training file is
-    the same recording), ``None`` for a file that is not there or does not decode."""
-    return samples_sha256(path) if path.is_file() else None
 
 
 def rows_dtw_ap(
@@ -671,8 +634,15 @@ def dtw_table_ap(
     labels = [r.word for r in chosen]
     positives = sum(c * (c - 1) // 2 for c in Counter(labels).values())
     if positives == 0:
+        subset = ""
+        if n < len(rows):
+            whole = sum(c * (c - 1) // 2 for c in Counter(r.word for r in rows).values())
+            subset = (
+                f" drawn by --tokens {n} (the table's {len(rows)} rows hold {whole} same-word "
+                "pairs: give a larger --tokens, or none)"
+            )
         raise ValueError(
-            f"{segments}: no word occurs twice among the {n} segments, so there is no "
+            f"{segments}: no word occurs twice among the {n} segments{subset}, so there is no "
             "same-word pair to rank"
         )
     if len(set(labels)) == 1:
