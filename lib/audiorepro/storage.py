@@ -167,9 +167,21 @@ def read_run_info(folder: str | Path, name: str, kind: str, what: str, made_by: 
     if not path.is_file():
         raise FileNotFoundError(f"{folder}: not {what} (no {name}; see `{made_by}`)")
     info = read_json(path)
-    if info.get("kind") != kind:
-        raise ValueError(f"{path}: kind {info.get('kind')!r}, expected {kind!r}")
+    found = info.get("kind") if isinstance(info, dict) else None
+    if found != kind:
+        wrote = RUN_KINDS.get(found) if isinstance(found, str) else None
+        said = (
+            f"a run of `{wrote}` (its {name} says kind {found!r})"
+            if wrote is not None
+            else f"not {what} (its {name} says kind {found!r})"
+        )
+        raise ValueError(f"{folder}: {said}; this command needs {what}, made by `{made_by}`")
     return info
+
+
+RUN_KINDS = {"units": "units train", "awe": "awe train", "voice": "units voice"}
+"""The command that writes a run folder of each ``kind`` (its ``run.json``), for the message
+of :func:`read_run_info` given another kind of run."""
 
 
 def read_json(path: Path) -> Any:
@@ -293,6 +305,56 @@ def _pickled_reason(key: str) -> str:
     )
 
 
+ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")
+"""The first bytes of a zip file, as an ``.npz`` is (the second: an empty one, ``np.savez``
+of no array)."""
+
+NPY_MAGIC = b"\x93NUMPY"
+"""The first bytes of a single ``.npy`` array."""
+
+
+def _what_file(head: bytes) -> str:
+    """What a file that is not an ``.npz`` looks like from its first bytes ``head``: a
+    safetensors model file, JSON, a text table, another zip format, a pickle, ..."""
+    if len(head) >= 10 and head[8:10] == b'{"':
+        size = int.from_bytes(head[:8], "little")
+        if 0 < size < 1 << 30:
+            return (
+                "a safetensors model file, as a run folder of `awe train` or `units train` holds"
+            )
+    if head.startswith(b"PK"):
+        return "a zip file of another kind (a spanned archive?)"
+    if head.startswith(b"\x80") and len(head) > 1 and head[1] <= 5:
+        return "a Python pickle, which is never read here (unpickling runs code)"
+    if head.startswith((b"\x1f\x8b", b"BZh", b"\xfd7zXZ")):
+        return "a compressed file (gzip, bzip2 or xz): uncompress it first"
+    if head.startswith((b"RIFF", b"fLaC", b"OggS")):
+        return "an audio file"
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return "a UTF-16 text file"
+    if not head:
+        return "an empty file (0 bytes)"
+    try:
+        text = head.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        if err.start < len(head) - 3:  # not only a character cut at the end of the bytes read
+            return f"a binary file starting {head[:8]!r}"
+        text = head[: err.start].decode("utf-8-sig")
+    if "\x00" in text:
+        return f"a binary file starting {head[:8]!r}"
+    stripped = text.lstrip()
+    if stripped.startswith(("{", "[")):
+        return "a JSON text file, as a run folder's run.json is"
+    first = stripped.splitlines()[0] if stripped else ""
+    if first.split("\t")[:2] == ["path", "word"]:
+        return "a text file: a segments table"
+    if first.startswith("#file"):
+        return "a text file: an ABX item file"
+    if "\t" in first:
+        return "a text file: a tab-separated table"
+    return "a text file"
+
+
 def load_npz(
     path: str | Path, *, expected: str = "a NumPy .npz archive of arrays"
 ) -> dict[str, np.ndarray]:
@@ -301,12 +363,21 @@ def load_npz(
     ``expected`` says what the file should hold (e.g. ``"word features written by the
     recipe"``), for the message. A missing file, an archive that is truncated or corrupt
     anywhere (which numpy would only notice when that array is read), a file that is not an
-    ``.npz``, or an array of pickled Python objects (never unpickled: the message names the
+    ``.npz`` (told by its first bytes before numpy reads it as a pickle: the message says what
+    it looks like, a text table or a safetensors model file), or an array of pickled Python objects (never unpickled: the message names the
     array and how to save it as strings) raises :class:`ArrayFileError` naming ``path``.
     """
     path = Path(path)
     if not path.is_file():
         raise ArrayFileError(path, "file not found", expected)
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(4096)
+    except OSError as err:
+        raise ArrayFileError(path, f"cannot read the file ({err})", expected) from err
+    if not head.startswith((*ZIP_MAGIC, NPY_MAGIC)):
+        # numpy reads any other file as a pickle and advises loading it "unsafely"
+        raise ArrayFileError(path, f"not an .npz ({_what_file(head)})", expected)
     try:
         archive = np.load(path, allow_pickle=False)
         if not isinstance(archive, np.lib.npyio.NpzFile):

@@ -34,6 +34,7 @@ import dataclasses
 import errno
 import math
 import os
+import re
 import statistics
 import unicodedata
 import warnings
@@ -423,20 +424,29 @@ def scan_folder(folder: str | os.PathLike[str], unread: str = "refuse") -> Folde
 
 def content_problem(path: str | os.PathLike[str]) -> str | None:
     """Why a file's samples cannot train a model, or None: ``empty`` (no sample: a header
-    alone, or 0 bytes, the shortest of the files too short to train on), ``silent`` (every
-    sample below :data:`SILENT_PEAK`, or within it of a constant offset: :func:`silence`) or
-    channels that cancel when mixed to mono
-    (:func:`~audiorepro.features.audio.channels_cancel`).
+    alone, or 0 bytes, the shortest of the files too short to train on), ``too short`` (less
+    than one 10 ms frame: :func:`~audiorepro.features.audio.too_short`, judged before silence,
+    which one sample always looks like), ``silent`` (every sample below :data:`SILENT_PEAK`,
+    or within it of a constant offset: :func:`silence`) or channels that cancel when mixed to
+    mono (:func:`~audiorepro.features.audio.channels_cancel`).
 
     Raises:
         AudioError: the file cannot be read (as :func:`~audiorepro.features.load_audio`).
     """
-    from audiorepro.features.audio import CANCEL_DB, EmptyAudioError, channels_cancel, load_audio
+    from audiorepro.features.audio import (
+        CANCEL_DB,
+        EmptyAudioError,
+        channels_cancel,
+        load_audio,
+        too_short,
+    )
 
     try:
-        wav, _ = load_audio(path, None, mono=False)  # (C, S)
+        wav, rate = load_audio(path, None, mono=False)  # (C, S)
     except EmptyAudioError:
         return "empty: 0 bytes" if Path(path).stat().st_size == 0 else "empty: no sample"
+    if (short := too_short(wav.shape[-1], rate)) is not None:
+        return short
     quiet = silence(wav)
     if quiet is not None:
         return f"silent: {quiet}"
@@ -488,6 +498,21 @@ def _read_lines(path: Path, latin1: bool = False) -> list[tuple[int, str]]:
         raise RecordingsError(path, None, "file not found") from None
     except OSError as err:
         raise RecordingsError(path, None, f"cannot read the file: {err}") from err
+    if data[:2] in (b"\xff\xfe", b"\xfe\xff") or b"\x00" in data:
+        # UTF-16 reads as Latin-1 (or, without a byte-order mark, as UTF-8) with a NUL
+        # between the letters: never a table's or a lexicon's text
+        why = (
+            "it is UTF-16 text (it starts with a UTF-16 byte-order mark)"
+            if data[:2] in (b"\xff\xfe", b"\xfe\xff")
+            else "it holds NUL bytes, as UTF-16 text does between its letters (or it is not "
+            "a text file)"
+        )
+        raise RecordingsError(
+            path,
+            None,
+            f"cannot read the file as UTF-8: {why}; save it as UTF-8 (e.g. iconv -f UTF-16 "
+            "-t UTF-8 FILE > NEW)",
+        )
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as err:
@@ -689,9 +714,20 @@ def labels_of(
     mapping: dict[str, tuple[str, int]] = {}
     for number, line in _read_lines(map_path):
         fields = line.split("\t")
+        while len(fields) > 2 and not fields[-1].strip():
+            fields.pop()  # a spreadsheet's empty columns after the last (file<TAB>word<TAB>)
         if len(fields) != 2 or not fields[0].strip() or not fields[1].strip():
+            got = (
+                f"{len(fields)} tab-separated fields"
+                if len(fields) > 2
+                else f"an empty {'file' if not fields[0].strip() else what}"
+                if len(fields) == 2
+                else "no tab"
+            )
             raise RecordingsError(
-                map_path, number, f"expected 'file<TAB>{what}', got {line.strip()!r}"
+                map_path,
+                number,
+                f"expected 'file<TAB>{what}', got {got}: {line.rstrip(chr(10) + chr(13))!r}",
             )
         name, label = fields[0].strip(), nfc(fields[1].strip())
         if one_token and any(c.isspace() for c in label):
@@ -870,6 +906,24 @@ def write_folder_segments(
             InputWarning,
             stacklevel=2,
         )
+    voices = set(speakers.values())
+    folder = Path(audio).resolve()
+    if (
+        speaker_of == "parent"
+        and len(chosen) > 1
+        and len(voices) == 1
+        and all(path.parent.resolve() == folder for path in chosen.values())
+    ):
+        warnings.warn(
+            f"all {len(chosen)} files have one speaker, {next(iter(voices))!r}: with "
+            "--speaker-of parent the speaker is the name of each file's folder, and these lie "
+            f"directly in {_shown(audio)}; if they are several speakers' recordings, put each "
+            "speaker's files in a folder named by the speaker, or give --speaker-of prefix, "
+            "field:N or a MAP.tsv: a table of one speaker has no across-speaker ABX triplet "
+            "and no speaker to hold out",
+            InputWarning,
+            stacklevel=2,
+        )
     out = Path(out)
     base = out.parent.resolve()
     lines = ["\t".join(SEGMENT_COLUMNS)]
@@ -921,6 +975,11 @@ class Segment:
         return f"{self.source}:{self.line}"
 
 
+_DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+"""A number of seconds as a table holds it: ASCII digits, a point, an exponent. Python's
+``float`` also reads ``0_5`` (digit groups: 5) and other scripts' digits."""
+
+
 def _seconds(text: str, path: Path, line: int, column: str) -> float:
     try:
         value = float(text)
@@ -928,7 +987,36 @@ def _seconds(text: str, path: Path, line: int, column: str) -> float:
         raise RecordingsError(path, line, f"{column}: expected seconds, got {text!r}") from None
     if not math.isfinite(value) or value < 0:
         raise RecordingsError(path, line, f"{column}: expected seconds >= 0, got {text!r}")
+    if not _DECIMAL.fullmatch(text):
+        why = (
+            f" (an underscore is not a decimal point: Python reads {text!r} as {value:g})"
+            if "_" in text
+            else ""
+        )
+        raise RecordingsError(
+            path,
+            line,
+            f"{column}: expected seconds written with the digits 0-9 and a point (0.5, 1.25, "
+            f"2e-1), got {text!r}{why}",
+        )
     return value
+
+
+def _past_end(end: float, duration: float) -> str:
+    """How far an ``end`` lies past a file of ``duration`` seconds, in words: ms when less
+    than a second, else seconds (3 significant digits), with a hint when the end read in
+    milliseconds would lie within the file."""
+    over = end - duration
+    if over < 1:
+        return f"by {over * 1000:.3f} ms"
+    unit = (
+        " (times in milliseconds? a table holds seconds)"
+        if end / 1000 <= duration + END_SLACK
+        else " (far past: times in another unit?)"
+        if end > 1000 * max(duration, 1)
+        else ""
+    )
+    return f"by {over:.4g} s{unit}"
 
 
 def _copy_kind(a: Path, b: Path) -> str:
@@ -1082,8 +1170,8 @@ def read_segments(path: str | os.PathLike[str], check_audio: bool = True) -> lis
                         path,
                         number,
                         f"end: {end_text} s is past the end of {audio_path} "
-                        f"({durations[audio_path]:.6f} s: {frames} samples at {rate} Hz), by "
-                        f"{(end - durations[audio_path]) * 1000:.3f} ms",
+                        f"({durations[audio_path]:.6f} s: {frames} samples at {rate} Hz), "
+                        + _past_end(end, durations[audio_path]),
                     )
         out.append(Segment(audio_path, word, speaker, start, end, path, number))
     if not out:

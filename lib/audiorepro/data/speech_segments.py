@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import collections
 import hashlib
+import json
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -24,6 +26,7 @@ import torch
 from torch.utils.data import Dataset
 
 from audiorepro.features import linear_spectrogram, load_audio, log_mel, mfcc_features
+from audiorepro.features.audio import AudioWarning
 from audiorepro.storage import RunStore, load_npz
 
 __all__ = [
@@ -57,9 +60,13 @@ FEATURE_NORMS = ("none", "utterance", "speaker")
 FEATURES_VERSION = 3
 
 _digests: dict[tuple[int, int, int, int], str] = {}
-_loaded: collections.OrderedDict[tuple[str, ...], dict[str, np.ndarray]] = (
-    collections.OrderedDict()
-)
+_loaded: collections.OrderedDict[
+    tuple[str, ...], tuple[dict[str, np.ndarray], tuple[str, ...]]
+] = collections.OrderedDict()
+AUDIO_WARNINGS_FILE = "audio_warnings.json"
+"""The :class:`~audiorepro.features.audio.AudioWarning` messages of a cached feature set's
+files (a file cut short, float samples far over full scale), said again each time the set is
+read from the store: the audio is not read again."""
 _LOADED_SETS = 8
 """Feature sets a process keeps once loaded from a run store (the least recently used go)."""
 
@@ -132,7 +139,9 @@ def load_wav_features(
     16 kHz, 10 ms frames); cached in ``store`` under the files' names and contents, as
     :func:`load_features`. A set loaded from the store is kept for the process (the
     :data:`_LOADED_SETS` last ones, known by their cache file's identity, so a cache rewritten
-    or damaged since is read again): later calls get copies of its arrays."""
+    or damaged since is read again): later calls get copies of its arrays. The
+    :class:`~audiorepro.features.audio.AudioWarning` of its files (cut short, samples far over
+    full scale) are kept with a cached set and said again each time it is read."""
     paths = {name: Path(p) for name, p in paths.items()}
     if not paths:
         raise ValueError("no wav file to compute features of")
@@ -148,15 +157,30 @@ def load_wav_features(
         return compute()
 
     def build(tmp: Path) -> dict[str, int]:
-        out = compute()
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always", AudioWarning)
+            out = compute()
+        notes = []
+        for w in said:  # the audio's warnings are kept with the features, said by load()
+            if issubclass(w.category, AudioWarning):
+                notes.append(str(w.message))
+            else:
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
         with open(tmp / "features.npz", "wb") as fh:
             np.savez(fh, **out)
+        if notes:
+            (tmp / AUDIO_WARNINGS_FILE).write_text(
+                json.dumps(list(dict.fromkeys(notes)), indent=1), encoding="utf-8"
+            )
         return {"files": len(out)}
 
-    def load(run) -> dict[str, np.ndarray]:
-        return load_npz(
+    def load(run) -> tuple[dict[str, np.ndarray], tuple[str, ...]]:
+        said = run.path / AUDIO_WARNINGS_FILE
+        notes = json.loads(said.read_text(encoding="utf-8")) if said.is_file() else []
+        feats = load_npz(
             run.file("features.npz"), expected=f"{feature} features of {len(paths)} wavs"
         )
+        return feats, tuple(str(note) for note in notes)
 
     key = _files_key(paths, feature)
     cache = store.run("features", key).path / "features.npz"
@@ -168,13 +192,16 @@ def load_wav_features(
 
     memo = identity()
     if memo not in _loaded:
-        feats = store.cached("features", key, build, load)
+        read = store.cached("features", key, build, load)
         memo = identity()  # a file just written, or replaced, is known by its new identity
-        _loaded[memo] = feats
+        _loaded[memo] = read
         while len(_loaded) > _LOADED_SETS:
             _loaded.popitem(last=False)
     _loaded.move_to_end(memo)
-    return {name: x.copy() for name, x in _loaded[memo].items()}  # a caller may write to them
+    feats, notes = _loaded[memo]
+    for note in notes:
+        warnings.warn(note, AudioWarning, stacklevel=2)
+    return {name: x.copy() for name, x in feats.items()}  # a caller may write to them
 
 
 class SegmentDataset(Dataset):

@@ -29,7 +29,9 @@ __all__ = [
     "AudioWarning",
     "CANCEL_DB",
     "EmptyAudioError",
+    "HOT_PEAK",
     "LOUD_PEAK",
+    "SHORT_SECONDS",
     "SILENT_PEAK",
     "audio_info",
     "channels_cancel",
@@ -37,6 +39,7 @@ __all__ = [
     "resample_type",
     "save_audio",
     "silence",
+    "too_short",
 ]
 
 CANCEL_DB = 40.0
@@ -57,6 +60,22 @@ LOUD_PEAK = 10 ** (40 / 20)
 are not audio in [-1, 1], usually integer sample values (up to 32767) written as floats:
 :func:`load_audio` refuses it rather than read it 90 dB louder than every other file (PCM
 formats always decode within [-1, 1]; a float file a few dB over full scale is read)."""
+
+
+HOT_PEAK = 2.0
+"""A file whose samples go beyond this (+6 dBFS, twice full scale) but stay below
+:data:`LOUD_PEAK` holds float samples of a gain or scaling slip (``y * 10`` before writing):
+:func:`load_audio` reads them as they are and warns once per file (:class:`AudioWarning`),
+naming the file and its peak; a float file a few dB over full scale (a mix's overshoot) is read
+without a word."""
+
+
+SHORT_SECONDS = 0.01
+"""A file shorter than this (one 10 ms frame of the features) is too short to hold a word or to
+be judged silent (1 sample is "a constant offset and no signal" to :func:`silence`): ``units
+train`` leaves it out as too short (:func:`audiorepro.data.recordings.content_problem`), and
+:func:`load_audio` calls a silent one too short (a write cut short, not a microphone's
+offset)."""
 
 
 class AudioError(Exception):
@@ -190,6 +209,54 @@ def silence(data: np.ndarray, axis: int = -1) -> str | None:
     return f"a constant offset (DC {dc:.2g}) and no signal{beside}"
 
 
+def too_short(samples: int, sr: int) -> str | None:
+    """``too short: 1 sample (0.06 ms), less than one 10 ms frame`` for a file of fewer than
+    :data:`SHORT_SECONDS` of samples at ``sr``, else None."""
+    if samples >= SHORT_SECONDS * sr:
+        return None
+    return (
+        f"too short: {samples} sample{'' if samples == 1 else 's'} "
+        f"({1000 * samples / sr:.2f} ms), less than one {1000 * SHORT_SECONDS:.0f} ms frame"
+    )
+
+
+_PEAKS: dict[tuple, float] = {}
+
+
+def _file_peak(path: Path, fallback: float) -> float:
+    """The largest absolute sample of the whole file at ``path`` (read in blocks, remembered by
+    the file's identity), so that a warning about an excerpt names the file's own peak, the
+    same each time; ``fallback`` when libsndfile cannot read the file."""
+    stat = path.stat()
+    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+    if key not in _PEAKS:
+        try:
+            peak = 0.0
+            for block in sf.blocks(os.fsencode(path), blocksize=1 << 16, dtype="float32"):
+                if block.size:
+                    peak = max(peak, float(np.max(np.abs(block))))
+            _PEAKS[key] = peak
+        except Exception:  # noqa: BLE001 - a file only librosa reads: the excerpt's peak
+            return fallback
+    return max(_PEAKS[key], fallback)
+
+
+def _warn_hot(path: Path, peak: float, whole: bool) -> None:
+    """Warn (:class:`AudioWarning`) that ``path`` holds samples beyond :data:`HOT_PEAK`, named
+    by the whole file's peak (``peak`` when ``whole``), once per file: the message is the same
+    for every excerpt read."""
+    peak = peak if whole else _file_peak(path, peak)
+    warnings.warn(
+        f"{path}: samples reach {peak:.3g}, {20 * np.log10(peak):.0f} dB above full scale "
+        f"(more than {20 * np.log10(HOT_PEAK):.0f} dB): they are read as they are, "
+        f"{peak:.3g} times full scale, and move the statistics of the files normalised with "
+        "this one (its speaker's); if a gain or scaling slip wrote them, write the file again "
+        "within [-1, 1] (e.g. sox in.wav out.wav gain -n -1)",
+        AudioWarning,
+        stacklevel=3,
+    )
+
+
 def _read_blocks(f: sf.SoundFile, start: int, frames: int, block: int = 65536) -> np.ndarray:
     """Read ``frames`` frames (-1: to the end) after the first ``start`` of a file libsndfile
     cannot seek in (a GSM 6.10 WAV): in blocks, skipping by reading, until the end. Returns
@@ -286,9 +353,11 @@ def load_audio(
     Raises:
         AudioError: the file is missing, cannot be read (permission denied) or decoded, holds
             no samples (:class:`EmptyAudioError`; or none after ``offset``), holds NaN/inf
-            samples or samples of :data:`LOUD_PEAK` or more, or (``mono``) would read as
-            silence: the whole file (no ``offset`` nor ``duration``: an excerpt may be a pause)
-            is silent (:func:`silence`, below :data:`SILENT_PEAK`), or its channels cancel when
+            samples or samples of :data:`LOUD_PEAK` or more (samples beyond :data:`HOT_PEAK`
+            are read and warned of once per file, :class:`AudioWarning`), or (``mono``)
+            would read as silence: the whole file (no ``offset`` nor ``duration``: an excerpt
+            may be a pause) is silent (:func:`silence`, below :data:`SILENT_PEAK`; called too
+            short when shorter than one frame, :func:`too_short`), or its channels cancel when
             mixed (:func:`channels_cancel`). The message names the file and the problem.
         ValueError: an invalid ``sr``, ``offset`` or ``duration`` argument.
     """
@@ -348,7 +417,14 @@ def load_audio(
         )
 
     whole = offset == 0 and duration is None
+    if peak > HOT_PEAK:
+        _warn_hot(path, peak, whole)
     if mono and whole and (why := silence(data, axis=0)) is not None:
+        if (short := too_short(data.shape[0], native_sr)) is not None:
+            raise AudioError(
+                f"{path}: {short} (a write cut short?), so it holds no word; leave it out "
+                "(units train leaves such files out and names them)"
+            )
         raise AudioError(
             f"{path}: silent: {why}, so the file would read as silence; leave it out (units "
             "train leaves such files out and names them)"

@@ -148,7 +148,24 @@ def _number(value: str, path: Path, line: int, what: str) -> float:
         ) from None
     if not math.isfinite(number):
         raise ZeroSpeechFormatError(path, line, f"{what}: expected finite seconds, got {value!r}")
+    if not _DECIMAL.fullmatch(value):  # float() reads 0_5 as 5 and other scripts' digits
+        why = (
+            f" (an underscore is not a decimal point: Python reads {value!r} as {number:g})"
+            if "_" in value
+            else ""
+        )
+        raise ZeroSpeechFormatError(
+            path,
+            line,
+            f"{what}: expected seconds written with the digits 0-9 and a point (0.5, 1.25, "
+            f"2e-1), got {value!r}{why}",
+        )
     return number
+
+
+_DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+"""A number of seconds as an item file or a file list holds it (as the segments tables'
+``audiorepro.data.recordings._DECIMAL``)."""
 
 
 def _read_text(path: Path) -> str:
