@@ -43,11 +43,11 @@ def run_cli(capsys, *argv) -> tuple[int, str, str]:
     return code, out, err
 
 
-def flat_folder(root, words=("yes", "no"), speakers=("al", "bo")):
-    """``<speaker>_<word>.wav`` files side by side, 8 kHz 16-bit."""
+def flat_folder(root, words=("yes", "no"), speakers=("al", "bo"), seed=0):
+    """``<speaker>_<word>.wav`` files side by side, 8 kHz 16-bit, each its own recording."""
     root.mkdir(parents=True)
     for i, (s, w) in enumerate((s, w) for s in speakers for w in words):
-        sf.write(root / f"{s}_{w}.wav", speech_like(seed=i), RATE, subtype="PCM_16")
+        sf.write(root / f"{s}_{w}.wav", speech_like(seed=seed + i), RATE, subtype="PCM_16")
     return root
 
 
@@ -301,8 +301,8 @@ def test_segments_warns_when_parent_gives_a_flat_folder_one_speaker(tmp_path, ca
         "speaker has no across-speaker ABX triplet and no speaker to hold out"
     ]
     nested = tmp_path / "nested"
-    for name in ("al", "bo"):
-        flat_folder(nested / name, speakers=(name,))
+    for k, name in enumerate(("al", "bo")):
+        flat_folder(nested / name, speakers=(name,), seed=10 * k)
     code, _, err = run_cli(
         capsys, "segments", "--audio", nested, "--word-of", "field:2", "--speaker-of", "parent",
         "--out", tmp_path / "seg2.tsv",
@@ -325,3 +325,32 @@ def test_an_item_time_with_an_underscore_is_refused(tmp_path):
         f"{path}:3: onset: expected seconds written with the digits 0-9 and a point (0.5, "
         "1.25, 2e-1), got '0_1' (an underscore is not a decimal point: Python reads '0_1' as 1)"
     )
+
+
+def test_segments_refuses_a_folder_holding_a_copy_of_one_recording(tmp_path, capsys):
+    """``segments`` wrote, exit 0, a table that every command reading it then refused (a
+    byte-identical copy under another speaker's name, sweep 5, F10.1); it now refuses the
+    folder itself, naming both files, and writes nothing; a FLAC export of a file is a copy too."""
+    import shutil
+
+    audio = flat_folder(tmp_path / "dup")
+    shutil.copy(audio / "al_yes.wav", audio / "bo_yes_again.wav")
+    code, out, err = run_cli(
+        capsys, "segments", "--audio", audio, "--word-of", "field:2", "--out", tmp_path / "t.tsv"
+    )
+    assert code == 1, out
+    assert "the same recording as" in err and "al_yes.wav" in err and "bo_yes_again" in err
+    assert "the two files are byte for byte the same" in err, err
+    assert not (tmp_path / "t.tsv").exists()
+    (audio / "bo_yes_again.wav").unlink()
+    samples, rate = sf.read(audio / "al_yes.wav", dtype="int16")
+    sf.write(audio / "cy_yes.flac", samples, rate)
+    code, _, err = run_cli(
+        capsys, "segments", "--audio", audio, "--word-of", "field:2", "--out", tmp_path / "t.tsv"
+    )
+    assert code == 1 and "(one a FLAC or re-saved copy of the other)" in err, err
+    (audio / "cy_yes.flac").unlink()
+    code, _, err = run_cli(
+        capsys, "segments", "--audio", audio, "--word-of", "field:2", "--out", tmp_path / "t.tsv"
+    )
+    assert code == 0, err

@@ -210,8 +210,8 @@ def test_field_1_reads_the_word_of_a_speaker_word_layout(tmp_path, capsys):
     audio = tmp_path / "nest"
     for k, speaker in enumerate(("al", "bo")):
         (audio / speaker).mkdir(parents=True)
-        for word in ("0", "1"):
-            sf.write(audio / speaker / f"{word}.wav", speech_like(seed=k), 16000)
+        for j, word in enumerate(("0", "1")):
+            sf.write(audio / speaker / f"{word}.wav", speech_like(seed=2 * k + j), 16000)
     code, out, err = run_cli(
         capsys, "segments", "--audio", audio, "--speaker-of", "parent", "--word-of", "field:1",
         "--out", tmp_path / "nest.tsv",

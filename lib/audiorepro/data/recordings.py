@@ -938,6 +938,20 @@ def write_folder_segments(
                 "file (or its folder) without them",
             )
         lines.append("\t".join((written, words[name], speakers[name], "", "")))
+    from audiorepro.data.audio_identity import SameRecordings
+
+    copies = SameRecordings()  # every reader of the table would refuse a copy: say it here
+    for number, path in enumerate(chosen.values(), start=2):
+        if (copy := copies.add(path.resolve(), None, None, number)) is not None:
+            other, _ = copy
+            raise RecordingsError(
+                path,
+                None,
+                f"the same recording as {other}: the two files {_copy_kind(other, path)}, so "
+                "as two rows of the table an item would be matched with a copy of itself (an "
+                "ABX of 0 %, a pair of AP 1), and every command reading the table refuses it; "
+                "remove the copy, or leave it out with a --word-of map",
+            )
     out.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(out, lambda tmp: tmp.write_text("\n".join(lines) + "\n", encoding="utf-8"))
     return out, len(chosen), len(wavs) - len(chosen)

@@ -184,7 +184,11 @@ def train_units(
     feats = load_wav_features(wavs, feature, store())
     names = [n for n in sorted(feats) if len(feats[n]) >= MIN_TRAIN_FRAMES]
     left_out += [
-        (wavs[n], f"too short: {len(feats[n])} frames of 10 ms, training needs {MIN_TRAIN_FRAMES}")
+        (
+            wavs[n],
+            f"too short: {len(feats[n])} frame{'' if len(feats[n]) == 1 else 's'} of 10 ms, "
+            f"training needs {MIN_TRAIN_FRAMES}",
+        )
         for n in sorted(feats)
         if len(feats[n]) < MIN_TRAIN_FRAMES
     ]
