@@ -201,3 +201,18 @@ def test_the_ap_verdict_calls_a_difference_within_the_words_spread_a_tie():
     assert (
         ap_verdict(0.175, 0.171, 1000, 100) == "the embeddings beat MFCC + DTW (AP 0.175 vs 0.171)"
     )
+
+
+def test_rankings_of_too_many_pairs_are_not_resampled_and_the_verdict_says_so(monkeypatch):
+    from audiorepro.experiments.awe.evaluate import ap_verdict
+    from audiorepro.metrics import paired
+
+    labels = np.repeat(np.arange(6), 3)
+    d = cosine_pair_distances(np.random.default_rng(0).standard_normal((18, 4)))
+    assert paired.ap_difference(d, d, labels, (0.5, 0.5)) is not None
+    monkeypatch.setattr(paired, "MAX_AP_PAIRS", 100)  # 153 pairs: too many here
+    assert paired.ap_difference(d, d, labels, (0.5, 0.5)) is None
+    assert ap_verdict(0.5, 0.4, 6_000_000, 100_000) == (
+        "the embeddings beat MFCC + DTW (AP 0.500 vs 0.400) (by the numbers: 6000000 pairs are "
+        "too many to resample the words)"
+    )

@@ -44,6 +44,9 @@ MAX_PAIR_DRAWS = 25 * 10**7
 """Pairs times draws of an AP bootstrap at most (a few seconds): more pairs, fewer draws, down
 to :data:`MIN_AP_RESAMPLES`."""
 MIN_AP_RESAMPLES = 200
+MAX_AP_PAIRS = 5_000_000
+"""More pairs than this (about 3,200 rows) are not resampled (the rankings would take GBs):
+:func:`ap_difference` gives ``None`` and the verdict goes by the numbers, saying so."""
 
 
 @dataclass(frozen=True)
@@ -175,9 +178,10 @@ def ap_difference(
     APs (their difference is reported). ``None`` under :data:`MIN_WORDS` words. Ranking more
     pairs draws fewer times (:data:`MAX_PAIR_DRAWS`)."""
     codes = np.unique(np.asarray(labels, dtype=str), return_inverse=True)[1].reshape(-1)
+    codes = codes.astype(np.int32)
     num_words = int(codes.max()) + 1 if codes.size else 0
     n = len(codes)
-    if num_words < MIN_WORDS:
+    if num_words < MIN_WORDS or n * (n - 1) // 2 > MAX_AP_PAIRS:
         return None
     i, j = np.triu_indices(n, 1)
     for name, dist in (("first", first), ("second", second)):

@@ -18,7 +18,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -144,9 +144,3 @@ def train_ensemble(
             if staging is None:
                 shutil.rmtree(home, ignore_errors=True)
     return recorded_run(out)
-
-
-def member_seeds(run: str | Path) -> Sequence[int]:
-    """The seeds of the models of a run, first model first."""
-    info = read_run_info(Path(run), RUN_FILE, "awe", "an AWE run", "awe train")
-    return info.get("member_seeds", [info["config"]["seed"]])

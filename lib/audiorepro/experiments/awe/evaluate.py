@@ -27,7 +27,12 @@ from audiorepro.metrics.average_precision import (
     same_different_chance,
 )
 from audiorepro.metrics.dtw import pairwise_dtw
-from audiorepro.metrics.paired import PairedDifference, ap_difference, cosine_pair_distances
+from audiorepro.metrics.paired import (
+    MAX_AP_PAIRS,
+    PairedDifference,
+    ap_difference,
+    cosine_pair_distances,
+)
 from audiorepro.models.awe import MultiViewAWE
 
 
@@ -302,6 +307,8 @@ def ap_verdict(
     else:
         beat = "beat" if ap > dtw else "do not beat"
         said = f"the embeddings {beat} MFCC + DTW (AP {_pair(ap, dtw)})"
+        if difference is None and num_pairs > MAX_AP_PAIRS:
+            said += f" (by the numbers: {num_pairs} pairs are too many to resample the words)"
     if ap <= level:
         return f"{said}; the embeddings are at chance ({random})"
     if dtw <= level:
