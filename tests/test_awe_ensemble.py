@@ -7,6 +7,7 @@ words the book ships."""
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -121,6 +122,7 @@ def test_awe_train_models_prints_them_records_them_and_reuses_the_folder(tables,
     assert code == 0, err
     # models 2 and 3 side by side, in two processes where there are two cores
     assert "models: 3, from seeds 0, 1, 2 (awe embed concatenates their embeddings" in out
+    assert re.search(r"training models 2, 3 of 3 \(seeds 1, 2\), [12] at once, without", err)
     record = json.loads((tmp_path / "run" / "command.json").read_text())
     assert {"member-2/run.json", "member-3/model.safetensors"} <= set(record["outputs"])
     code, out, err = run_cli(capsys, *argv)

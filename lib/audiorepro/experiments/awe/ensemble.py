@@ -16,6 +16,7 @@ was not finished.
 from __future__ import annotations
 
 import shutil
+import sys
 import tempfile
 import warnings
 from collections.abc import Mapping
@@ -122,6 +123,17 @@ def train_ensemble(
             rest = [k for k in range(2, models + 1) if not (home / MEMBER.format(k)).is_dir()]
             quiet = {**options, "progress": "none"}
             workers = usable_cores() if workers is None else workers
+            if rest:  # minutes without a progress bar: say what is running
+                at_once = max(1, min(workers, len(rest)))
+                print(
+                    f"training model{'s' if len(rest) > 1 else ''} "
+                    f"{', '.join(str(k) for k in rest)} of {models} (seed"
+                    f"{'s' if len(rest) > 1 else ''} "
+                    f"{', '.join(str(config.seed + k - 1) for k in rest)}), {at_once} at once, "
+                    "without a progress bar",
+                    file=sys.stderr,
+                    flush=True,
+                )
             map_processes(
                 _member, rest, shared=(str(segments), str(home), quiet, config.seed),
                 workers=workers,
