@@ -1,17 +1,9 @@
 """Several models of one segments table (``awe train --models N``, the preset's
-``table_models``): the same training from seeds ``seed``, ``seed + 1``, ..., whose embeddings
-``awe embed`` concatenates, each of unit length, so that the cosine of two rows is the mean of
-the models' cosines.
-
-A run folder of ``N`` models is the first model's folder (``model.safetensors``, ``run.json``,
-what :func:`~audiorepro.experiments.awe.recordings.train_on_segments` writes) with the others
-in ``member-2/`` ... ``member-N/``; its ``run.json`` lists them (``members``). The first model
-trains in this process (its warnings, its progress); the others then train side by side, one
-process a core (each on the preset's threads). Finished models wait in the run store
-(``04_awe/awe-ensemble/.staging-<hash>``, named by the table, its audio and every setting) until
-``--out`` is written whole, so that the same command after an interruption trains only what
-was not finished.
-"""
+``table_models``), from seeds ``seed``, ``seed + 1``, ..., whose unit embeddings ``awe embed``
+sets side by side (a cosine is the mean of the models' cosines): the first model's folder
+holds the others in ``member-2/`` ... and lists them in ``run.json``, and the finished ones
+wait in the run store until ``--out`` is written whole, so that an interrupted command goes on
+with the rest."""
 
 from __future__ import annotations
 
