@@ -198,3 +198,23 @@ def test_the_within_speaker_study_scores_each_speakers_own_pairs(tmp_path, capsy
         assert ap == pytest.approx(same_different_ap(emb[idx], words))
         assert dtw == pytest.approx(rows_dtw_ap([rows[i] for i in idx], words)["ap"])
     assert "mean over 2 speakers" in capsys.readouterr().out
+
+
+def test_the_seeds_study_sets_unit_vectors_side_by_side(tmp_path, capsys):
+    """bench/study_units_seeds.py: each folder's lines at unit length, side by side, over the
+    square root of their number (a cosine is the mean of the folders'); files of other lengths
+    are refused."""
+    study = _study("study_units_seeds")
+    a, b = tmp_path / "a", tmp_path / "b"
+    for folder, rows in ((a, [[3.0, 4.0], [0.0, 2.0]]), (b, [[1.0, 0.0], [0.0, -1.0]])):
+        (folder / "spk").mkdir(parents=True)
+        np.savetxt(folder / "spk" / "f.txt", np.array(rows))
+    study.main([str(tmp_path / "out"), str(a), str(b)])
+    got = np.loadtxt(tmp_path / "out" / "spk" / "f.txt", ndmin=2)
+    s = 1 / np.sqrt(2)
+    assert got == pytest.approx(np.array([[0.6 * s, 0.8 * s, s, 0], [0, s, 0, -s]]), abs=1e-6)
+    cos = got[0] @ got[1] / (np.linalg.norm(got[0]) * np.linalg.norm(got[1]))
+    assert cos == pytest.approx((0.8 + 0.0) / 2)  # the mean of the folders' cosines
+    np.savetxt(b / "spk" / "f.txt", np.ones((3, 2)))
+    with pytest.raises(ValueError, match="f.txt: \\[2, 3\\] lines in the folders"):
+        study.main([str(tmp_path / "out2"), str(a), str(b)])
