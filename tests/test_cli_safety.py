@@ -279,12 +279,12 @@ def test_an_npy_where_an_npz_is_expected(tmp_path, capsys):
 
 
 def test_file_system_errors_name_the_path(corpus, tmp_path, capsys, monkeypatch):
-    from audiorepro.experiments.zerospeech import recordings
+    from audiorepro.experiments.zerospeech import ensemble
 
     def denied(*args, **kwargs):
         raise PermissionError(13, "Permission denied", str(tmp_path / "r" / "run.json"))
 
-    monkeypatch.setattr(recordings, "train_units", denied)
+    monkeypatch.setattr(ensemble, "train_units_ensemble", denied)
     code, _, err = run_cli(
         capsys, "units", "train", "--audio", corpus / "audio", *SMOKE, "--out", tmp_path / "r"
     )
@@ -295,12 +295,12 @@ def test_file_system_errors_name_the_path(corpus, tmp_path, capsys, monkeypatch)
 def test_an_unexpected_error_is_one_paragraph_and_debug_shows_the_traceback(
     corpus, tmp_path, capsys, monkeypatch
 ):
-    from audiorepro.experiments.zerospeech import recordings
+    from audiorepro.experiments.zerospeech import ensemble
 
     def boom(*args, **kwargs):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(recordings, "train_units", boom)
+    monkeypatch.setattr(ensemble, "train_units_ensemble", boom)
     argv = ["units", "train", "--audio", corpus / "audio", *SMOKE, "--out", tmp_path / "r"]
     code, _, err = run_cli(capsys, *argv)
     assert code == 1 and one_paragraph(err) and "boom" in err and "AUDIOREPRO_DEBUG" in err

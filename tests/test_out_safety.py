@@ -147,7 +147,7 @@ def test_two_processes_one_out_and_a_lock_left_by_a_killed_one_is_taken_over(
 def test_the_lock_goes_when_the_command_ends_and_takes_no_new_folder_with_it(
     audio, tmp_path, capsys, monkeypatch
 ):
-    from audiorepro.experiments.zerospeech import recordings
+    from audiorepro.experiments.zerospeech import ensemble
 
     out = tmp_path / "new" / "deeper" / "run"
 
@@ -155,7 +155,7 @@ def test_the_lock_goes_when_the_command_ends_and_takes_no_new_folder_with_it(
         assert lock_of(out).is_file()  # held while the command works
         raise ValueError("boom")
 
-    monkeypatch.setattr(recordings, "train_units", boom)
+    monkeypatch.setattr(ensemble, "train_units_ensemble", boom)
     code, _, err = run_cli(capsys, "units", "train", "--audio", audio, *SMOKE, "--out", out)
     assert code == 1 and "boom" in err
     assert not (tmp_path / "new").exists()  # neither the lock nor the folders made for it

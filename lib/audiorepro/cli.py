@@ -148,6 +148,14 @@ def _parser() -> argparse.ArgumentParser:
     units_cmds = units.add_subparsers(dest="command", required=True)
     p = units_cmds.add_parser("train", help="train a VQ-VAE on a folder of wavs")
     folder_args(p)
+    p.add_argument(
+        "--models",
+        type=_models,
+        default=None,
+        help="how many models to train, from seeds seed, seed + 1, ... (side by side, one a "
+        "core); units encode sets their units side by side, abx score their k-means units "
+        "(default: the preset's units_models, 3 under embedded)",
+    )
     preset_args(p)
     p.add_argument("--out", required=True, help="the run folder to write")
     force_arg(p)
@@ -480,7 +488,7 @@ def _output(args: argparse.Namespace, overrides: Mapping[str, Any] | None = None
         files += [*wavs.values(), *(i.path for i in inputs[1:] if i.path.is_file())]
         settings = {"--speaker-of": args.speaker_of} if hasattr(args, "speaker_of") else {}
         if name == "units train":
-            settings |= {"--preset": args.preset, "--set": overrides}
+            settings |= {"--preset": args.preset, "--set": overrides, "--models": args.models}
             writes = UNITS_WRITES
         elif name == "units voice":
             settings |= {"--set": overrides}
@@ -724,6 +732,7 @@ def _run(args: argparse.Namespace) -> None:
     from audiorepro.experiments.awe import recordings as awe
     from audiorepro.experiments.awe.evaluate import ap_table, embeddings_vs_dtw
     from audiorepro.experiments.zerospeech import recordings as units
+    from audiorepro.experiments.zerospeech.ensemble import train_units_ensemble
     from audiorepro.experiments.zerospeech.voice import (
         load_voice,
         resynthesize_folder,
@@ -751,16 +760,20 @@ def _run(args: argparse.Namespace) -> None:
                 args,
                 "train.lr",
                 lambda: _loader(args)(args.preset, overrides).train.lr,
-                lambda: units.train_units(
+                lambda: train_units_ensemble(
                     args.audio,
                     args.out,
+                    models=args.models,
                     speaker_of=args.speaker_of,
                     preset=args.preset,
                     overrides=overrides,
                     progress=_progress(),
                 ),
             )
-            _done(args, plan, UNITS_WRITES)
+            members = [m.name for m in run.members]
+            _done(
+                args, plan, [*UNITS_WRITES, *(f"{m}/{f}" for m in members for f in UNITS_WRITES)]
+            )
         steps, losses = run.history["step"], run.history["loss"]
         n = len(run.speakers)
         print(f"trained on {n} speaker{'' if n == 1 else 's'}, {run.note}")
@@ -769,6 +782,8 @@ def _run(args: argparse.Namespace) -> None:
         print(run.pairing)
         print(run.budget)
         print(f"final loss {losses[-1] if losses else float('nan'):.4f}")
+        if run.ensemble:
+            print(run.ensemble)
     elif command == ("units", "encode"):
         plan = _output(args)
         if plan.reuse:
@@ -819,9 +834,9 @@ def _run(args: argparse.Namespace) -> None:
             f"{float(np.mean(list(convergence.values()))):.4f}"
         )
     elif command == ("units", "bitrate"):
-        rate = units.submission_bitrate(
-            args.submission_dir, audio=args.audio, filelist=args.filelist
-        )
+        from audiorepro.experiments.zerospeech.units_bitrate import submission_bitrate
+
+        rate = submission_bitrate(args.submission_dir, audio=args.audio, filelist=args.filelist)
         if args.audio is not None:  # the durations' files, and what the scan left out
             print(f"{args.audio}: {scan_folder(args.audio).note()}")
         print(f"{rate + 0.0:.2f} bits/s")  # + 0.0: one symbol's -0.0 reads 0.00

@@ -7,9 +7,6 @@ with the rest."""
 
 from __future__ import annotations
 
-import shutil
-import sys
-import tempfile
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
@@ -20,17 +17,8 @@ from audiorepro.data.recordings import read_segments
 from audiorepro.experiments.awe.config import CHAPTER, load_config
 from audiorepro.experiments.awe.recordings import RUN_FILE, train_on_segments
 from audiorepro.experiments.awe.train import reported_epochs
-from audiorepro.parallel import map_processes, usable_cores
-from audiorepro.storage import (
-    RunStore,
-    known_file_sha256,
-    output_folder,
-    read_run_info,
-    write_json,
-)
-
-MEMBER = "member-{}"
-"""The folder of the k-th model (from 2) inside a run folder."""
+from audiorepro.storage import RunStore, known_file_sha256, read_run_info
+from audiorepro.training.members import MEMBER, member_seeds, train_members
 
 
 def recorded_run(folder: str | Path) -> SimpleNamespace:
@@ -71,10 +59,10 @@ def _identity(segments: str | Path, options: Mapping[str, Any], models: int) -> 
     }
 
 
-def _member(shared: tuple[str, str, dict[str, Any], int], k: int) -> str:
+def _member(shared: tuple[tuple[str, dict[str, Any], int], str], k: int) -> str:
     """Train the ``k``-th model (from 2) into ``home/member-k``, seed ``seed + k - 1``; its
     warnings were the first model's, said once already."""
-    segments, home, options, seed = shared
+    (segments, options, seed), home = shared
     overrides = {**(options.get("overrides") or {}), "seed": seed + k - 1}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -95,56 +83,29 @@ def train_ensemble(
     ``table_models``); ``options`` are :func:`~audiorepro.experiments.awe.recordings.
     train_on_segments`'s, the seed the first model's. One model: that function's run, as it
     returns it. Several: the first trained here, the others by up to ``workers`` processes
-    (``None``: one a usable core), then ``out`` written whole; returns what ``awe train``
-    prints of it (:func:`recorded_run`), with a line on the models (``ensemble``)."""
+    (``None``: one a usable core), then ``out`` written whole
+    (:func:`~audiorepro.training.members.train_members`); returns what ``awe train`` prints
+    of it (:func:`recorded_run`), with a line on the models (``ensemble``)."""
     config = load_config(options.get("preset", "embedded"), options.get("overrides"))
     models = config.table_models if models is None else models
-    if isinstance(models, bool) or not isinstance(models, int) or models < 1:
-        raise ValueError(f"--models: expected a whole number >= 1, got {models!r}")
+    seeds = member_seeds(config.seed, models)
     if models == 1:
         return train_on_segments(segments, out, **options)
-    seeds = [config.seed + k for k in range(models)]
-    store = RunStore(CHAPTER)
-    entry = store.run("awe-ensemble", _identity(segments, options, models))
-    with store.resumable(entry) as staging:
-        home = staging if staging is not None else Path(tempfile.mkdtemp(prefix="awe-ensemble-"))
-        try:
-            first = home / MEMBER.format(1)
-            if not (first / RUN_FILE).is_file():
-                train_on_segments(segments, first, **options)
-            rest = [k for k in range(2, models + 1) if not (home / MEMBER.format(k)).is_dir()]
-            quiet = {**options, "progress": "none"}
-            workers = usable_cores() if workers is None else workers
-            if rest:  # minutes without a progress bar: say what is running
-                at_once = max(1, min(workers, len(rest)))
-                print(
-                    f"training model{'s' if len(rest) > 1 else ''} "
-                    f"{', '.join(str(k) for k in rest)} of {models} (seed"
-                    f"{'s' if len(rest) > 1 else ''} "
-                    f"{', '.join(str(config.seed + k - 1) for k in rest)}), {at_once} at once, "
-                    "without a progress bar",
-                    file=sys.stderr,
-                    flush=True,
-                )
-            map_processes(
-                _member, rest, shared=(str(segments), str(home), quiet, config.seed),
-                workers=workers,
-            )  # fmt: skip
-            names = [MEMBER.format(k) for k in range(2, models + 1)]
-            note = (
-                f"models: {models}, from seeds {', '.join(str(s) for s in seeds)} (awe embed "
-                "concatenates their embeddings: the mean of their cosines); the lines above are "
-                "the first model's (--models 1: one)"
-            )
-            with output_folder(out) as folder:
-                for item in first.iterdir():
-                    shutil.copy2(item, folder / item.name)
-                for name in names:
-                    shutil.copytree(home / name, folder / name)
-                info = read_run_info(folder, RUN_FILE, "awe", "an AWE run", "awe train")
-                info.update(members=names, member_seeds=seeds, ensemble_note=note)
-                write_json(folder / RUN_FILE, info)
-        finally:
-            if staging is None:
-                shutil.rmtree(home, ignore_errors=True)
+    train_members(
+        RunStore(CHAPTER),
+        "awe-ensemble",
+        _identity(segments, options, models),
+        lambda folder: train_on_segments(segments, folder, **options),
+        _member,
+        (str(segments), {**options, "progress": "none"}, config.seed),
+        out,
+        seeds=seeds,
+        run_file=RUN_FILE,
+        note=(
+            f"models: {models}, from seeds {', '.join(str(s) for s in seeds)} (awe embed "
+            "concatenates their embeddings: the mean of their cosines); the lines above are "
+            "the first model's (--models 1: one)"
+        ),
+        workers=workers,
+    )
     return recorded_run(out)

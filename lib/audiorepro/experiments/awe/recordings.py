@@ -79,6 +79,7 @@ from audiorepro.storage import (
     save_model_weights,
     write_json,
 )
+from audiorepro.training.members import listed_members
 from audiorepro.training.selection import WEIGHT_FILES
 
 RUN_FILE = "run.json"
@@ -454,15 +455,8 @@ def load_run(run: str | os.PathLike[str]) -> tuple[MultiViewAWE, Config]:
 def run_members(run: str | os.PathLike[str]) -> list[Path]:
     """The folders of every model of an ``awe train`` run, the run first (itself alone for a
     run of one model; :mod:`~audiorepro.experiments.awe.ensemble`)."""
-    run = Path(run)
-    info = read_run_info(run, RUN_FILE, "awe", "an AWE run", "awe train")
-    found = [run, *(run / name for name in info.get("members", []))]
-    if missing := [f for f in found[1:] if not (f / RUN_FILE).is_file()]:
-        raise FileNotFoundError(
-            f"{run}: {RUN_FILE} lists the model {missing[0].name}, but {missing[0] / RUN_FILE} "
-            "is missing: the run folder is incomplete; train it again (awe train --force)"
-        )
-    return found
+    info = read_run_info(Path(run), RUN_FILE, "awe", "an AWE run", "awe train")
+    return listed_members(Path(run), info, RUN_FILE, "awe train")
 
 
 def run_speeds(run: str | os.PathLike[str]) -> list[float]:

@@ -21,6 +21,8 @@ in the order of :data:`FILES`, each importing only the files before it:
 - ``findings``: the ledger read back into the page's tables (:func:`summarize`,
   :func:`findings`);
 - ``recordings``: what the ``audiorepro units`` and ``abx items`` commands run on a user's files;
+- ``ensemble``: ``units train --models N``, several models of one folder whose units are set
+  side by side; ``units_bitrate``: ``units bitrate``, checked against the recordings;
 - ``voice``: what ``units voice`` and ``units resynth`` run (an inverter for one voice);
 - ``baselines``: the k-means units and input frames ``abx score`` scores beside a units folder;
 - ``real_speech``: that path run on the real Italian prompts the book ships
@@ -65,6 +67,7 @@ from audiorepro.experiments.zerospeech.real_speech import (
     ABX_CHANCE,
     italian_files,
     italian_folder,
+    models_side_by_side,
     units_on_real_speech_seeds,
 )
 from audiorepro.experiments.zerospeech.submission import (
@@ -91,6 +94,8 @@ FILES = (
     "plan",
     "findings",
     "recordings",
+    "units_bitrate",
+    "ensemble",
     "voice",
     "baselines",
     "real_speech",
@@ -123,6 +128,7 @@ __all__ = [
     "load_config",
     "load_data",
     "load_features",
+    "models_side_by_side",
     "read_bitrate_filelist",
     "read_item_file",
     "relative_time_abx",

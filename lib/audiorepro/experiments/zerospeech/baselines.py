@@ -29,9 +29,9 @@ from audiorepro.experiments.zerospeech.recordings import (
     ENCODE,
     load_units,
     output_frame_shift,
-    recorded_frame_shift,
     unit_rows,
 )
+from audiorepro.experiments.zerospeech.units_bitrate import recorded_frame_shift
 from audiorepro.metrics.abx import AbxResult, abx
 from audiorepro.metrics.checks import ScoreError, ScoreWarning
 from audiorepro.metrics.paired import MIN_WORDS, abx_difference
@@ -140,13 +140,15 @@ def read_back(rows: np.ndarray) -> np.ndarray:
 
 def row_name(what: str, run: object | None = None) -> str:
     """How a kind of features is named in the table (with its K or feature, when known)."""
+    models = 1 + len(getattr(run, "members", ()))
+    of = f", {models} models side by side" if models > 1 else ""
     if what == "kmeans":
         k = getattr(getattr(run, "config", None), "model", None)
-        return f"k-means units (K = {k.codebook_size})" if k is not None else "k-means units"
+        return f"k-means units (K = {k.codebook_size}{of})" if k is not None else "k-means units"
     if what == "frames":
         feature = getattr(run, "feature", None)
         return f"input frames ({feature}, 10 ms)" if feature else "input frames (10 ms)"
-    return f"units ({'one-hot codes' if what == 'codes' else 'codebook vectors'})"
+    return f"units ({'one-hot codes' if what == 'codes' else 'codebook vectors'}{of})"
 
 
 def side_by_side(

@@ -14,6 +14,7 @@ from audiorepro.models.vqvae import VQVAEConfig
 from audiorepro.paths import repo_root
 from audiorepro.storage import RunStore
 from audiorepro.training import TrainConfig
+from audiorepro.training.members import member_seeds
 
 CHAPTER = "03_zerospeech"
 PRESETS = repo_root() / "book" / CHAPTER / "presets"
@@ -98,6 +99,11 @@ class Config:
         help="inverter training (segment_frames: code frames)",
     )
     seed: int = field(0, help="seed of single runs")
+    units_models: int = field(
+        1,
+        help="models `units train` trains of a folder, from seeds seed, seed + 1, ... (its "
+        "--models); `units encode` sets their units side by side",
+    )
     table_steps: int | None = field(
         None,
         help="optimizer steps of every VQ-VAE the pages 02-05 train or read (each row of "
@@ -122,6 +128,7 @@ class Config:
     n_examples: int = field(2, help="utterances resynthesised on the inverter page")
 
     def __post_init__(self) -> None:
+        member_seeds(self.seed, self.units_models)  # a whole number >= 1
         feature_of(self.model.input_dim)  # raises unless 39 (MFCC) or 80 (log-Mel)
         if self.train.segment_frames < SHORTEST_SEGMENT:
             raise ValueError(

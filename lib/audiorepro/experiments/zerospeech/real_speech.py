@@ -21,6 +21,7 @@ from audiorepro.experiments.zerospeech.baselines import (
     side_by_side,
     verdict,
 )
+from audiorepro.experiments.zerospeech.ensemble import assemble_runs
 from audiorepro.experiments.zerospeech.recordings import abx_items, encode_units, train_units
 from audiorepro.metrics.abx import abx
 from audiorepro.parallel import map_processes
@@ -60,6 +61,8 @@ class RealSpeechRun:
     lines: list[str]
     """What ``units train`` and ``abx score`` print of the run (its files, its step budget,
     the table, the verdict)."""
+    folder: Path | None = None
+    """The run folder ``units train`` wrote."""
 
     def error(self, what: str) -> float:
         """The ABX error (%) of ``what``: ``vectors`` (the units), ``kmeans`` or ``frames``."""
@@ -104,7 +107,26 @@ def units_on_real_speech(
     rows = side_by_side(encoding, result, item, distance="angular", mode="across")
     table = score_table(rows, "across", "angular")
     lines = [run.note, run.normalisation, run.pairing, run.budget, *table, verdict(rows)]
-    return RealSpeechRun(seed, rows, lines)
+    return RealSpeechRun(seed, rows, lines, run_dir)
+
+
+def models_side_by_side(preset: str, runs: Sequence[RealSpeechRun]) -> RealSpeechRun:
+    """The seeds of :func:`units_on_real_speech_seeds` as one run of several models, as
+    ``units train --models N`` writes it (:func:`~audiorepro.experiments.zerospeech.ensemble.
+    assemble_runs`), then ``units encode`` and ``abx score``: the units of the models side by
+    side beside their k-means units side by side, and the frames (``seed``: the first's)."""
+    folder = italian_folder()
+    out = real_speech_folder(preset)
+    seeds = "-".join(str(r.seed) for r in runs)
+    run_dir, units = out / f"units-models-{seeds}", out / f"numbers-models-{seeds}"
+    run = assemble_runs([r.folder for r in runs if r.folder is not None], run_dir)
+    item = out / f"numbers-seed{runs[0].seed}.item"
+    encode_units(run, folder / "numbers", units, "vectors", SPEAKER_OF)
+    result = abx(units, item, distance="angular", mode="across")
+    encoding = Encoding(run_dir, folder / "numbers", SPEAKER_OF, "vectors")
+    rows = side_by_side(encoding, result, item, distance="angular", mode="across")
+    table = score_table(rows, "across", "angular")
+    return RealSpeechRun(runs[0].seed, rows, [run.ensemble, *table, verdict(rows)], run_dir)
 
 
 def _one_seed(shared: tuple[str, Mapping[str, Any] | None], seed: int) -> RealSpeechRun:
