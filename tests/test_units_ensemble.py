@@ -134,6 +134,13 @@ def test_units_train_models_are_the_single_runs_and_score_beside_their_kmeans_si
     with pytest.raises(ValueError, match=r"seeds of their own, got seeds \[0, 0\]"):
         ensemble.assemble_runs([tmp_path / "seed0", tmp_path / "seed0"], tmp_path / "bad")
 
+    # a voice reads one codebook: the first model's, and says so
+    code, out, err = run_cli(capsys, "units", "voice", tmp_path / "two", "--audio",
+                             numbers / "carlo", "--set", "inverter_train.max_steps=2",
+                             "--out", tmp_path / "voice")  # fmt: skip
+    assert code == 0, err
+    assert "the voice speaks the units of the run's first model (seed 0), one of its 2" in out
+
     # the same command reuses the folder; a folder missing a model it lists is named
     code, out, err = run_cli(capsys, "units", "train", "--audio", prompts, *speakers, *SMOKE,
                              "--models", "2", "--out", tmp_path / "two")  # fmt: skip

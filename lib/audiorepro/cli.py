@@ -821,6 +821,11 @@ def _run(args: argparse.Namespace) -> None:
         )
         print(f"{args.audio}: {scan_folder(args.audio).note(voice.left_out, used=used)}")
         print(f"final loss {losses[-1] if losses else float('nan'):.4f}")
+        if units_run.members:  # an inverter reads one codebook
+            print(
+                f"the voice speaks the units of the run's first model (seed "
+                f"{units_run.config.seed}), one of its {1 + len(units_run.members)}"
+            )
     elif command == ("units", "resynth"):
         plan = _output(args)
         if plan.reuse:
