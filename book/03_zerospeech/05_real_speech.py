@@ -240,9 +240,10 @@ print(finding.sentence)
 #   seeds the units stay above their k-means baseline; the Reference gives the numbers.
 # - **Three models side by side.** On the Spanish and French voices, the units of three seeds
 #   side by side gained 2.3 and 2.9 points over one seed's on average, their k-means units 1.1
-#   and 0.6: the French units then beat their k-means baseline (12.17 against 14.39 %), the
-#   Spanish ones come within 0.4 points of it (5.07 against 4.71 %). The section above shows
-#   the same on these voices.
+#   and 0.6: the French units then score below their k-means baseline (12.17 against
+#   14.39 %), the Spanish ones come within 0.4 points of it (5.07 against 4.71 %), neither
+#   beyond what resampling the words allows. The section above shows what it does on these
+#   voices.
 #
 # So a comparison against the unnormalised baseline would have said "the units beat
 # k-means", while a baseline that costs one normalisation more has half their error; and
