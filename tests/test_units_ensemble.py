@@ -145,6 +145,9 @@ def test_units_train_models_are_the_single_runs_and_score_beside_their_kmeans_si
     code, out, err = run_cli(capsys, "units", "train", "--audio", prompts, *speakers, *SMOKE,
                              "--models", "2", "--out", tmp_path / "two")  # fmt: skip
     assert code == 0 and "models: 2, from seeds 0, 1" in out and "reus" in out + err
+    code, out, err = run_cli(capsys, "units", "train", "--audio", prompts, *speakers, *SMOKE,
+                             "--set", "seed=0", "--models", "1", "--out", tmp_path / "seed0")  # fmt: skip
+    assert code == 0 and "reus" in out + err  # the preset's one model, said or not
     shutil.rmtree(tmp_path / "two" / "member-2")
     code, _, err = run_cli(capsys, "units", "encode", tmp_path / "two", "--audio", numbers,
                            *speakers, "--out", tmp_path / "u-again")  # fmt: skip

@@ -363,6 +363,15 @@ def _command_name(args: argparse.Namespace) -> str:
     return "segments" if args.group == "segments" else f"{args.group} {args.command}"
 
 
+def _models_of(args: argparse.Namespace, overrides: Mapping[str, Any]) -> int | None:
+    """How many models ``awe train`` or ``units train`` trains: ``--models``, else the preset's
+    (so that a run of the default is the run of ``--models 3``, and reused as one)."""
+    if args.models is not None:
+        return int(args.models)
+    config = _loader(args)(args.preset, overrides)
+    return int(config.table_models if args.group == "awe" else config.units_models)
+
+
 def _loader(args: argparse.Namespace) -> Any:
     if args.group == "awe":
         from audiorepro.experiments.awe.config import load_config
@@ -468,7 +477,7 @@ def _output(args: argparse.Namespace, overrides: Mapping[str, Any] | None = None
             "--warps": list(args.warps),
             "--norm": args.norm,
             "--no-refit": args.no_refit,
-            "--models": args.models,
+            "--models": _models_of(args, overrides),
         }
         writes = AWE_WRITES
     else:  # units train, encode, voice, resynth: a folder of audio in, a folder out
@@ -488,7 +497,11 @@ def _output(args: argparse.Namespace, overrides: Mapping[str, Any] | None = None
         files += [*wavs.values(), *(i.path for i in inputs[1:] if i.path.is_file())]
         settings = {"--speaker-of": args.speaker_of} if hasattr(args, "speaker_of") else {}
         if name == "units train":
-            settings |= {"--preset": args.preset, "--set": overrides, "--models": args.models}
+            settings |= {
+                "--preset": args.preset,
+                "--set": overrides,
+                "--models": _models_of(args, overrides),
+            }
             writes = UNITS_WRITES
         elif name == "units voice":
             settings |= {"--set": overrides}
