@@ -13,7 +13,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from audiorepro.parallel import map_processes, usable_cores
+import torch
+
+from audiorepro.parallel import default_workers, map_processes
 from audiorepro.storage import RunStore, output_folder, write_json
 
 MEMBER = "member-{}"
@@ -44,9 +46,9 @@ def train_members(
     """Train ``len(seeds)`` models and write them to ``out``: ``first(folder)`` trains the first
     here (its warnings and progress show), then ``member((shared, home), k)`` (a module-level
     function) trains the k-th (from 2) into ``home/member-k`` in up to ``workers`` processes
-    (``None``: one a usable core). ``out`` is then the first model's folder with
-    ``member-2/`` ... inside, its ``run_file`` listing them (``members``, ``member_seeds``,
-    ``ensemble_note``: ``note``). Finished models wait in the run store's ``kind`` entry named
+    (``None``: one a usable core, one on a GPU; each holds ``shared``). ``out`` is then the
+    first model's folder with ``member-2/`` ... inside, its ``run_file`` listing them
+    (``members``, ``member_seeds``, ``ensemble_note``: ``note``). Finished models wait in the run store's ``kind`` entry named
     by ``identity`` (what defines the models: data, settings and their number)."""
     models = len(seeds)
     entry = store.run(kind, identity)
@@ -57,7 +59,8 @@ def train_members(
             if not (one / run_file).is_file():
                 first(one)
             rest = [k for k in range(2, models + 1) if not (home / MEMBER.format(k)).is_dir()]
-            workers = usable_cores() if workers is None else workers
+            if workers is None:  # a GPU trains one model at a time, the CPU one a core
+                workers = default_workers("cuda" if torch.cuda.is_available() else "cpu")
             if rest:  # minutes without a progress bar: say what is running
                 s = "s" if len(rest) > 1 else ""
                 print(
