@@ -19,15 +19,17 @@ from pathlib import Path
 
 import numpy as np
 
+from audiorepro.experiments.zerospeech.recordings import models_joined
+
 
 def combined(folders: list[Path], name: Path) -> np.ndarray:
-    """The lines of ``name`` in every folder, unit length, side by side, over sqrt(count)."""
+    """The lines of ``name`` in every folder, unit length, side by side, over sqrt(count): what
+    ``units encode`` writes of a run of several models (:func:`models_joined`)."""
     parts = [np.loadtxt(folder / name, ndmin=2) for folder in folders]
     lengths = {len(p) for p in parts}
     if len(lengths) != 1:
         raise ValueError(f"{name}: {sorted(lengths)} lines in the folders: not of the same audio")
-    unit = [p / np.maximum(np.linalg.norm(p, axis=1, keepdims=True), 1e-12) for p in parts]
-    return np.concatenate(unit, axis=1) / np.sqrt(len(parts))
+    return models_joined(parts, "vectors")
 
 
 def main(argv: list[str] | None = None) -> None:

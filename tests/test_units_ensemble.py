@@ -48,18 +48,18 @@ def rows_of(folder, names):
 def test_side_by_side_is_the_mean_of_the_models_cosines_and_codes_are_joint():
     rng = np.random.default_rng(0)
     a, b = rng.normal(size=(5, 4)) * 3.0, rng.normal(size=(5, 4)) * 0.2
-    both = units.side_by_side([a, b], "vectors")
+    both = units.models_joined([a, b], "vectors")
     assert both.shape == (5, 8)
     cos = lambda x, y: x @ y / np.linalg.norm(x) / np.linalg.norm(y)  # noqa: E731
     for i, j in [(0, 1), (2, 4), (3, 3)]:
         assert np.isclose(cos(both[i], both[j]), (cos(a[i], a[j]) + cos(b[i], b[j])) / 2)
     assert np.allclose(np.linalg.norm(both, axis=1), 1.0)
-    codes = units.side_by_side(
+    codes = units.models_joined(
         [np.eye(3, dtype=np.int64)[[0, 2]], np.eye(3, dtype=np.int64)[[1, 1]]], "codes"
     )
     assert codes.tolist() == [[1, 0, 0, 0, 1, 0], [0, 0, 1, 0, 1, 0]]
     with pytest.raises(ValueError, match=r"the models give \[4, 5\] lines"):
-        units.side_by_side([a, b[:4]], "vectors")
+        units.models_joined([a, b[:4]], "vectors")
 
 
 def test_units_train_models_are_the_single_runs_and_score_beside_their_kmeans_side_by_side(
@@ -112,7 +112,7 @@ def test_units_train_models_are_the_single_runs_and_score_beside_their_kmeans_si
     for name in names:
         target = tmp_path / "k-two" / f"{name}.txt"
         target.parent.mkdir(parents=True, exist_ok=True)
-        rows = units.side_by_side([read_back(k[name]) for k in kmeans], "vectors")
+        rows = units.models_joined([read_back(k[name]) for k in kmeans], "vectors")
         np.savetxt(target, rows, fmt="%.9g")
     expected = abx(tmp_path / "k-two", item, distance="angular", mode="across").error
     assert expected > 1.0  # errors to tell apart, not two zeros

@@ -149,8 +149,10 @@ print(finding.sentence)
 # their codebook vectors side by side, each at unit length, so that the angular distance
 # between two frames is that of the mean of the three models' cosines; `abx score` sets the
 # three runs' k-means units side by side the same way, as the baseline of equal size. The
-# three runs above are exactly those three models, so the page sets them side by side instead
-# of training them again (`zs.models_side_by_side`), and scores them as `abx score` would.
+# three runs above are such three models (with this page's step budget), so the page sets them
+# side by side instead of training them again (`zs.models_side_by_side`), and scores them as
+# `abx score` would. This is one run of three models: the sentence under its table resamples
+# the test's words, not seeds; the verdict over seeds is the one of the section above.
 
 # %%
 together = zs.models_side_by_side(preset, list(runs.values()))

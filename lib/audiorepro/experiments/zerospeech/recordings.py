@@ -485,7 +485,7 @@ def unit_rows(
     if what == "frames" or not run.members:
         return rows
     parts = [rows, *(_rows_of(load_units(m), feats, what, speakers) for m in run.members)]
-    return {name: side_by_side([part[name] for part in parts], what) for name in rows}
+    return {name: models_joined([part[name] for part in parts], what) for name in rows}
 
 
 def _rows_of(
@@ -507,7 +507,7 @@ def _rows_of(
     return rows
 
 
-def side_by_side(parts: Sequence[np.ndarray], what: str) -> np.ndarray:
+def models_joined(parts: Sequence[np.ndarray], what: str) -> np.ndarray:
     """One file's rows of several models (each ``(T', D)``), side by side: one-hot codes as
     they are (a line of M ones: the joint code), vectors each at unit length and divided by
     √M, so that the cosine of two lines is the mean of the models' cosines. Measured on two
