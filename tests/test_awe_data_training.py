@@ -356,6 +356,7 @@ def test_sweep_verdicts_have_three_outcomes_with_the_seed_spread_and_chance():
     assert "N = 8 fails (Avg): contradicts" in said[t1.format(8, "Avg")]
 
 
+@pytest.mark.processes
 def test_sweeps_run_every_seed_once_per_run_and_workers_do_not_change_them(tmp_path):
     from audiorepro.config import replace
     from audiorepro.experiments.awe.findings import sweep_curves, sweep_table
@@ -394,6 +395,7 @@ def test_sweeps_run_every_seed_once_per_run_and_workers_do_not_change_them(tmp_p
     assert curves["h = 1"] == pytest.approx(mean)
 
 
+@pytest.mark.processes
 def test_train_ahead_trains_each_run_of_the_chapter_once_and_the_pages_then_only_load(
     tmp_path, monkeypatch
 ):

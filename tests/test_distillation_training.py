@@ -321,6 +321,7 @@ WORKER = textwrap.dedent(
 )
 
 
+@pytest.mark.processes
 @pytest.mark.slow
 def test_two_processes_train_as_one_process_on_the_global_batch(tmp_path):
     cfg = tiny_cfg()

@@ -57,6 +57,7 @@ def test_the_scenes_speech_source_pickles_and_speaks_the_same_after():
     assert not np.array_equal(wav, other)
 
 
+@pytest.mark.processes
 def test_two_processes_write_the_same_bytes_as_one(tmp_path):
     one = ensure_corpora("smoke", 0, out=tmp_path / "one", workers=1, verbose=False)
     two = ensure_corpora("smoke", 0, out=tmp_path / "two", workers=2, verbose=False)

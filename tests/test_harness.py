@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from conftest import REPO, subprocess_timeout
@@ -33,6 +36,40 @@ def test_ci_runs_the_background_tests_at_the_lowest_priority_with_longer_waits()
     tests = script[script.index("AUDIOREPRO_TEST_TIMEOUT_SCALE=") :]
     assert tests.startswith("AUDIOREPRO_TEST_TIMEOUT_SCALE=10 ")
     assert "nice -n 19" in tests.split("make test", 1)[0]
+    # the pages, the paper dry run and the comparisons of process arrangements run only in the
+    # foreground, where make test runs every test
+    assert "-m 'not notebook and not dry_run and not processes'" in tests
+    assert "-m" not in _make_variable("PYTEST_ARGS")
+
+
+def _make_variable(name):
+    line = next(x for x in (REPO / "Makefile").read_text().splitlines() if x.startswith(name))
+    return line.split("=", 1)[1].split("#", 1)[0]
+
+
+def test_the_tests_left_to_the_foreground_are_comparisons_of_process_arrangements():
+    marked = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", "processes", "tests"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=subprocess_timeout(300),
+    ).stdout.splitlines()
+    ids = [line for line in marked if "::" in line]
+    assert len(ids) >= 10
+    # each compares runs spread over several processes with runs trained in one
+    words = (
+        "side_by_side",
+        "two_processes",
+        "two_workers",
+        "train_ahead",
+        "trains_ahead",
+        "interrupted",
+        "workers_do_not",
+        "trains_what_its_page_needs",
+        "fine_tunes_without",
+    )
+    assert [i for i in ids if not any(w in i for w in words)] == []
 
 
 def test_every_wait_for_a_process_goes_through_the_scale():

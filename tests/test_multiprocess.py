@@ -44,6 +44,7 @@ def _launcher() -> Path:
     return Path(sys.executable).parent / "accelerate"
 
 
+@pytest.mark.processes
 @pytest.mark.slow
 def test_two_processes_write_one_ledger_row_and_one_run_each(tmp_path, session_data_dir):
     """``accelerate launch --multi_gpu --num_processes 2`` on a CPU machine: two gloo ranks."""

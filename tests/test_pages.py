@@ -180,6 +180,7 @@ def _timed_book(root, chapters, log):
     (root / "_toc.yml").write_text(yaml.safe_dump(toc))
 
 
+@pytest.mark.processes
 def test_chapters_run_side_by_side_in_the_order_they_need(tmp_path):
     """``build --jobs 2``: chapters 01 and 03 run at once after the data chapter (chapter 01's
     page waits until chapter 03's has started), chapter 02 after chapter 01, the Reference part

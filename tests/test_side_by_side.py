@@ -67,6 +67,7 @@ def test_a_model_keeps_the_captions_it_embeds_to_itself(tmp_path, monkeypatch):
     assert "a caption no corpus holds" not in shared
 
 
+@pytest.mark.processes
 def test_runs_trained_side_by_side_equal_runs_trained_in_the_page(tmp_path, monkeypatch):
     cfg = load_config(
         "smoke", {**ONE_THREAD, "seeds": [0, 1], "max_train_items": 16, "max_eval_items": 10}
@@ -102,6 +103,7 @@ def test_runs_trained_side_by_side_equal_runs_trained_in_the_page(tmp_path, monk
             assert torch.equal(value, side[seed].state_dict()[key]), (seed, key)
 
 
+@pytest.mark.processes
 def test_chapter_02_trains_its_runs_ahead_and_the_pages_only_reload_them(tmp_path, monkeypatch):
     from audiorepro.experiments.distillation import config as dist_config
     from audiorepro.experiments.distillation import data as dist_data
@@ -152,6 +154,7 @@ def test_chapter_02_trains_its_runs_ahead_and_the_pages_only_reload_them(tmp_pat
     dist_plan.evaluate_sweep(config, data, preset="smoke", page="p")
 
 
+@pytest.mark.processes
 def test_chapter_02_fine_tunes_without_teachers_as_soon_as_its_own_stage_1_exists(
     tmp_path, monkeypatch
 ):
@@ -196,6 +199,7 @@ def test_chapter_02_fine_tunes_without_teachers_as_soon_as_its_own_stage_1_exist
     assert sorted(read) == sorted([name, *config.teachers]) and plain.key != distilled.key
 
 
+@pytest.mark.processes
 def test_each_stage_trains_what_its_page_needs_and_what_that_starts_from(tmp_path, monkeypatch):
     """On an empty run store: the graph of each stage, its order and its costs (no training)."""
     cfg = load_config("smoke", {**ONE_THREAD, "seeds": [0, 1]})
@@ -232,6 +236,7 @@ def test_each_stage_trains_what_its_page_needs_and_what_that_starts_from(tmp_pat
         plan.train_ahead(cfg, data, "everything")
 
 
+@pytest.mark.processes
 def test_captions_embedded_by_two_workers_equal_those_embedded_here(tmp_path, monkeypatch):
     """load_data splits the caption batches between one process per core: every vector is bit
     for bit the one the page's own process computes (same batches, same one thread)."""

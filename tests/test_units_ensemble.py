@@ -62,6 +62,7 @@ def test_side_by_side_is_the_mean_of_the_models_cosines_and_codes_are_joint():
         units.models_joined([a, b[:4]], "vectors")
 
 
+@pytest.mark.processes
 def test_units_train_models_are_the_single_runs_and_score_beside_their_kmeans_side_by_side(
     italian, tmp_path, capsys, monkeypatch
 ):
@@ -154,6 +155,7 @@ def test_units_train_models_are_the_single_runs_and_score_beside_their_kmeans_si
     assert code != 0 and "lists the model member-2, but" in err and "is missing" in err
 
 
+@pytest.mark.processes
 def test_an_interrupted_units_ensemble_trains_only_the_models_it_had_not_finished(
     italian, tmp_path, monkeypatch
 ):

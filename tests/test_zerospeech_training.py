@@ -112,6 +112,7 @@ def test_convergence_compares_the_last_tenth_with_the_one_before(monkeypatch):
     assert short["batch_codes"] == 55.0 and short["batch_codes_change"] == 25.0  # +50 %, 0 %
 
 
+@pytest.mark.processes
 def test_train_ahead_trains_each_run_once_and_the_pages_then_only_load_them(tmp_path, monkeypatch):
     import dataclasses
 
