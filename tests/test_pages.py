@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -162,12 +163,14 @@ def test_page_times_are_written_after_every_page(tmp_path, monkeypatch):
 
 
 def _timed_book(root, chapters, log):
-    """A book of one page per chapter under ``root``: each page runs its chapter's ``code``
-    (raises, where that is None), then appends ``chapter start end`` to ``log``."""
+    """A book under ``root`` of one page per chapter (a key ``chapter``) or of the named pages
+    (``chapter/page``): each page runs its ``code`` (raises, where that is None), then appends
+    ``key start end`` to ``log``."""
     toc = {"format": "jb-book", "root": "book/intro", "parts": []}
     for chapter, code in chapters.items():
-        page = root / "book" / chapter / "page.py"
-        page.parent.mkdir(parents=True)
+        page = root / "book" / (chapter if "/" in chapter else f"{chapter}/page")
+        page = page.with_suffix(".py")
+        page.parent.mkdir(parents=True, exist_ok=True)
         body = (
             'raise ValueError("broken chapter")'
             if code is None
@@ -176,42 +179,85 @@ def _timed_book(root, chapters, log):
             f"    f.write(f'{chapter} {{start}} {{time.time()}}\\n')"
         )
         page.write_text(f'# %% tags=["parameters"]\npreset: str = "embedded"\n\n# %%\n{body}\n')
-        toc["parts"].append({"caption": chapter, "chapters": [{"file": f"book/{chapter}/page"}]})
+        file = str(page.relative_to(root).with_suffix(""))
+        toc["parts"].append({"caption": chapter, "chapters": [{"file": file}]})
     (root / "_toc.yml").write_text(yaml.safe_dump(toc))
+
+
+def test_a_chapter_needed_for_one_page_splits_after_it_and_its_rest_starts_last(monkeypatch):
+    from audiorepro import pages
+
+    book = [Path(f"book/{p}.py") for p in (
+        "00_data/01_audio", "01_retrieval/01_data", "01_retrieval/02_pretrain",
+        "01_retrieval/03_finetune", "01_retrieval/04_evaluate", "02_distillation/01_teachers",
+        "03_zerospeech/01_data",
+    )]  # fmt: skip
+    parts, waits = pages.side_by_side_parts(book)
+    assert {k: [p.stem for p in v] for k, v in parts.items()} == {
+        "00_data": ["01_audio"],
+        "01_retrieval": ["01_data", "02_pretrain"],
+        "02_distillation": ["01_teachers"],
+        "03_zerospeech": ["01_data"],
+        "01_retrieval/03_finetune": ["03_finetune", "04_evaluate"],
+    }
+    assert waits == {
+        "00_data": (),
+        "01_retrieval": ("00_data",),
+        "02_distillation": ("00_data", "01_retrieval"),
+        "03_zerospeech": ("00_data",),
+        "01_retrieval/03_finetune": ("00_data", "01_retrieval"),
+    }
+    # a chapter that needs all of a split one waits for both its parts
+    needs = {**pages.CHAPTER_NEEDS, "03_zerospeech": ("01_retrieval",)}
+    monkeypatch.setattr(pages, "CHAPTER_NEEDS", needs)
+    assert pages.side_by_side_parts(book)[1]["03_zerospeech"] == (
+        "00_data", "01_retrieval", "01_retrieval/03_finetune",
+    )  # fmt: skip
+    monkeypatch.undo()
+    # without the needed page (--only), chapter 02 waits for what there is of chapter 01
+    parts, waits = pages.side_by_side_parts([book[0], book[3], book[5]])
+    assert list(parts) == ["00_data", "01_retrieval", "02_distillation"]
+    assert waits["02_distillation"] == ("00_data", "01_retrieval")
 
 
 @pytest.mark.processes
 def test_chapters_run_side_by_side_in_the_order_they_need(tmp_path):
     """``build --jobs 2``: chapters 01 and 03 run at once after the data chapter (chapter 01's
-    page waits until chapter 03's has started), chapter 02 after chapter 01, the Reference part
+    page waits until chapter 03's has started), chapter 02 after chapter 01's page 02_pretrain
+    and beside the page after it (which waits until chapter 02 has started), the Reference part
     after all of them; page times in book order. A failing chapter stops the build, naming its
     page, once the chapter beside it has ended."""
     from audiorepro import pages
 
-    assert pages.chapter_waits(["00_data", "01_retrieval", "02_distillation", "reference"]) == {
-        "00_data": (),
-        "01_retrieval": ("00_data",),
-        "02_distillation": ("00_data", "01_retrieval"),
-        "reference": ("00_data", "01_retrieval", "02_distillation"),
-    }
-    root, log, marker = tmp_path / "book1", tmp_path / "log.txt", tmp_path / "03-started"
-    order = ["00_data", "01_retrieval", "02_distillation", "03_zerospeech", "reference"]
-    wait_for_03 = (
-        f"while not pathlib.Path({str(marker)!r}).exists() and time.time() < start + 120:\n"
-        "    time.sleep(0.05)"
-    )
-    code = dict.fromkeys(order, "pass") | {
-        "01_retrieval": wait_for_03,
-        "03_zerospeech": f"pathlib.Path({str(marker)!r}).touch()",
+    root, log = tmp_path / "book1", tmp_path / "log.txt"
+
+    def wait_for(marker):
+        return (
+            f"while not pathlib.Path({str(marker)!r}).exists() and time.time() < start + 120:\n"
+            "    time.sleep(0.05)"
+        )
+
+    def touch(marker):
+        return f"pathlib.Path({str(marker)!r}).touch()"
+
+    code = {
+        "00_data": "pass",
+        "01_retrieval/02_pretrain": wait_for(tmp_path / "03-started"),
+        "01_retrieval/03_finetune": wait_for(tmp_path / "02-started"),
+        "02_distillation": touch(tmp_path / "02-started"),
+        "03_zerospeech": touch(tmp_path / "03-started"),
+        "reference": "pass",
     }
     _timed_book(root, code, log)
     times = pages.execute_pages("smoke", root=root, stage=root / "_build/src", jobs=2)
-    assert list(times) == [f"book/{c}/page.py" for c in order]
+    assert list(times) == [f"book/{k if '/' in k else f'{k}/page'}.py" for k in code]
     lines = log.read_text().splitlines()
     span = {name: (float(a), float(b)) for name, a, b in map(str.split, lines)}
-    assert span["01_retrieval"][1] - span["01_retrieval"][0] < 100  # 03 started beside it
-    assert span["00_data"][1] < min(span["01_retrieval"][0], span["03_zerospeech"][0])
-    assert span["02_distillation"][0] > span["01_retrieval"][1]
+    pretrain, finetune = span["01_retrieval/02_pretrain"], span["01_retrieval/03_finetune"]
+    assert pretrain[1] - pretrain[0] < 100  # 03 started beside it
+    assert finetune[1] - finetune[0] < 100  # 02 started beside it
+    assert span["00_data"][1] < min(pretrain[0], span["03_zerospeech"][0])
+    assert span["02_distillation"][0] > pretrain[1]
     others = [end for name, (_, end) in span.items() if name != "reference"]
     assert span["reference"][0] > max(others)
     assert json.loads((root / "_build/page_times.json").read_text()) == times

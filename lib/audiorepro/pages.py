@@ -375,13 +375,15 @@ def write_page_times(path: Path, times: Mapping[str, float]) -> None:
 
 
 #: Chapters side by side (``build --jobs N``): every chapter waits for the data chapter (it
-#: generates the corpora), chapter 02 for chapter 01 (its PaSST teachers are chapter 01's
-#: pretrained runs), and the Reference part, which reads every chapter's ledger rows and page
-#: times, for all of them. Chapters write their runs and derived data to folders of their own;
-#: the ledger and the run store take rows and runs from several processes at once.
+#: generates the corpora), chapter 02 for chapter 01's page 02_pretrain (its PaSST teachers are
+#: chapter 01's pretrained runs, which that page trains; chapter 02 reads nothing else of chapter
+#: 01), and the Reference part, which reads every chapter's ledger rows and page times, for all
+#: of them. A need is a chapter or one of its pages (``chapter/page``). Chapters write their runs
+#: and derived data to folders of their own; the ledger and the run store take rows and runs
+#: from several processes at once.
 DATA_CHAPTER = "00_data"
 LAST_PART = "reference"
-CHAPTER_NEEDS: dict[str, tuple[str, ...]] = {"02_distillation": ("01_retrieval",)}
+CHAPTER_NEEDS: dict[str, tuple[str, ...]] = {"02_distillation": ("01_retrieval/02_pretrain",)}
 
 
 def chapter_of(page: Path) -> str:
@@ -389,19 +391,52 @@ def chapter_of(page: Path) -> str:
     return page.parts[1] if len(page.parts) > 2 else page.parts[0]
 
 
-def chapter_waits(chapters: Sequence[str]) -> dict[str, tuple[str, ...]]:
-    """For each of ``chapters`` (book order), those of them it waits for when chapters run
-    side by side (:data:`CHAPTER_NEEDS`)."""
-    waits = {}
-    for chapter in chapters:
-        if chapter == DATA_CHAPTER:
-            needs: tuple[str, ...] = ()
-        elif chapter == LAST_PART:
-            needs = tuple(chapters)
-        else:
-            needs = (DATA_CHAPTER, *CHAPTER_NEEDS.get(chapter, ()))
-        waits[chapter] = tuple(c for c in needs if c in chapters and c != chapter)
-    return waits
+def side_by_side_parts(
+    pages: Sequence[Path],
+) -> tuple[dict[str, list[Path]], dict[str, tuple[str, ...]]]:
+    """The pages (book order, without the Reference part) as the parts that run side by side,
+    in the order they start when several are ready, with the parts each waits for. A part is a
+    chapter's pages; where another chapter needs one page of it (:data:`CHAPTER_NEEDS`), the
+    pages after that page are a part of their own, named after its first page, which waits for
+    the chapter's first part and starts after every chapter ready beside it (nothing in the
+    book but the Reference part waits for it). So chapter 02 starts when chapter 01's
+    pretraining page ends, and chapter 01's evaluation pages take the next free core."""
+    chapters: dict[str, list[Path]] = {}
+    for page in pages:
+        chapters.setdefault(chapter_of(page), []).append(page)
+    rests: dict[str, str] = {}  # a split chapter -> the name of its later part
+    parts: dict[str, list[Path]] = {}
+    for chapter, in_order in chapters.items():
+        stems = [p.stem for p in in_order]
+        cuts = [
+            n.partition("/")[2]
+            for ns in CHAPTER_NEEDS.values()
+            for n in ns
+            if n.startswith(f"{chapter}/")
+        ]
+        at = max((stems.index(c) + 1 for c in cuts if c in stems[:-1]), default=len(stems))
+        parts[chapter] = in_order[:at]
+        if at < len(stems):
+            rests[chapter] = f"{chapter}/{stems[at]}"
+
+    def parts_needed(need: str) -> tuple[str, ...]:
+        chapter, _, page = need.partition("/")
+        if chapter not in parts:
+            return ()
+        head = [p.stem for p in parts[chapter]]
+        if chapter in rests and not (page and page in head):
+            return (chapter, rests[chapter])
+        return (chapter,)
+
+    waits: dict[str, tuple[str, ...]] = {}
+    for chapter in list(parts):
+        needs = () if chapter == DATA_CHAPTER else (DATA_CHAPTER, *CHAPTER_NEEDS.get(chapter, ()))
+        found = [part for need in needs for part in parts_needed(need)]
+        waits[chapter] = tuple(dict.fromkeys(p for p in found if p != chapter))
+    for chapter, name in rests.items():
+        waits[name] = (*waits[chapter], chapter)
+        parts[name] = chapters[chapter][len(parts[chapter]) :]
+    return parts, waits
 
 
 def execute_pages(
@@ -425,7 +460,7 @@ def execute_pages(
     the pages before it in this build.
 
     ``jobs`` > 1 runs up to that many chapters side by side, each in a process of its own, its
-    pages in book order (:func:`chapter_waits` says which wait for which): a chapter's
+    pages in book order (:func:`side_by_side_parts` says which wait for which): a chapter's
     evaluation pages leave a core idle that another chapter's training takes. A page's numbers
     do not depend on it (every run's thread count is part of its configuration). The first
     chapter to fail stops the build once the chapters running beside it have ended.
@@ -444,13 +479,13 @@ def execute_pages(
         write_page_times(stage.parent / PAGE_TIMES, in_order)
         return in_order
 
-    chapters: dict[str, dict[Path, dict[str, Any]]] = {}
-    for page, params in per_page.items():
-        chapters.setdefault(chapter_of(page), {})[page] = params
     if jobs > 1:
-        last = chapters.pop(LAST_PART, {})
-        if chapters:
-            _execute_chapters(chapters, jobs, preset, root, stage, log_output, written)
+        last = {p: v for p, v in per_page.items() if chapter_of(p) == LAST_PART}
+        others = [p for p in per_page if chapter_of(p) != LAST_PART]
+        if others:
+            parts, waits = side_by_side_parts(others)
+            work = {name: {p: per_page[p] for p in in_order} for name, in_order in parts.items()}
+            _execute_chapters(work, waits, jobs, preset, root, stage, log_output, written)
     else:
         last = dict(per_page)
     for page, params in last.items():  # here, each page's time written before the next
@@ -462,6 +497,7 @@ def execute_pages(
 
 def _execute_chapters(
     chapters: Mapping[str, Mapping[Path, dict[str, Any]]],
+    waits: Mapping[str, tuple[str, ...]],
     jobs: int,
     preset: str,
     root: Path,
@@ -469,11 +505,11 @@ def _execute_chapters(
     log_output: bool,
     written: Callable[[Mapping[str, float]], Any],
 ) -> None:
-    """:func:`execute_pages` with ``jobs`` chapters side by side, one process each."""
+    """:func:`execute_pages` with ``jobs`` parts of chapters side by side, one process each
+    (:func:`side_by_side_parts`), each started once the parts in ``waits`` have ended."""
     import multiprocessing
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
-    waits = chapter_waits(list(chapters))
     pending, done = list(chapters), set()
     failure: BaseException | None = None
     context = multiprocessing.get_context("spawn")  # a fresh process: no copied state
@@ -583,7 +619,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--jobs",
         type=int,
         default=1,
-        help="chapters executed side by side, one process each (make book: 2)",
+        help="chapters (or parts of one: side_by_side_parts) executed side by side, one process each (make book: 2)",
     )
     build.add_argument(
         "-p",
