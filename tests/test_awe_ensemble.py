@@ -135,6 +135,13 @@ def test_awe_train_models_prints_them_records_them_and_reuses_the_folder(tables,
     assert code == 0, err
     with np.load(tmp_path / "e.npz") as arrays:
         assert arrays["embeddings"].shape[1] == 3 * 16
+    # one model trained over the folder of three: their folders go, a user's file stays
+    (tmp_path / "run" / "notes.txt").write_text("mine")
+    code, out, err = run_cli(capsys, *argv[:-4], "--models", "1", "--force", "--out", argv[-1])
+    assert code == 0, err
+    assert sorted(p.name for p in (tmp_path / "run").glob("member-*")) == []
+    assert (tmp_path / "run" / "notes.txt").read_text() == "mine"
+    assert "members" not in json.loads((tmp_path / "run" / "run.json").read_text())
     for bad in ("0", "17", "two"):
         with pytest.raises(SystemExit) as usage:
             main([str(a) for a in [*argv[:-4], "--models", bad, "--out", tmp_path / "x"]])

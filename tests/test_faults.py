@@ -213,6 +213,40 @@ def test_output_folder_appears_whole_or_not_at_all(tmp_path, monkeypatch):
     no_leftovers(out.parent)
 
 
+def test_a_run_written_over_one_of_more_models_drops_their_folders_and_nothing_else(
+    tmp_path, monkeypatch
+):
+    from audiorepro.training.members import earlier_member
+
+    out = tmp_path / "run"
+    for name in ("member-2", "member-3"):  # an earlier run of three models
+        (out / name).mkdir(parents=True)
+        storage.write_json(out / name / "run.json", {"seed": 1})
+    storage.write_json(out / "run.json", {"members": ["member-2", "member-3"]})
+    (out / "member-notes").mkdir()  # made by the user: no run.json, or not member-<number>
+    (out / "member-4").mkdir()
+    (out / "notes.txt").write_text("mine")
+    stale = earlier_member("run.json")
+    full_disk_after(monkeypatch, storage, "write_json", 1)  # a failed write removes nothing
+    with pytest.raises(WriteError):
+        with output_folder(out, stale=stale) as folder:
+            storage.write_json(folder / "run.json", {"members": ["member-2"]})
+            storage.write_json(folder / "b.json", {})
+    assert (out / "member-3" / "run.json").is_file()
+    monkeypatch.undo()
+    with output_folder(out, stale=stale) as folder:  # two models now
+        storage.write_json(folder / "run.json", {"members": ["member-2"]})
+        (folder / "member-2").mkdir()
+        storage.write_json(folder / "member-2" / "run.json", {"seed": 2})
+    assert sorted(p.name for p in out.iterdir()) == [
+        "member-2", "member-4", "member-notes", "notes.txt", "run.json",
+    ]  # fmt: skip
+    assert storage.read_json(out / "member-2" / "run.json") == {"seed": 2}
+    with output_folder(out) as folder:  # without stale, every earlier entry stays
+        storage.write_json(folder / "run.json", {})
+    assert (out / "member-2").is_dir()
+
+
 def test_a_file_a_command_writes_keeps_the_earlier_one_on_a_full_disk(tmp_path):
     """``awe embed --out EMB.npz`` writes through ``atomic_write(say_faults=True)``."""
     out = tmp_path / "emb.npz"

@@ -149,10 +149,20 @@ def test_units_train_models_are_the_single_runs_and_score_beside_their_kmeans_si
     code, out, err = run_cli(capsys, "units", "train", "--audio", prompts, *speakers, *SMOKE,
                              "--set", "seed=0", "--models", "1", "--out", tmp_path / "seed0")  # fmt: skip
     assert code == 0 and "reus" in out + err  # the preset's one model, said or not
+    shutil.copytree(tmp_path / "two", tmp_path / "two-then-one")
     shutil.rmtree(tmp_path / "two" / "member-2")
     code, _, err = run_cli(capsys, "units", "encode", tmp_path / "two", "--audio", numbers,
                            *speakers, "--out", tmp_path / "u-again")  # fmt: skip
     assert code != 0 and "lists the model member-2, but" in err and "is missing" in err
+    # one model trained over a folder of two: the second model's folder goes, a user's file stays
+    (tmp_path / "two-then-one" / "notes.txt").write_text("mine")
+    code, _, err = run_cli(capsys, "units", "train", "--audio", prompts, *speakers, *SMOKE,
+                           "--models", "1", "--force", "--out", tmp_path / "two-then-one")  # fmt: skip
+    assert code == 0, err
+    assert not (tmp_path / "two-then-one" / "member-2").exists()
+    assert (tmp_path / "two-then-one" / "notes.txt").read_text() == "mine"
+    info = json.loads((tmp_path / "two-then-one" / "run.json").read_text())
+    assert "members" not in info
 
 
 @pytest.mark.processes

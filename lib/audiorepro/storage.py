@@ -485,15 +485,17 @@ def created_parents(path: Path) -> list[Path]:
 
 
 @contextmanager
-def output_folder(out: str | Path) -> Iterator[Path]:
+def output_folder(out: str | Path, stale: Callable[[Path], bool] | None = None) -> Iterator[Path]:
     """Write a command's output folder whole or not at all.
 
     Yields a temporary sibling of ``out`` to write into; when the block ends, it becomes
     ``out`` with one rename (or, when ``out`` is an earlier run folder the command may reuse,
-    each of its files replaces the one of that name). If the block raises, the temporary folder
-    and any parent folder made for it are removed, so ``out`` is as it was: absent, or with its
-    earlier files; a disk that refused a write (:data:`WRITE_FAULTS`) becomes a
-    :class:`WriteError` saying so.
+    each of its files replaces the one of that name, and what else is there stays, except the
+    entries for which ``stale`` is true: what an earlier run of the command wrote that the new
+    one does not, such as the folder of a model it no longer has). If the block raises, the
+    temporary folder and any parent folder made for it are removed, so ``out`` is as it was:
+    absent, or with its earlier files; a disk that refused a write (:data:`WRITE_FAULTS`)
+    becomes a :class:`WriteError` saying so.
     """
     out = Path(out)
     made = created_parents(out)
@@ -505,10 +507,14 @@ def output_folder(out: str | Path) -> Iterator[Path]:
         yield tmp
         fsync_dir(tmp)
         if existed:
+            names = {item.name for item in tmp.iterdir()}
             for item in sorted(tmp.iterdir()):
                 if item.is_dir() and (out / item.name).is_dir():
                     shutil.rmtree(out / item.name)
                 os.replace(item, out / item.name)
+            for item in sorted(out.iterdir()) if stale is not None else ():
+                if item.name not in names and stale(item):  # once the new run is in place
+                    shutil.rmtree(item) if item.is_dir() else item.unlink()
             fsync_dir(out)
         else:
             os.rename(tmp, out)

@@ -22,6 +22,18 @@ MEMBER = "member-{}"
 """The folder of the k-th model (from 2) inside a run folder (the first model's own)."""
 
 
+def earlier_member(run_file: str) -> Callable[[Path], bool]:
+    """For :func:`audiorepro.storage.output_folder`'s ``stale``: is a path the folder of a model
+    that an earlier run of several models wrote (``member-K`` holding its ``run_file``)? A run
+    written over it with fewer models does not list that folder, and nothing would read it."""
+
+    def stale(path: Path) -> bool:
+        name = path.name.removeprefix("member-")
+        return name.isdigit() and (path / run_file).is_file()
+
+    return stale
+
+
 def member_seeds(seed: int, models: int) -> list[int]:
     """The seeds of ``models`` models of a run of seed ``seed``: ``seed``, ``seed + 1``, ..."""
     if isinstance(models, bool) or not isinstance(models, int) or models < 1:
@@ -72,7 +84,7 @@ def train_members(
                 )
             map_processes(member, rest, shared=(shared, str(home)), workers=workers)
             names = [MEMBER.format(k) for k in range(2, models + 1)]
-            with output_folder(out) as folder:
+            with output_folder(out, stale=earlier_member(run_file)) as folder:
                 for item in one.iterdir():
                     shutil.copy2(item, folder / item.name)
                 for name in names:

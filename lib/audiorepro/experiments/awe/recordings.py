@@ -79,7 +79,7 @@ from audiorepro.storage import (
     save_model_weights,
     write_json,
 )
-from audiorepro.training.members import listed_members
+from audiorepro.training.members import earlier_member, listed_members
 from audiorepro.training.selection import WEIGHT_FILES
 
 RUN_FILE = "run.json"
@@ -385,7 +385,7 @@ def train_on_segments(
                 final_model = refitted
             else:
                 model = refitted
-        with output_folder(out) as folder:  # whole or not at all: a full disk leaves no folder
+        with output_folder(out, stale=earlier_member(RUN_FILE)) as folder:  # whole or not at all
             save_model_weights(model, folder / WEIGHT_FILES["best"])
             save_model_weights(final_model, folder / WEIGHT_FILES["final"])
             write_json(

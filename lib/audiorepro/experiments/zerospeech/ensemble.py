@@ -28,7 +28,7 @@ from audiorepro.experiments.zerospeech.recordings import (
     prepare_units,
 )
 from audiorepro.storage import output_folder, write_json
-from audiorepro.training.members import MEMBER, member_seeds, train_members
+from audiorepro.training.members import MEMBER, earlier_member, member_seeds, train_members
 
 
 def _identity(data: UnitsData, models: int) -> dict[str, Any]:
@@ -118,7 +118,7 @@ def assemble_runs(runs: list[Path], out: str | os.PathLike[str]) -> UnitsRun:
             f"seeds of their own, got seeds {seeds}"
         )
     names = [MEMBER.format(k) for k in range(2, len(runs) + 1)]
-    with output_folder(out) as folder:
+    with output_folder(out, stale=earlier_member(RUN_FILE)) as folder:
         for item in Path(runs[0]).iterdir():
             if item.is_file() and item.name != "command.json":
                 shutil.copy2(item, folder / item.name)

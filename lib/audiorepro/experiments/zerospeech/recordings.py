@@ -63,7 +63,7 @@ from audiorepro.storage import (
     save_model_weights,
     write_json,
 )
-from audiorepro.training.members import listed_members
+from audiorepro.training.members import earlier_member, listed_members
 
 RUN_FILE = "run.json"
 
@@ -242,7 +242,7 @@ def fit_units(
     with resumable(config, files, voices, data.pairs) as checkpoints:  # removed once written
         model, history = fit_vqvae(config.train, config.model, files, voices, config.seed,
                                    progress, checkpoints, pairs=data.pairs)  # fmt: skip
-        with output_folder(out) as folder:  # whole or not at all: a full disk leaves no folder
+        with output_folder(out, stale=earlier_member(RUN_FILE)) as folder:  # whole or not at all
             save_model_weights(model, folder / "model.safetensors")
             baseline = _fit_units_baseline(folder, files, voices, config)
             info = {"kind": "units", "preset": data.preset, "config": to_dict(config)}
