@@ -140,6 +140,7 @@ def test_awe_train_models_prints_them_records_them_and_reuses_the_folder(tables,
     code, out, err = run_cli(capsys, *argv[:-4], "--models", "1", "--force", "--out", argv[-1])
     assert code == 0, err
     assert sorted(p.name for p in (tmp_path / "run").glob("member-*")) == []
+    assert err.count("audiorepro: removed ") == 2 and "member-3: the earlier run wrote" in err
     assert (tmp_path / "run" / "notes.txt").read_text() == "mine"
     assert "members" not in json.loads((tmp_path / "run" / "run.json").read_text())
     for bad in ("0", "17", "two"):

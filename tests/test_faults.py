@@ -214,7 +214,7 @@ def test_output_folder_appears_whole_or_not_at_all(tmp_path, monkeypatch):
 
 
 def test_a_run_written_over_one_of_more_models_drops_their_folders_and_nothing_else(
-    tmp_path, monkeypatch
+    tmp_path, monkeypatch, capsys
 ):
     from audiorepro.training.members import earlier_member
 
@@ -242,6 +242,9 @@ def test_a_run_written_over_one_of_more_models_drops_their_folders_and_nothing_e
         "member-2", "member-4", "member-notes", "notes.txt", "run.json",
     ]  # fmt: skip
     assert storage.read_json(out / "member-2" / "run.json") == {"seed": 2}
+    err = capsys.readouterr().err  # said, once
+    assert err.count("audiorepro: removed ") == 1
+    assert f"removed {out / 'member-3'}: the earlier run wrote it, and this run has none" in err
     with output_folder(out) as folder:  # without stale, every earlier entry stays
         storage.write_json(folder / "run.json", {})
     assert (out / "member-2").is_dir()

@@ -160,6 +160,7 @@ def test_units_train_models_are_the_single_runs_and_score_beside_their_kmeans_si
                            "--models", "1", "--force", "--out", tmp_path / "two-then-one")  # fmt: skip
     assert code == 0, err
     assert not (tmp_path / "two-then-one" / "member-2").exists()
+    assert f"removed {tmp_path / 'two-then-one' / 'member-2'}: the earlier run wrote" in err
     assert (tmp_path / "two-then-one" / "notes.txt").read_text() == "mine"
     info = json.loads((tmp_path / "two-then-one" / "run.json").read_text())
     assert "members" not in info

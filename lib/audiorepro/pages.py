@@ -619,7 +619,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--jobs",
         type=int,
         default=1,
-        help="chapters (or parts of one: side_by_side_parts) executed side by side, one process each (make book: 2)",
+        help="chapters (or parts of one, where another chapter needs one of its pages) executed "
+        "side by side, one process each (make book: 2)",
     )
     build.add_argument(
         "-p",

@@ -512,9 +512,8 @@ def output_folder(out: str | Path, stale: Callable[[Path], bool] | None = None) 
                 if item.is_dir() and (out / item.name).is_dir():
                     shutil.rmtree(out / item.name)
                 os.replace(item, out / item.name)
-            for item in sorted(out.iterdir()) if stale is not None else ():
-                if item.name not in names and stale(item):  # once the new run is in place
-                    shutil.rmtree(item) if item.is_dir() else item.unlink()
+            if stale is not None:  # once the new run is in place, and said
+                _drop_stale(out, names, stale)
             fsync_dir(out)
         else:
             os.rename(tmp, out)
@@ -539,6 +538,23 @@ def output_folder(out: str | Path, stale: Callable[[Path], bool] | None = None) 
                     folder.rmdir()
                 except OSError:
                     break
+
+
+def _drop_stale(out: Path, written: Collection[str], stale: Callable[[Path], bool]) -> None:
+    """Remove the entries of ``out`` that the new output did not write and ``stale`` calls an
+    earlier run's, one line on stderr each."""
+    for item in sorted(out.iterdir()):
+        if item.name in written or not stale(item):
+            continue
+        if item.is_dir():
+            shutil.rmtree(item)
+        else:
+            item.unlink()
+        print(
+            f"audiorepro: removed {item}: the earlier run wrote it, and this run has none",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 # --------------------------------------------------------------------------------------------
