@@ -45,6 +45,23 @@ def test_the_digits_folder_is_named_as_fsdd_and_made_again_byte_for_byte(tmp_pat
         assert len(c) and not np.array_equal(a[: len(c)], c[: len(a)])  # --clean: no chain
 
 
+def test_varied_takes_differ_beyond_rate_and_pitch_and_are_made_again_byte_for_byte(tmp_path):
+    """--varied: each take its own intonation, timing, filter, level, noise and silences; the
+    same seed writes the same files."""
+    study = _study("study_digits_folder")
+    for name in ("v", "w"):
+        study.main([str(tmp_path / name), "--speakers", "1", "--takes", "2", "--varied"])
+    study.main([str(tmp_path / "plain"), "--speakers", "1", "--takes", "2"])
+    lengths = []
+    for path in sorted((tmp_path / "v").iterdir()):
+        v, rate = sf.read(path)
+        assert rate == 8000 and np.array_equal(v, sf.read(tmp_path / "w" / path.name)[0])
+        plain = sf.read(tmp_path / "plain" / path.name)[0]
+        assert len(v) != len(plain) and np.abs(v).max() > 0.01
+        lengths.append(len(v))
+    assert len(set(lengths)) == len(lengths) == 20
+
+
 def test_the_closest_stretch_is_found_where_it_was_put_and_never_in_silence():
     """bench/study_units_segments.py: a stretch of one file copied into another is found at
     both places, at distance 0; quiet frames (first coefficient below zero) count as far,
