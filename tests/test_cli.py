@@ -922,7 +922,8 @@ def test_awe_train_counts_and_prints_the_rows_too_short_to_embed(corpus, tmp_pat
 
 def test_segments_reads_free_spoken_digit_names_and_warns_of_the_word_as_speaker(tmp_path, capsys):
     """Names like 7_jackson_32.wav: --speaker-of field:2 gives the speakers; prefix takes the
-    word for the speaker, which the command says (exit 0: the table is valid)."""
+    word for the speaker, which the command says (exit 0: the table is valid); without
+    --speaker-of the word is seen to be the first field and the speaker taken from the second."""
     from audiorepro.data.recordings import read_segments
 
     audio = tmp_path / "fsdd"
@@ -949,6 +950,14 @@ def test_segments_reads_free_spoken_digit_names_and_warns_of_the_word_as_speaker
         ("7", "jackson"),
         ("7", "theo"),
     ]
+    # no --speaker-of: the word is the names' first field, so the speaker is their second
+    code, out, err = run_cli(
+        capsys, "segments", "--audio", audio, "--word-of", "prefix", "--out", table, "--force"
+    )  # fmt: skip
+    assert code == 0 and "warning" not in err
+    assert "speakers: the names' second field, 2 speakers (jackson, theo)" in out
+    assert "the word (--word-of) is their first); --speaker-of prefix for the first" in out
+    assert {r.speaker for r in read_segments(table)} == {"jackson", "theo"}
     # a flat folder read with --word-of parent: every word is the folder's own name
     code, _, err = run_cli(
         capsys, "segments", "--audio", audio, "--speaker-of", "field:2", "--out", table,

@@ -122,10 +122,11 @@ def _parser() -> argparse.ArgumentParser:
         )
         p.add_argument(
             "--speaker-of",
-            default="prefix",
+            default=None,
             help="prefix (name up to the first _; prefix:- up to the first -), field:N[:SEP] "
             "(the N-th field of the name: field:2 for 7_jackson_32.wav), parent (folder "
-            "name) or a MAP.tsv (file<TAB>speaker)",
+            "name) or a MAP.tsv (file<TAB>speaker); default: prefix, or field:2 for names "
+            "word_speaker_take (7_jackson_32.wav; the output says which, and why)",
         )
 
     p = groups.add_parser(
@@ -758,9 +759,11 @@ def _run(args: argparse.Namespace) -> None:
         from audiorepro.data.recordings import write_folder_segments
 
         _output(args)
-        path, rows, left_out = write_folder_segments(
+        path, rows, left_out, told = write_folder_segments(
             args.audio, args.out, word_of=args.word_of, speaker_of=args.speaker_of
         )
+        if told:
+            print(told)
         print(f"wrote {rows} whole-file rows to {path} ({left_out} files without a word left out)")
         print(f"{args.audio}: {scan_folder(args.audio).note()}")
     elif command == ("units", "train"):

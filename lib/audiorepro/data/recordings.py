@@ -42,6 +42,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
+from audiorepro.data.name_fields import default_speaker_rule
 from audiorepro.data.recipes.common import RecipeError
 from audiorepro.features import audio_info
 from audiorepro.features.audio import SILENT_PEAK, silence
@@ -856,19 +857,22 @@ def write_folder_segments(
     audio: str | os.PathLike[str],
     out: str | os.PathLike[str],
     word_of: str = "parent",
-    speaker_of: str = "prefix",
-) -> tuple[Path, int, int]:
+    speaker_of: str | None = None,
+) -> tuple[Path, int, int, str]:
     """Write a segments table of whole files from a folder's layout: one row per audio file
     under ``audio`` whose word ``word_of`` tells (``parent``: the folder name, as in Speech
     Commands' ``yes/0a7c2a8d_nohash_0.wav``; ``prefix[:SEP]``; ``field:N[:SEP]``, ``field:1``
     the whole name where no name holds ``SEP`` and some repeat, as ``al/0.wav``; or a
     ``MAP.tsv`` of ``file<TAB>word`` lines, where a file the map does not list is left out),
-    its speaker by ``speaker_of`` (:func:`speakers_of`), ``start``/``end`` empty. Paths are
+    its speaker by ``speaker_of`` (:func:`speakers_of`; ``None``: ``prefix``, or ``field:2``
+    for names ``word_speaker_take`` whose first field is the word, :mod:`~audiorepro.data.
+    name_fields`), ``start``/``end`` empty. Paths are
     written relative to the table's folder when the audio lies under it (the two move
     together), else absolute; the table is written atomically.
 
     Returns:
-        ``(table path, rows written, files left out)``.
+        ``(table path, rows written, files left out, the line that says which speaker rule
+        was chosen when none was given, else "")``.
 
     Raises:
         RecordingsError: as :func:`find_wavs` and :func:`labels_of` (a word or speaker with
@@ -887,6 +891,9 @@ def write_folder_segments(
             "file named by its path under the audio folder (carlo/x.wav) or by its name (x.wav)",
         )
     chosen = {name: wavs[name] for name in words}
+    told = ""
+    if speaker_of is None:
+        speaker_of, told = default_speaker_rule(chosen, words=words)
     speakers = labels_of(chosen, speaker_of, audio, "speaker", one_token=True)
     suspicious = one_word_speakers((words[name], speakers[name]) for name in chosen)
     if suspicious:
@@ -954,7 +961,7 @@ def write_folder_segments(
             )
     out.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(out, lambda tmp: tmp.write_text("\n".join(lines) + "\n", encoding="utf-8"))
-    return out, len(chosen), len(wavs) - len(chosen)
+    return out, len(chosen), len(wavs) - len(chosen), told
 
 
 @dataclasses.dataclass(frozen=True)

@@ -62,7 +62,7 @@ def train_units_ensemble(
     out: str | os.PathLike[str],
     models: int | None = None,
     *,
-    speaker_of: str = "prefix",
+    speaker_of: str | None = None,
     preset: str = "embedded",
     overrides: Mapping[str, Any] | None = None,
     progress: str = "none",

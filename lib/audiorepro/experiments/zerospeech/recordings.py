@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from audiorepro.config import from_dict, merge, refuse_unused, replace, to_dict
+from audiorepro.data.name_fields import default_speaker_rule
 from audiorepro.data.recipes.zerospeech import AbxItem, write_item_file
 from audiorepro.data.recordings import (
     InputWarning,
@@ -175,7 +176,7 @@ class UnitsData:
 def prepare_units(
     audio: str | os.PathLike[str],
     *,
-    speaker_of: str = "prefix",
+    speaker_of: str | None = None,
     preset: str = "embedded",
     overrides: Mapping[str, Any] | None = None,
     progress: str = "none",
@@ -189,10 +190,13 @@ def prepare_units(
     wavs, left_out = training_files(scan.files)
     if not wavs:
         raise RecordingsError(audio, None, f"no file to train on: {scan.note(left_out, used=0)}")
-    speakers = speakers_of(wavs, speaker_of, audio)
-    rule = speaker_rule(speaker_of)
     feature = feature_of(config.model.input_dim)
     feats = load_wav_features(wavs, feature, store())
+    told = ""
+    if speaker_of is None:  # prefix, or field:2 of names word_speaker_take
+        speaker_of, told = default_speaker_rule(wavs, frames=feats)
+    speakers = speakers_of(wavs, speaker_of, audio)
+    rule = speaker_rule(speaker_of)
     names = [n for n in sorted(feats) if len(feats[n]) >= MIN_TRAIN_FRAMES]
     left_out += [
         (
@@ -210,6 +214,7 @@ def prepare_units(
     config, normalisation = feature_norm_default(
         config, overrides, speakers, {n: len(feats[n]) for n in names}, speaker_of
     )
+    normalisation = "\n".join(line for line in (told, normalisation) if line)
     paired, pairing = pairs_default(config, overrides, len(set(speakers.values())))
     files, voices = [feats[n] for n in names], [speakers[n] for n in names]
     found = Pairing((), 0, "train.pairs is none")
@@ -259,7 +264,7 @@ def train_units(
     audio: str | os.PathLike[str],
     out: str | os.PathLike[str],
     *,
-    speaker_of: str = "prefix",
+    speaker_of: str | None = None,
     preset: str = "embedded",
     overrides: Mapping[str, Any] | None = None,
     progress: str = "none",
@@ -267,7 +272,8 @@ def train_units(
     """Train the chapter's VQ-VAE on every wav under ``audio`` (any sample rate) into ``out``.
 
     ``speaker_of``: ``prefix``, ``parent`` or a ``MAP.tsv`` (:func:`audiorepro.data.recordings.
-    speakers_of`); ``preset`` and ``overrides`` (``{"train.max_steps": 200}``) as
+    speakers_of`; ``None``: ``prefix``, or ``field:2`` of names ``word_speaker_take``,
+    :mod:`~audiorepro.data.name_fields`); ``preset`` and ``overrides`` (``{"train.max_steps": 200}``) as
     :func:`load_config`; an override of a field outside :data:`UNITS_FIELDS` is a
     ``ConfigError``. Writes ``out/model.safetensors``, ``out/run.json`` (configuration,
     speakers, feature, history, the k-means baseline) and ``out/kmeans.npz``.
