@@ -127,7 +127,7 @@ def default_speaker_rule(
         )
         evidence = (
             f"of {anchors} files, the nearest by DTW of those sharing only the first field was "
-            f"nearer than the nearest of those sharing only the second for {share:.0%}"
+            f"nearer than the nearest of those sharing only the second for {100 * share:.0f} %"
         )
         why = "files that share their {} field are said alike: " + evidence
     if word_field == 1:
