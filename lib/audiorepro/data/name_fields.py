@@ -6,8 +6,9 @@ speaker and a take. Whether the word or the speaker comes first, both fields cro
 speaker says every word), so the names alone cannot tell which is which; the content can. With
 the words known (``segments --word-of``) the speaker is the field that is not the word. Without
 them (``units train``), files that share the word field are said alike and files that share
-the speaker field are not: by DTW of each file's frames, normalised over the file, files of
-one word are nearer on average than files of one speaker (:func:`word_field_by_content`).
+the speaker field are not: by DTW of each file's frames, normalised over the file, a file's
+nearest of the files sharing only its word is nearer than its nearest of the files sharing
+only its speaker, for most files (:func:`word_field_by_content`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from audiorepro.features.speech import VALID_MFCC_DIMS
 from audiorepro.metrics.dtw import pairwise_dtw
 
 DEFAULT_RULE = "prefix"
@@ -57,11 +59,11 @@ def crossed_fields(wavs: Mapping[str, Path]) -> tuple[list[str], list[str]] | No
 
 def _comparable(x: np.ndarray) -> np.ndarray:
     """A file's frames as compared: its louder half (first coefficient above its median), the
-    13 static MFCCs of 39 with Δ and ΔΔ, normalised over the file."""
+    static MFCCs of MFCCs with Δ and ΔΔ (13 of 39), normalised over the file."""
     x = np.asarray(x, dtype=np.float64)
     loud = x[:, 0] > np.median(x[:, 0])
     x = x[loud] if loud.sum() >= 3 else x
-    x = x[:, :13] if x.shape[1] == 39 else x
+    x = x[:, : x.shape[1] // 3] if x.shape[1] in VALID_MFCC_DIMS else x
     return ((x - x.mean(0)) / (x.std(0) + 1e-8)).astype(np.float32)
 
 

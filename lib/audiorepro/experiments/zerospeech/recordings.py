@@ -273,8 +273,8 @@ def train_units(
 
     ``speaker_of``: ``prefix``, ``parent`` or a ``MAP.tsv`` (:func:`audiorepro.data.recordings.
     speakers_of`; ``None``: ``prefix``, or ``field:2`` of names ``word_speaker_take``,
-    :mod:`~audiorepro.data.name_fields`); ``preset`` and ``overrides`` (``{"train.max_steps": 200}``) as
-    :func:`load_config`; an override of a field outside :data:`UNITS_FIELDS` is a
+    :mod:`~audiorepro.data.name_fields`); ``preset`` and ``overrides``
+    (``{"train.max_steps": 200}``) as :func:`load_config`; an override of a field outside :data:`UNITS_FIELDS` is a
     ``ConfigError``. Writes ``out/model.safetensors``, ``out/run.json`` (configuration,
     speakers, feature, history, the k-means baseline) and ``out/kmeans.npz``.
     """
